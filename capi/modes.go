@@ -1,0 +1,264 @@
+package capi
+
+import (
+	"crypto/cipher"
+	"crypto/subtle"
+	"encoding/binary"
+	"math/bits"
+	"unsafe"
+)
+
+// inexactOverlap reports whether x and y share memory at different offsets,
+// which no driver supports (exact aliasing, in place, is fine).
+func inexactOverlap(x, y []byte) bool {
+	if len(x) == 0 || len(y) == 0 || &x[0] == &y[0] {
+		return false
+	}
+	xs, ys := uintptr(unsafe.Pointer(&x[0])), uintptr(unsafe.Pointer(&y[0]))
+	return xs <= ys+uintptr(len(y)-1) && ys <= xs+uintptr(len(x)-1)
+}
+
+// The generic modes below work on any 16-byte block cipher through
+// cipher.Block, one block per call. They are the reference every faster
+// driver is compared with, and the fallback for serpent and twofish.
+
+type ecbMode struct{ b cipher.Block }
+
+func (m ecbMode) Encrypt(dst, src, _ []byte) {
+	for i := 0; i < len(src); i += 16 {
+		m.b.Encrypt(dst[i:i+16], src[i:i+16])
+	}
+}
+
+func (m ecbMode) Decrypt(dst, src, _ []byte) {
+	for i := 0; i < len(src); i += 16 {
+		m.b.Decrypt(dst[i:i+16], src[i:i+16])
+	}
+}
+
+type cbcMode struct{ b cipher.Block }
+
+func (m cbcMode) Encrypt(dst, src, iv []byte) {
+	var x [16]byte
+	copy(x[:], iv)
+	for i := 0; i < len(src); i += 16 {
+		subtle.XORBytes(x[:], x[:], src[i:i+16])
+		m.b.Encrypt(x[:], x[:])
+		copy(dst[i:i+16], x[:])
+	}
+}
+
+func (m cbcMode) Decrypt(dst, src, iv []byte) {
+	var prev, cur [16]byte
+	copy(prev[:], iv)
+	for i := 0; i < len(src); i += 16 {
+		copy(cur[:], src[i:i+16])
+		m.b.Decrypt(dst[i:i+16], cur[:])
+		subtle.XORBytes(dst[i:i+16], dst[i:i+16], prev[:])
+		prev = cur
+	}
+}
+
+// ctrMode is the kernel's ctr(): the IV is a 128-bit big-endian counter.
+type ctrMode struct{ b cipher.Block }
+
+func (m ctrMode) Encrypt(dst, src, iv []byte) {
+	var ctr, ks [16]byte
+	copy(ctr[:], iv)
+	for i := 0; i < len(src); i += 16 {
+		m.b.Encrypt(ks[:], ctr[:])
+		end := min(i+16, len(src))
+		subtle.XORBytes(dst[i:end], src[i:end], ks[:end-i])
+		hi, lo := binary.BigEndian.Uint64(ctr[:8]), binary.BigEndian.Uint64(ctr[8:])
+		lo++
+		if lo == 0 {
+			hi++
+		}
+		binary.BigEndian.PutUint64(ctr[:8], hi)
+		binary.BigEndian.PutUint64(ctr[8:], lo)
+	}
+}
+
+func (m ctrMode) Decrypt(dst, src, iv []byte) { m.Encrypt(dst, src, iv) }
+
+// mulX multiplies the XTS tweak by x in GF(2^128), little-endian convention.
+func mulX(t *[16]byte) {
+	lo, hi := binary.LittleEndian.Uint64(t[:8]), binary.LittleEndian.Uint64(t[8:])
+	carry := hi >> 63
+	hi = hi<<1 | lo>>63
+	lo = lo<<1 ^ carry*0x87
+	binary.LittleEndian.PutUint64(t[:8], lo)
+	binary.LittleEndian.PutUint64(t[8:], hi)
+}
+
+// xtsMode is IEEE 1619 XTS with ciphertext stealing for a partial last block.
+type xtsMode struct{ k1, k2 cipher.Block }
+
+func xorBlock(dst, src []byte, t *[16]byte) {
+	subtle.XORBytes(dst[:16], src[:16], t[:])
+}
+
+func (m xtsMode) Encrypt(dst, src, iv []byte) {
+	var t, x [16]byte
+	m.k2.Encrypt(t[:], iv)
+	n := len(src)
+	full := n &^ 15
+	if n%16 != 0 {
+		full -= 16 // the last whole block takes part in stealing
+	}
+	for i := 0; i < full; i += 16 {
+		xorBlock(x[:], src[i:], &t)
+		m.k1.Encrypt(x[:], x[:])
+		xorBlock(dst[i:], x[:], &t)
+		mulX(&t)
+	}
+	if n%16 == 0 {
+		return
+	}
+	// Ciphertext stealing: CC = E(P_{m-1}) under T_{m-1}; the short last
+	// block borrows CC's tail; the full block slot gets E(P_m || tail).
+	tail := n - full - 16
+	var cc [16]byte
+	xorBlock(x[:], src[full:], &t)
+	m.k1.Encrypt(x[:], x[:])
+	xorBlock(cc[:], x[:], &t)
+	mulX(&t)
+	var pp [16]byte
+	copy(pp[:], src[full+16:])
+	copy(pp[tail:], cc[tail:])
+	copy(dst[full+16:], cc[:tail])
+	xorBlock(x[:], pp[:], &t)
+	m.k1.Encrypt(x[:], x[:])
+	xorBlock(dst[full:], x[:], &t)
+}
+
+func (m xtsMode) Decrypt(dst, src, iv []byte) {
+	var t, x [16]byte
+	m.k2.Encrypt(t[:], iv)
+	n := len(src)
+	full := n &^ 15
+	if n%16 != 0 {
+		full -= 16
+	}
+	for i := 0; i < full; i += 16 {
+		xorBlock(x[:], src[i:], &t)
+		m.k1.Decrypt(x[:], x[:])
+		xorBlock(dst[i:], x[:], &t)
+		mulX(&t)
+	}
+	if n%16 == 0 {
+		return
+	}
+	tail := n - full - 16
+	t2 := t
+	mulX(&t2)
+	var pp, cc [16]byte
+	xorBlock(x[:], src[full:], &t2)
+	m.k1.Decrypt(x[:], x[:])
+	xorBlock(pp[:], x[:], &t2)
+	copy(cc[:], src[full+16:])
+	copy(cc[tail:], pp[tail:])
+	copy(dst[full+16:], pp[:tail])
+	xorBlock(x[:], cc[:], &t)
+	m.k1.Decrypt(x[:], x[:])
+	xorBlock(dst[full:], x[:], &t)
+}
+
+// gf128BE is an element of GF(2^128) in LRW's big-endian convention: hi
+// holds bytes 0-7, the most significant coefficients.
+type gf128BE struct{ hi, lo uint64 }
+
+func (a gf128BE) double() gf128BE {
+	c := a.hi >> 63
+	return gf128BE{a.hi<<1 | a.lo>>63, a.lo<<1 ^ c*0x87}
+}
+
+func gfMulBE(a, b gf128BE) gf128BE {
+	var r gf128BE
+	for i := 127; i >= 0; i-- {
+		r = r.double()
+		var bit uint64
+		if i >= 64 {
+			bit = b.hi >> (i - 64) & 1
+		} else {
+			bit = b.lo >> i & 1
+		}
+		m := -bit
+		r.hi ^= a.hi & m
+		r.lo ^= a.lo & m
+	}
+	return r
+}
+
+// lrwMode is LRW-AES as the kernel's lrw(): T_j = K2 ⊗ (I + j), with the
+// 128-bit big-endian block index I taken from the IV. Stepping from index I
+// to I+1 flips the low k+1 bits, k being I's trailing ones, so
+// T_{j+1} = T_j ⊕ K2⊗(2^{k+1}-1) from a 128-entry table.
+type lrwMode struct {
+	b     cipher.Block
+	k2    gf128BE
+	table [128]gf128BE
+}
+
+func newLRW(b cipher.Block, k2 []byte) *lrwMode {
+	m := &lrwMode{b: b, k2: gf128BE{binary.BigEndian.Uint64(k2[:8]), binary.BigEndian.Uint64(k2[8:])}}
+	var ones gf128BE
+	for k := 0; k < 128; k++ {
+		if k < 64 {
+			ones.lo |= 1 << k
+		} else {
+			ones.hi |= 1 << (k - 64)
+		}
+		m.table[k] = gfMulBE(m.k2, ones)
+	}
+	return m
+}
+
+func (m *lrwMode) crypt(dst, src, iv []byte, enc bool) {
+	idx := gf128BE{binary.BigEndian.Uint64(iv[:8]), binary.BigEndian.Uint64(iv[8:])}
+	t := gfMulBE(m.k2, idx)
+	var tb, x [16]byte
+	for i := 0; i < len(src); i += 16 {
+		binary.BigEndian.PutUint64(tb[:8], t.hi)
+		binary.BigEndian.PutUint64(tb[8:], t.lo)
+		xorBlock(x[:], src[i:], &tb)
+		if enc {
+			m.b.Encrypt(x[:], x[:])
+		} else {
+			m.b.Decrypt(x[:], x[:])
+		}
+		xorBlock(dst[i:], x[:], &tb)
+		// step idx and t
+		var k int
+		if ^idx.lo != 0 {
+			k = bits.TrailingZeros64(^idx.lo)
+		} else {
+			k = 64 + bits.TrailingZeros64(^idx.hi)
+		}
+		if k > 127 {
+			k = 127
+		}
+		t.hi ^= m.table[k].hi
+		t.lo ^= m.table[k].lo
+		idx.lo++
+		if idx.lo == 0 {
+			idx.hi++
+		}
+	}
+}
+
+func (m *lrwMode) Encrypt(dst, src, iv []byte) { m.crypt(dst, src, iv, true) }
+func (m *lrwMode) Decrypt(dst, src, iv []byte) { m.crypt(dst, src, iv, false) }
+
+// wipeBlock zeroes a cipher's key schedule where it can.
+func wipeBlock(b cipher.Block) {
+	if w, ok := b.(Wiper); ok {
+		w.Wipe()
+	}
+}
+
+func (m ecbMode) Wipe()  { wipeBlock(m.b) }
+func (m cbcMode) Wipe()  { wipeBlock(m.b) }
+func (m ctrMode) Wipe()  { wipeBlock(m.b) }
+func (m xtsMode) Wipe()  { wipeBlock(m.k1); wipeBlock(m.k2) }
+func (m *lrwMode) Wipe() { wipeBlock(m.b); m.k2 = gf128BE{}; clear(m.table[:]) }

@@ -1,0 +1,168 @@
+// Package testmgr holds the known-answer vectors that every capi driver must
+// pass before it is used, in the spirit of the kernel's crypto/testmgr.c.
+//
+// The vectors are copies of ../shared/vectors (kernel testmgr.h, cryptsetup's
+// crypto-vectors.c and IEEE P1619), embedded so that self-tests run in every
+// binary, not only under go test. Names are kernel crypto API names.
+package testmgr
+
+import (
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+)
+
+//go:embed testdata/*.json
+var files embed.FS
+
+// Cipher is one skcipher known answer: Ciphertext = Encrypt(Key, IV, Plaintext).
+type Cipher struct {
+	ID         string
+	Key        []byte
+	IV         []byte
+	Plaintext  []byte
+	Ciphertext []byte
+}
+
+// Hash is one digest known answer.
+type Hash struct {
+	ID     string
+	Input  []byte
+	Digest []byte
+}
+
+// Source names a vector file, for messages.
+type Source struct {
+	File string
+}
+
+var (
+	once    sync.Once
+	ciphers map[string][]Cipher
+	hashes  map[string][]Hash
+	loadErr error
+)
+
+type rawVec struct {
+	ID            string `json:"id"`
+	Algorithm     string `json:"algorithm"`
+	Cipher        string `json:"cipher"`
+	Mode          string `json:"mode"`
+	Key           string `json:"key"`
+	KeyHex        string `json:"key_hex"`
+	IV            string `json:"iv"`
+	IVHex         string `json:"iv_hex"`
+	Tweak         string `json:"tweak"`
+	Plaintext     string `json:"plaintext"`
+	PlaintextHex  string `json:"plaintext_hex"`
+	Ciphertext    string `json:"ciphertext"`
+	CiphertextHex string `json:"ciphertext_hex"`
+	InputHex      string `json:"input_hex"`
+	DigestHex     string `json:"digest_hex"`
+}
+
+type rawFile struct {
+	Algorithm string   `json:"algorithm"`
+	Vectors   []rawVec `json:"vectors"`
+	Hashes    []rawVec `json:"hash_vectors"`
+}
+
+func first(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// hashNames maps cryptsetup's hash names to kernel names.
+var hashNames = map[string]string{"whirlpool": "wp512"}
+
+func load() {
+	ciphers = map[string][]Cipher{}
+	hashes = map[string][]Hash{}
+	ents, err := files.ReadDir("testdata")
+	if err != nil {
+		loadErr = err
+		return
+	}
+	for _, e := range ents {
+		b, err := files.ReadFile("testdata/" + e.Name())
+		if err != nil {
+			loadErr = err
+			return
+		}
+		var f rawFile
+		if err := json.Unmarshal(b, &f); err != nil {
+			loadErr = fmt.Errorf("testmgr: %s: %w", e.Name(), err)
+			return
+		}
+		for _, v := range f.Vectors {
+			name := first(v.Algorithm, f.Algorithm)
+			if v.Cipher != "" && v.Mode != "" {
+				name = v.Mode + "(" + v.Cipher + ")"
+			}
+			if strings.HasPrefix(name, "XTS-AES") {
+				name = "xts(aes)"
+			}
+			c := Cipher{ID: v.ID}
+			var errs [4]error
+			c.Key, errs[0] = hex.DecodeString(first(v.Key, v.KeyHex))
+			c.IV, errs[1] = hex.DecodeString(first(v.IV, v.IVHex, v.Tweak))
+			c.Plaintext, errs[2] = hex.DecodeString(first(v.Plaintext, v.PlaintextHex))
+			c.Ciphertext, errs[3] = hex.DecodeString(first(v.Ciphertext, v.CiphertextHex))
+			for _, err := range errs {
+				if err != nil {
+					loadErr = fmt.Errorf("testmgr: %s %s: %w", e.Name(), v.ID, err)
+					return
+				}
+			}
+			ciphers[name] = append(ciphers[name], c)
+		}
+		for _, v := range f.Hashes {
+			name := v.Algorithm
+			if n, ok := hashNames[name]; ok {
+				name = n
+			}
+			in, err1 := hex.DecodeString(v.InputHex)
+			d, err2 := hex.DecodeString(v.DigestHex)
+			if err1 != nil || err2 != nil {
+				loadErr = fmt.Errorf("testmgr: %s %s: bad hex", e.Name(), v.ID)
+				return
+			}
+			hashes[name] = append(hashes[name], Hash{ID: v.ID, Input: in, Digest: d})
+		}
+	}
+}
+
+// Ciphers returns the skcipher vectors for a kernel algorithm name such as
+// "xts(aes)" or "essiv(cbc(aes),sha256)"; nil when there are none.
+func Ciphers(name string) ([]Cipher, error) {
+	once.Do(load)
+	return ciphers[name], loadErr
+}
+
+// Hashes returns the digest vectors for a kernel hash name such as "sha256".
+func Hashes(name string) ([]Hash, error) {
+	once.Do(load)
+	return hashes[name], loadErr
+}
+
+// Names lists every algorithm name that has vectors.
+func Names() []string {
+	once.Do(load)
+	var out []string
+	for n := range ciphers {
+		out = append(out, n)
+	}
+	for n := range hashes {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
