@@ -1,0 +1,198 @@
+package nbd
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// conn is the server side of one client connection.
+type conn struct {
+	s      *Server
+	raw    net.Conn // the accepted connection
+	nc     net.Conn // raw, or the TLS connection on top of it
+	br     *bufio.Reader
+	remote string
+
+	mu       sync.Mutex // guards stopping and deadline changes
+	stopping bool
+
+	// Negotiated state (handshake goroutine only, read-only afterwards).
+	fixed      bool
+	noZeroes   bool
+	tlsUp      bool
+	structured bool
+	sizeAgreed bool // client asked for NBD_INFO_BLOCK_SIZE in NBD_OPT_GO
+	size       int64
+	minBlock   uint32
+
+	hdr  [requestHeaderLen]byte // reader goroutine's request header
+	rbuf [128]byte              // reader goroutine's scratch for error replies
+
+	wmu  sync.Mutex // serialises replies
+	werr error      // first write error; guarded by wmu
+
+	fmu           sync.Mutex // guards inflight accounting
+	fcond         sync.Cond
+	inflight      int
+	inflightBytes int64
+	work          chan *request
+	wg            sync.WaitGroup
+
+	drainOnce sync.Once
+	drained   chan struct{} // closed when no request is in flight any more and none will be read
+	done      chan struct{} // closed when ServeConn returns
+}
+
+func newConn(s *Server, c net.Conn) *conn {
+	cn := &conn{
+		s:       s,
+		raw:     c,
+		nc:      c,
+		br:      bufio.NewReaderSize(c, 64<<10),
+		drained: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	if a := c.RemoteAddr(); a != nil {
+		cn.remote = a.String()
+	}
+	cn.fcond.L = &cn.fmu
+	return cn
+}
+
+func (c *conn) logf(format string, args ...any) {
+	if c.s.opts.Logf != nil {
+		c.s.opts.Logf("nbd %s: %s", c.remote, fmt.Sprintf(format, args...))
+	}
+}
+
+// stop makes the reader give up: pending and future reads fail at once.
+// Replies still being written get drainTimeout to complete.
+func (c *conn) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopping {
+		return
+	}
+	c.stopping = true
+	c.raw.SetReadDeadline(time.Unix(1, 0))
+	c.raw.SetWriteDeadline(time.Now().Add(drainTimeout))
+}
+
+func (c *conn) isStopping() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopping
+}
+
+// setDeadline changes the connection deadline unless the connection is
+// being stopped (whose deadlines must stay in force).
+func (c *conn) setDeadline(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.stopping {
+		c.raw.SetDeadline(t)
+	}
+}
+
+func (c *conn) serve(ctx context.Context) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.logf("panic: %v\n%s", p, debug.Stack())
+			err = fmt.Errorf("nbd: internal error: %v", p)
+		}
+		c.finish()
+	}()
+	entered, err := c.handshake(ctx)
+	if err != nil || !entered {
+		return c.quiet(err)
+	}
+	return c.quiet(c.transmit())
+}
+
+// finish reports the connection drained, waits for the backend flush if a
+// Shutdown is under way, and closes the connection.
+func (c *conn) finish() {
+	c.drainOnce.Do(func() { close(c.drained) })
+	if c.isStopping() && c.s.isClosing() {
+		<-c.s.flushed
+	}
+	if c.nc != c.raw {
+		c.nc.Close() // sends the TLS close_notify
+	}
+	c.raw.Close()
+}
+
+// quiet maps errors caused by a requested stop or an orderly client close
+// to nil.
+func (c *conn) quiet(err error) error {
+	if err == nil {
+		return nil
+	}
+	if c.isStopping() {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil
+		}
+	}
+	return err
+}
+
+// writeFull writes one complete reply under the write lock. After the first
+// failure the connection is closed and later replies are dropped.
+func (c *conn) writeFull(p []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.werr != nil {
+		return c.werr
+	}
+	if _, err := c.nc.Write(p); err != nil {
+		c.werr = err
+		c.raw.Close() // unblocks the reader
+		return err
+	}
+	return nil
+}
+
+// errno maps a backend error to an NBD error value.
+func errno(err error) uint32 {
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		switch en {
+		case syscall.EPERM, syscall.EACCES, syscall.EROFS:
+			return EPERM
+		case syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG:
+			return ENOSPC
+		case syscall.EINVAL:
+			return EINVAL
+		case syscall.ENOMEM:
+			return ENOMEM
+		case syscall.EOVERFLOW:
+			return EOVERFLOW
+		case syscall.ESHUTDOWN:
+			return ESHUTDOWN
+		}
+	}
+	if errors.Is(err, os.ErrPermission) {
+		return EPERM
+	}
+	return EIO
+}
+
+var errBadOptionMagic = errors.New("nbd: bad option magic")
+
+// readErr annotates an error from reading the client stream.
+func readErr(what string, err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("nbd: truncated %s", what)
+	}
+	return fmt.Errorf("nbd: reading %s: %w", what, err)
+}

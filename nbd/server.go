@@ -1,0 +1,331 @@
+package nbd
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// Backend is the device being exported. ReadAt and WriteAt take byte
+// offsets and may be called concurrently from many goroutines; the backend
+// orders overlapping writes itself. The server calls them only with ranges
+// inside [0, Size()).
+type Backend interface {
+	ReadAt(p []byte, off int64) (int, error)
+	WriteAt(p []byte, off int64) (int, error)
+	Size() int64
+	Flush() error
+	// BlockSize is the volume's sector size (512..4096). It is advertised
+	// as the minimum block size and (at least 4096) as the preferred one.
+	BlockSize() int
+}
+
+// Discarder is implemented by backends that can discard (TRIM) a range.
+// It is used only when Options.AllowDiscards is set.
+type Discarder interface {
+	Discard(off, length int64) error
+}
+
+// ZeroWriter is implemented by backends that can zero a range without a
+// data buffer. Without it the server writes zero-filled buffers via WriteAt.
+type ZeroWriter interface {
+	WriteZeroes(off, length int64) error
+}
+
+// Options configures a Server. The zero value is usable.
+type Options struct {
+	// ExportName is the name of the single export. Clients may ask for
+	// it by this name or by the default name "".
+	ExportName string
+	// Description is sent in NBD_INFO_DESCRIPTION and NBD_OPT_LIST replies.
+	Description string
+	// ReadOnly exports the device read-only: writes fail with EPERM.
+	ReadOnly bool
+	// AllowDiscards advertises TRIM when the backend is a Discarder.
+	AllowDiscards bool
+	// MultiConn advertises NBD_FLAG_CAN_MULTI_CONN. This is correct when
+	// the backend's Flush makes every completed write durable, whichever
+	// connection it came from.
+	MultiConn bool
+	// MaxConns caps concurrent connections (default 16). Connections
+	// beyond it are closed at once.
+	MaxConns int
+	// HandshakeTimeout bounds the whole negotiation phase, including a
+	// TLS handshake (default 10s).
+	HandshakeTimeout time.Duration
+	// MaxRequest is the largest READ/WRITE payload accepted (default and
+	// advertised maximum block size: 32 MiB; clamped to [64 KiB, 256 MiB]).
+	MaxRequest int
+	// TLSConfig, if non-nil, makes TLS mandatory (FORCEDTLS mode): every
+	// option other than NBD_OPT_STARTTLS and NBD_OPT_ABORT is refused with
+	// NBD_REP_ERR_TLS_REQD until TLS is up.
+	TLSConfig *tls.Config
+	// Logf receives connection-level events. It may be nil. Payload data
+	// is never logged.
+	Logf func(format string, args ...any)
+}
+
+// Errors returned by Serve and ServeConn.
+var (
+	ErrServerClosed = errors.New("nbd: server closed")
+	ErrTooManyConns = errors.New("nbd: too many connections")
+)
+
+const (
+	defaultMaxConns         = 16
+	defaultHandshakeTimeout = 10 * time.Second
+	defaultMaxRequest       = 32 << 20
+	minMaxRequest           = 64 << 10
+	maxMaxRequest           = 256 << 20
+	maxInflight             = 16       // requests in flight per connection
+	minInflightBudget       = 16 << 20 // payload bytes in flight per connection (at least)
+	zeroChunk               = 1 << 20  // buffer size for WRITE_ZEROES emulation
+	drainTimeout            = 30 * time.Second
+	dosLimit                = 32 << 20 // payloads up to this are discarded, never treated as abuse
+)
+
+// Server exports one Backend over NBD.
+type Server struct {
+	b        Backend
+	opts     Options
+	discard  Discarder  // nil unless discards are allowed and supported
+	zero     ZeroWriter // nil if the backend cannot zero natively
+	tflags   uint16
+	maxReq   int
+	budget   int64
+	classes  []int
+	bufPools []sync.Pool
+	reqPool  sync.Pool
+
+	mu        sync.Mutex
+	conns     map[*conn]struct{}
+	listeners map[net.Listener]struct{}
+	closing   bool
+	flushed   chan struct{} // closed by Shutdown once the backend was flushed
+}
+
+// NewServer returns a server exporting b.
+func NewServer(b Backend, opts Options) *Server {
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = defaultMaxConns
+	}
+	if opts.HandshakeTimeout <= 0 {
+		opts.HandshakeTimeout = defaultHandshakeTimeout
+	}
+	if opts.MaxRequest <= 0 {
+		opts.MaxRequest = defaultMaxRequest
+	}
+	opts.MaxRequest = min(max(opts.MaxRequest, minMaxRequest), maxMaxRequest)
+	s := &Server{
+		b:         b,
+		opts:      opts,
+		maxReq:    opts.MaxRequest,
+		budget:    max(2*int64(opts.MaxRequest), minInflightBudget),
+		conns:     make(map[*conn]struct{}),
+		listeners: make(map[net.Listener]struct{}),
+		flushed:   make(chan struct{}),
+	}
+	if d, ok := b.(Discarder); ok && opts.AllowDiscards && !opts.ReadOnly {
+		s.discard = d
+	}
+	if z, ok := b.(ZeroWriter); ok {
+		s.zero = z
+	}
+	f := uint16(FlagHasFlags | FlagSendFlush)
+	if opts.ReadOnly {
+		f |= FlagReadOnly
+	} else {
+		f |= FlagSendFUA | FlagSendWriteZeroes
+		if s.discard != nil {
+			f |= FlagSendTrim
+		}
+	}
+	if opts.MultiConn {
+		f |= FlagCanMultiConn
+	}
+	s.tflags = f
+	for sz := 4096; ; sz <<= 1 {
+		if sz >= s.maxReq {
+			s.classes = append(s.classes, s.maxReq)
+			break
+		}
+		s.classes = append(s.classes, sz)
+	}
+	s.bufPools = make([]sync.Pool, len(s.classes))
+	s.reqPool.New = func() any { return new(request) }
+	return s
+}
+
+// TransmissionFlags returns the transmission flags the server advertises.
+func (s *Server) TransmissionFlags() uint16 { return s.tflags }
+
+func (s *Server) logf(format string, args ...any) {
+	if s.opts.Logf != nil {
+		s.opts.Logf(format, args...)
+	}
+}
+
+// Serve accepts connections on l and serves each in its own goroutine
+// until ctx is cancelled, Shutdown is called, or l fails. When ctx is
+// cancelled it closes l, lets every connection it started finish its
+// in-flight requests, flushes the backend and returns ctx.Err(). After
+// Shutdown it returns ErrServerClosed. If l fails, the error is returned
+// and connections already accepted keep running (Shutdown ends them).
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		l.Close()
+		return ErrServerClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+	stopAfter := context.AfterFunc(ctx, func() { l.Close() })
+	defer stopAfter()
+
+	var wg sync.WaitGroup
+	var backoff time.Duration
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				wg.Wait()
+				if ferr := s.b.Flush(); ferr != nil {
+					s.logf("nbd: flush after cancel: %v", ferr)
+				}
+				return ctx.Err()
+			}
+			if s.isClosing() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.logf("nbd: accept: %v; retrying in %v", err, backoff)
+				t := time.NewTimer(backoff)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+				}
+				continue
+			}
+			l.Close()
+			return err
+		}
+		backoff = 0
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.ServeConn(ctx, c); err != nil && !errors.Is(err, ErrServerClosed) {
+				s.logf("nbd %s: %v", c.RemoteAddr(), err)
+			}
+		}()
+	}
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// ServeConn runs the NBD protocol on c until the client disconnects, a
+// protocol violation occurs, ctx is cancelled or Shutdown is called. It
+// closes c before returning. A clean client disconnect (NBD_CMD_DISC,
+// NBD_OPT_ABORT, or EOF between requests) and a requested stop return nil.
+func (s *Server) ServeConn(ctx context.Context, c net.Conn) (err error) {
+	cn := newConn(s, c)
+	s.mu.Lock()
+	switch {
+	case s.closing:
+		err = ErrServerClosed
+	case len(s.conns) >= s.opts.MaxConns:
+		err = ErrTooManyConns
+	default:
+		s.conns[cn] = struct{}{}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		c.Close()
+		return err
+	}
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, cn)
+		s.mu.Unlock()
+		close(cn.done)
+	}()
+	stopAfter := context.AfterFunc(ctx, cn.stop)
+	defer stopAfter()
+	return cn.serve(ctx)
+}
+
+// Shutdown stops accepting connections, stops reading new requests, waits
+// for in-flight requests to be answered, flushes the backend and closes all
+// connections. If ctx expires first, connections are closed forcibly, the
+// backend is not flushed and ctx.Err() is returned.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		select {
+		case <-s.flushed:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.closing = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+
+	for _, c := range conns {
+		c.stop()
+	}
+	forceClose := func() {
+		for _, c := range conns {
+			c.raw.Close()
+		}
+		close(s.flushed)
+	}
+	for _, c := range conns {
+		select {
+		case <-c.drained:
+		case <-ctx.Done():
+			forceClose()
+			return ctx.Err()
+		}
+	}
+	ferr := s.b.Flush()
+	close(s.flushed)
+	for _, c := range conns {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			for _, c := range conns {
+				c.raw.Close()
+			}
+			return ctx.Err()
+		}
+	}
+	if ferr != nil {
+		return fmt.Errorf("nbd: flush: %w", ferr)
+	}
+	return nil
+}

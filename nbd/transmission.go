@@ -1,0 +1,379 @@
+package nbd
+
+import (
+	"fmt"
+	"io"
+	"runtime/debug"
+)
+
+// request is one decoded client request, recycled through Server.reqPool.
+type request struct {
+	typ     uint16
+	flags   uint16
+	cookie  uint64
+	off     uint64
+	length  uint32
+	weight  int64   // bytes charged against the connection's budget
+	buf     *buffer // payload buffer (nil if none)
+	scratch [64]byte
+}
+
+// buffer is a pooled payload buffer with replyPrefix spare bytes in front.
+type buffer struct {
+	b     []byte
+	class int
+}
+
+func (s *Server) getBuffer(n int) *buffer {
+	class := 0
+	for class < len(s.classes)-1 && s.classes[class] < n {
+		class++
+	}
+	if v := s.bufPools[class].Get(); v != nil {
+		return v.(*buffer)
+	}
+	return &buffer{b: make([]byte, replyPrefix+s.classes[class]), class: class}
+}
+
+func (s *Server) putBuffer(b *buffer) { s.bufPools[b.class].Put(b) }
+
+// transmit runs the transmission phase: this goroutine decodes requests and
+// hands them to maxInflight workers.
+func (c *conn) transmit() error {
+	c.work = make(chan *request, maxInflight)
+	c.wg.Add(maxInflight)
+	for range maxInflight {
+		go c.worker()
+	}
+	defer func() {
+		close(c.work)
+		c.wg.Wait()
+		c.drainOnce.Do(func() { close(c.drained) })
+	}()
+	return c.readLoop()
+}
+
+func (c *conn) readLoop() error {
+	s := c.s
+	for {
+		if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
+			if err == io.EOF {
+				return nil // client went away between requests
+			}
+			return readErr("request header", err)
+		}
+		h := c.hdr[:]
+		if m := be.Uint32(h[0:]); m != requestMagic {
+			return fmt.Errorf("nbd: bad request magic %#x", m)
+		}
+		flags := be.Uint16(h[4:])
+		typ := be.Uint16(h[6:])
+		cookie := be.Uint64(h[8:])
+		off := be.Uint64(h[16:])
+		length := be.Uint32(h[24:])
+
+		if typ == cmdDisc {
+			return nil
+		}
+		en, msg := c.validate(typ, flags, off, length)
+		if en != 0 {
+			if typ == cmdWrite {
+				if int64(length) > max(int64(s.maxReq), dosLimit) {
+					c.replyError(c.rbuf[:], typ, cookie, en, msg)
+					return fmt.Errorf("nbd: write payload of %d bytes refused", length)
+				}
+				if err := c.discard(length); err != nil {
+					return err
+				}
+			}
+			if err := c.replyError(c.rbuf[:], typ, cookie, en, msg); err != nil {
+				return err
+			}
+			continue
+		}
+
+		var bufLen int
+		switch typ {
+		case cmdRead, cmdWrite:
+			bufLen = int(length)
+		case cmdWriteZeroes:
+			if s.zero == nil {
+				bufLen = int(min(length, zeroChunk))
+			}
+		}
+		c.acquire(int64(bufLen))
+		r := s.reqPool.Get().(*request)
+		r.typ, r.flags, r.cookie, r.off, r.length, r.weight = typ, flags, cookie, off, length, int64(bufLen)
+		if bufLen > 0 {
+			r.buf = s.getBuffer(bufLen)
+		}
+		if typ == cmdWrite && bufLen > 0 {
+			if _, err := io.ReadFull(c.br, r.buf.b[replyPrefix:replyPrefix+bufLen]); err != nil {
+				c.release(r)
+				return readErr("write payload", err)
+			}
+		}
+		c.work <- r
+	}
+}
+
+// validate checks a request against the export; it returns an NBD error
+// value (0 if the request may run) and a message for structured replies.
+func (c *conn) validate(typ, flags uint16, off uint64, length uint32) (uint32, string) {
+	s := c.s
+	size := uint64(c.size)
+	inRange := off <= size && uint64(length) <= size-off
+	aligned := !c.sizeAgreed || c.minBlock <= 1 ||
+		(off%uint64(c.minBlock) == 0 && length%c.minBlock == 0)
+	// FUA is accepted (and ignored where nothing is written) on every
+	// command, as existing clients set it liberally.
+	switch typ {
+	case cmdRead:
+		switch {
+		case flags&^cmdFlagFUA != 0:
+			return EINVAL, "unsupported command flags"
+		case int(length) > s.maxReq:
+			return EOVERFLOW, "read larger than the maximum payload"
+		case !inRange:
+			return EINVAL, "read beyond the end of the export"
+		case !aligned:
+			return EINVAL, "read not aligned to the minimum block size"
+		}
+	case cmdWrite:
+		switch {
+		case flags&^cmdFlagFUA != 0:
+			return EINVAL, "unsupported command flags"
+		case s.opts.ReadOnly:
+			return EPERM, "export is read-only"
+		case int(length) > s.maxReq:
+			return EINVAL, "write larger than the maximum payload"
+		case !inRange:
+			return ENOSPC, "write beyond the end of the export"
+		case !aligned:
+			return EINVAL, "write not aligned to the minimum block size"
+		}
+	case cmdFlush:
+		if flags&^cmdFlagFUA != 0 {
+			return EINVAL, "unsupported command flags"
+		}
+	case cmdTrim:
+		switch {
+		case flags&^cmdFlagFUA != 0:
+			return EINVAL, "unsupported command flags"
+		case s.opts.ReadOnly:
+			return EPERM, "export is read-only"
+		case s.discard == nil:
+			return EINVAL, "trim is not supported"
+		case !inRange:
+			return EINVAL, "trim beyond the end of the export"
+		case !aligned:
+			return EINVAL, "trim not aligned to the minimum block size"
+		}
+	case cmdWriteZeroes:
+		switch {
+		case flags&^(cmdFlagFUA|cmdFlagNoHole) != 0:
+			return EINVAL, "unsupported command flags"
+		case s.opts.ReadOnly:
+			return EPERM, "export is read-only"
+		case !inRange:
+			return ENOSPC, "write zeroes beyond the end of the export"
+		case !aligned:
+			return EINVAL, "write zeroes not aligned to the minimum block size"
+		}
+	case cmdCache:
+		return EINVAL, "cache is not supported"
+	case cmdBlockStatus:
+		return EINVAL, "block status was not negotiated"
+	default:
+		return EINVAL, "unknown command"
+	}
+	return 0, ""
+}
+
+// acquire waits until a request with n payload bytes may be in flight.
+func (c *conn) acquire(n int64) {
+	c.fmu.Lock()
+	for c.inflight >= maxInflight || (c.inflight > 0 && c.inflightBytes+n > c.s.budget) {
+		c.fcond.Wait()
+	}
+	c.inflight++
+	c.inflightBytes += n
+	c.fmu.Unlock()
+}
+
+// release returns a request and its buffer to the pools.
+func (c *conn) release(r *request) {
+	if r.buf != nil {
+		c.s.putBuffer(r.buf)
+		r.buf = nil
+	}
+	w := r.weight
+	c.s.reqPool.Put(r)
+	c.fmu.Lock()
+	c.inflight--
+	c.inflightBytes -= w
+	c.fmu.Unlock()
+	c.fcond.Signal()
+}
+
+func (c *conn) worker() {
+	defer c.wg.Done()
+	for r := range c.work {
+		c.handleSafe(r)
+	}
+}
+
+func (c *conn) handleSafe(r *request) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.logf("panic handling command %d: %v\n%s", r.typ, p, debug.Stack())
+			c.wmu.Lock()
+			if c.werr == nil {
+				c.werr = fmt.Errorf("nbd: internal error: %v", p)
+			}
+			c.wmu.Unlock()
+			c.raw.Close()
+		}
+		c.release(r)
+	}()
+	c.handle(r)
+}
+
+// handle runs one validated request against the backend and replies.
+func (c *conn) handle(r *request) {
+	s := c.s
+	off := int64(r.off)
+	n := int(r.length)
+	var err error
+	switch r.typ {
+	case cmdRead:
+		if n == 0 {
+			c.replyOK(r)
+			return
+		}
+		data := r.buf.b[replyPrefix : replyPrefix+n]
+		var got int
+		got, err = s.b.ReadAt(data, off)
+		if got == n {
+			c.replyRead(r)
+			return
+		}
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+	case cmdWrite:
+		if n > 0 {
+			var put int
+			put, err = s.b.WriteAt(r.buf.b[replyPrefix:replyPrefix+n], off)
+			if err == nil && put != n {
+				err = io.ErrShortWrite
+			}
+		}
+	case cmdFlush:
+		err = s.b.Flush()
+	case cmdTrim:
+		if n > 0 {
+			err = s.discard.Discard(off, int64(n))
+		}
+	case cmdWriteZeroes:
+		err = c.writeZeroes(r)
+	}
+	if err == nil && r.flags&cmdFlagFUA != 0 && r.typ != cmdRead && r.typ != cmdFlush && !s.opts.ReadOnly {
+		err = s.b.Flush()
+	}
+	if err != nil {
+		c.logf("command %d at %d+%d: %v", r.typ, r.off, r.length, err)
+		c.replyError(r.scratch[:], r.typ, r.cookie, errno(err), "backend I/O error")
+		return
+	}
+	c.replyOK(r)
+}
+
+func (c *conn) writeZeroes(r *request) error {
+	off, n := int64(r.off), int64(r.length)
+	if n == 0 {
+		return nil
+	}
+	if c.s.zero != nil {
+		return c.s.zero.WriteZeroes(off, n)
+	}
+	chunk := r.buf.b[replyPrefix : replyPrefix+int(min(n, zeroChunk))]
+	for n > 0 {
+		p := chunk[:min(n, int64(len(chunk)))]
+		clear(p) // the backend may have scribbled on the previous chunk
+		put, err := c.s.b.WriteAt(p, off)
+		if err != nil {
+			return err
+		}
+		if put != len(p) {
+			return io.ErrShortWrite
+		}
+		off += int64(put)
+		n -= int64(put)
+	}
+	return nil
+}
+
+// replyOK sends a successful reply without payload: a simple reply, or for
+// a zero-length structured read an NBD_REPLY_TYPE_NONE chunk.
+func (c *conn) replyOK(r *request) {
+	p := r.scratch[:]
+	if c.structured && r.typ == cmdRead {
+		be.PutUint32(p[0:], structuredMagic)
+		be.PutUint16(p[4:], replyFlagDone)
+		be.PutUint16(p[6:], replyTypeNone)
+		be.PutUint64(p[8:], r.cookie)
+		be.PutUint32(p[16:], 0)
+		c.writeFull(p[:structuredHeaderLen])
+		return
+	}
+	be.PutUint32(p[0:], simpleMagic)
+	be.PutUint32(p[4:], 0)
+	be.PutUint64(p[8:], r.cookie)
+	c.writeFull(p[:simpleReplyLen])
+}
+
+// replyRead sends the data read into r.buf with one write.
+func (c *conn) replyRead(r *request) {
+	n := int(r.length)
+	b := r.buf.b
+	if c.structured {
+		p := b[replyPrefix-structuredHeaderLen-8:]
+		be.PutUint32(p[0:], structuredMagic)
+		be.PutUint16(p[4:], replyFlagDone)
+		be.PutUint16(p[6:], replyTypeOffsetData)
+		be.PutUint64(p[8:], r.cookie)
+		be.PutUint32(p[16:], uint32(8+n))
+		be.PutUint64(p[20:], r.off)
+		c.writeFull(p[:structuredHeaderLen+8+n])
+		return
+	}
+	p := b[replyPrefix-simpleReplyLen:]
+	be.PutUint32(p[0:], simpleMagic)
+	be.PutUint32(p[4:], 0)
+	be.PutUint64(p[8:], r.cookie)
+	c.writeFull(p[:simpleReplyLen+n])
+}
+
+// replyError sends an error reply, structured (with msg) if negotiated.
+// scratch must hold at least structuredHeaderLen+6+len(msg) bytes.
+func (c *conn) replyError(scratch []byte, typ uint16, cookie uint64, en uint32, msg string) error {
+	if c.structured {
+		msg = msg[:min(len(msg), len(scratch)-structuredHeaderLen-6)]
+		p := scratch
+		be.PutUint32(p[0:], structuredMagic)
+		be.PutUint16(p[4:], replyFlagDone)
+		be.PutUint16(p[6:], replyTypeError)
+		be.PutUint64(p[8:], cookie)
+		be.PutUint32(p[16:], uint32(6+len(msg)))
+		be.PutUint32(p[20:], en)
+		be.PutUint16(p[24:], uint16(len(msg)))
+		copy(p[26:], msg)
+		return c.writeFull(p[:26+len(msg)])
+	}
+	p := scratch
+	be.PutUint32(p[0:], simpleMagic)
+	be.PutUint32(p[4:], en)
+	be.PutUint64(p[8:], cookie)
+	return c.writeFull(p[:simpleReplyLen])
+}
