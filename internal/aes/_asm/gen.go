@@ -1,0 +1,726 @@
+// Command _asm generates ../aes_amd64.s, the AES-NI and VAES kernels of
+// package aes. It is a plain text emitter: each Go helper below prints a
+// fixed, fully unrolled instruction sequence, so the structure of every
+// kernel (blocks in flight, register use, key handling) is visible here.
+//
+// Run with: cd internal/aes/_asm && go run . -out ../aes_amd64.s
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"strings"
+)
+
+type gen struct {
+	buf   bytes.Buffer
+	label int
+	args  map[string]int
+}
+
+func (g *gen) p(format string, a ...any) {
+	fmt.Fprintf(&g.buf, "\t"+format+"\n", a...)
+}
+
+func (g *gen) comment(format string, a ...any) {
+	fmt.Fprintf(&g.buf, "\t// "+format+"\n", a...)
+}
+
+func (g *gen) lbl(l string) { fmt.Fprintf(&g.buf, "%s:\n", l) }
+
+func (g *gen) newLabel(prefix string) string {
+	g.label++
+	return fmt.Sprintf("%s_%d", prefix, g.label)
+}
+
+// begin starts a function whose arguments are all 8 bytes wide.
+func (g *gen) begin(name string, frame int, doc string, args ...string) {
+	g.args = map[string]int{}
+	for i, a := range args {
+		g.args[a] = 8 * i
+	}
+	fmt.Fprintf(&g.buf, "\n// func %s(%s)\n", name, strings.Join(args, ", "))
+	for _, l := range strings.Split(doc, "\n") {
+		fmt.Fprintf(&g.buf, "// %s\n", l)
+	}
+	fmt.Fprintf(&g.buf, "TEXT ·%s(SB), NOSPLIT, $%d-%d\n", name, frame, 8*len(args))
+}
+
+func (g *gen) arg(name, reg string) {
+	off, ok := g.args[name]
+	if !ok {
+		log.Fatalf("unknown arg %s", name)
+	}
+	g.p("MOVQ %s+%d(FP), %s", name, off, reg)
+}
+
+func xr(i int) string { return fmt.Sprintf("X%d", i) }
+func yr(i int) string { return fmt.Sprintf("Y%d", i) }
+
+func regs(f func(int) string, from, n int) []string {
+	var r []string
+	for i := 0; i < n; i++ {
+		r = append(r, f(from+i))
+	}
+	return r
+}
+
+// keyEnd emits ke = k + nr*stride: a pointer to the last round key.
+func (g *gen) keyEnd(ke, k, nr string, stride int) {
+	g.p("MOVQ %s, %s", nr, ke)
+	if stride == 16 {
+		g.p("SHLQ $4, %s", ke)
+	} else {
+		g.p("SHLQ $5, %s", ke)
+	}
+	g.p("ADDQ %s, %s", k, ke)
+}
+
+// rounds emits AES rounds 1..nr on the state registers (round key 0 must
+// already be applied). ke points at the last round key, nr holds 10, 12 or
+// 14, stride is the distance between round keys (16, or 32 for the
+// duplicated YMM schedule). With a non-empty kreg every round key is first
+// loaded into kreg; otherwise it is used as a memory operand (VEX only).
+// vex selects three-operand VAES* forms (for XMM or YMM states).
+//
+// Rounds are addressed backwards from the last key so that the three key
+// sizes share one instruction stream: AES-256 starts 4 rounds earlier and
+// AES-192 2 rounds earlier than AES-128.
+func (g *gen) rounds(op string, state []string, ke, nr string, stride int, kreg string, vex bool) {
+	l10, l12 := g.newLabel("r10"), g.newLabel("r12")
+	mov := "MOVOU"
+	if vex {
+		mov = "VMOVDQU"
+		if stride == 16 && strings.HasPrefix(kreg, "Y") {
+			mov = "VBROADCASTI128"
+		}
+	}
+	round := func(back int, last bool) {
+		o := op
+		if last {
+			o = op + "LAST"
+		}
+		if vex {
+			o = "V" + o
+		}
+		key := fmt.Sprintf("%d(%s)", -back*stride, ke)
+		if back == 0 {
+			key = fmt.Sprintf("(%s)", ke)
+		}
+		if kreg != "" {
+			g.p("%s %s, %s", mov, key, kreg)
+			key = kreg
+		}
+		for _, s := range state {
+			if vex {
+				g.p("%s %s, %s, %s", o, key, s, s)
+			} else {
+				g.p("%s %s, %s", o, key, s)
+			}
+		}
+	}
+	g.p("CMPQ %s, $12", nr)
+	g.p("JB %s", l10)
+	g.p("JEQ %s", l12)
+	round(13, false)
+	round(12, false)
+	g.lbl(l12)
+	round(11, false)
+	round(10, false)
+	g.lbl(l10)
+	for back := 9; back >= 1; back-- {
+		round(back, false)
+	}
+	round(0, true)
+}
+
+// ---------------------------------------------------------------------------
+// AES-NI (SSE encoding, XMM registers)
+
+func (g *gen) blockAESNI(name, op string) {
+	g.begin(name, 0, "One block. xk points at the round keys (encryption or decryption schedule).",
+		"nr", "xk", "dst", "src")
+	g.arg("nr", "AX")
+	g.arg("xk", "DX")
+	g.arg("dst", "DI")
+	g.arg("src", "SI")
+	g.keyEnd("R11", "DX", "AX", 16)
+	g.p("MOVOU (SI), X0")
+	g.p("MOVOU (DX), X1")
+	g.p("PXOR X1, X0")
+	g.rounds(op, []string{"X0"}, "R11", "AX", 16, "X1", false)
+	g.p("MOVOU X0, (DI)")
+	g.p("RET")
+}
+
+func (g *gen) ecbAESNI(name, op string) {
+	g.begin(name, 0, "n blocks, 8 in flight.", "nr", "xk", "dst", "src", "n")
+	g.arg("nr", "AX")
+	g.arg("xk", "DX")
+	g.arg("dst", "DI")
+	g.arg("src", "SI")
+	g.arg("n", "CX")
+	g.keyEnd("R11", "DX", "AX", 16)
+	loop8, tail, done := g.newLabel("loop8"), g.newLabel("tail"), g.newLabel("done")
+	g.lbl(loop8)
+	g.p("CMPQ CX, $8")
+	g.p("JB %s", tail)
+	g.p("MOVOU (DX), X8")
+	for i := 0; i < 8; i++ {
+		g.p("MOVOU %d(SI), X%d", 16*i, i)
+		g.p("PXOR X8, X%d", i)
+	}
+	g.rounds(op, regs(xr, 0, 8), "R11", "AX", 16, "X8", false)
+	for i := 0; i < 8; i++ {
+		g.p("MOVOU X%d, %d(DI)", i, 16*i)
+	}
+	g.p("ADDQ $128, SI")
+	g.p("ADDQ $128, DI")
+	g.p("SUBQ $8, CX")
+	g.p("JMP %s", loop8)
+	g.lbl(tail)
+	g.p("TESTQ CX, CX")
+	g.p("JEQ %s", done)
+	g.p("MOVOU (SI), X0")
+	g.p("MOVOU (DX), X8")
+	g.p("PXOR X8, X0")
+	g.rounds(op, []string{"X0"}, "R11", "AX", 16, "X8", false)
+	g.p("MOVOU X0, (DI)")
+	g.p("ADDQ $16, SI")
+	g.p("ADDQ $16, DI")
+	g.p("DECQ CX")
+	g.p("JMP %s", tail)
+	g.lbl(done)
+	g.p("RET")
+}
+
+// essivIV computes X0 = E(ivxk, *iv) using X1 as key register.
+func (g *gen) essivIV(dst string) {
+	g.arg("ivnr", "R8")
+	g.arg("ivxk", "R9")
+	g.arg("iv", "BX")
+	g.keyEnd("R10", "R9", "R8", 16)
+	g.p("MOVOU (BX), %s", dst)
+	g.p("MOVOU (R9), X1")
+	g.p("PXOR X1, %s", dst)
+	g.rounds("AESENC", []string{dst}, "R10", "R8", 16, "X1", false)
+}
+
+// cbcEncAESNI: serial CBC encryption. With essiv the chaining value starts as
+// E(ivxk, iv) and iv is left untouched; otherwise iv is read and updated.
+func (g *gen) cbcEncAESNI(name string, essiv bool) {
+	if essiv {
+		g.begin(name, 0, "CBC encryption of n blocks with IV = E(ivxk, *iv); *iv is not modified.",
+			"nr", "xk", "ivnr", "ivxk", "dst", "src", "n", "iv")
+	} else {
+		g.begin(name, 0, "CBC encryption of n blocks; *iv is updated to the last ciphertext block.",
+			"nr", "xk", "dst", "src", "n", "iv")
+	}
+	g.arg("nr", "AX")
+	g.arg("xk", "DX")
+	g.arg("dst", "DI")
+	g.arg("src", "SI")
+	g.arg("n", "CX")
+	g.keyEnd("R11", "DX", "AX", 16)
+	if essiv {
+		g.essivIV("X0")
+	} else {
+		g.arg("iv", "BX")
+		g.p("MOVOU (BX), X0")
+	}
+	g.p("MOVOU (DX), X15")
+	loop, done := g.newLabel("loop"), g.newLabel("done")
+	g.lbl(loop)
+	g.p("MOVOU (SI), X2")
+	g.p("PXOR X15, X2")
+	g.p("PXOR X2, X0")
+	g.rounds("AESENC", []string{"X0"}, "R11", "AX", 16, "X1", false)
+	g.p("MOVOU X0, (DI)")
+	g.p("ADDQ $16, SI")
+	g.p("ADDQ $16, DI")
+	g.p("DECQ CX")
+	g.p("JNE %s", loop)
+	if !essiv {
+		g.p("MOVOU X0, (BX)")
+	}
+	g.lbl(done)
+	g.p("RET")
+}
+
+// cbcDecAESNI: CBC decryption with 8 blocks in flight; chaining value in X9.
+func (g *gen) cbcDecAESNI(name string, essiv bool) {
+	if essiv {
+		g.begin(name, 0, "CBC decryption of n blocks with IV = E(ivxk, *iv); *iv is not modified.\nxk is the decryption schedule, ivxk an encryption schedule.",
+			"nr", "xk", "ivnr", "ivxk", "dst", "src", "n", "iv")
+	} else {
+		g.begin(name, 0, "CBC decryption of n blocks, 8 in flight; *iv is updated to the last ciphertext block.",
+			"nr", "xk", "dst", "src", "n", "iv")
+	}
+	g.arg("nr", "AX")
+	g.arg("xk", "DX")
+	g.arg("dst", "DI")
+	g.arg("src", "SI")
+	g.arg("n", "CX")
+	g.keyEnd("R11", "DX", "AX", 16)
+	if essiv {
+		g.essivIV("X9")
+	} else {
+		g.arg("iv", "BX")
+		g.p("MOVOU (BX), X9")
+	}
+	loop8, tail, done := g.newLabel("loop8"), g.newLabel("tail"), g.newLabel("done")
+	g.lbl(loop8)
+	g.p("CMPQ CX, $8")
+	g.p("JB %s", tail)
+	g.p("MOVOU (DX), X8")
+	for i := 0; i < 8; i++ {
+		g.p("MOVOU %d(SI), X%d", 16*i, i)
+		g.p("PXOR X8, X%d", i)
+	}
+	g.rounds("AESDEC", regs(xr, 0, 8), "R11", "AX", 16, "X8", false)
+	// All source loads happen before the first store (in-place safe).
+	g.p("PXOR X9, X0")
+	for i := 1; i < 8; i++ {
+		g.p("MOVOU %d(SI), X10", 16*(i-1))
+		g.p("PXOR X10, X%d", i)
+	}
+	g.p("MOVOU 112(SI), X9")
+	for i := 0; i < 8; i++ {
+		g.p("MOVOU X%d, %d(DI)", i, 16*i)
+	}
+	g.p("ADDQ $128, SI")
+	g.p("ADDQ $128, DI")
+	g.p("SUBQ $8, CX")
+	g.p("JMP %s", loop8)
+	g.lbl(tail)
+	g.p("TESTQ CX, CX")
+	g.p("JEQ %s", done)
+	g.p("MOVOU (SI), X0")
+	g.p("MOVO X0, X10")
+	g.p("MOVOU (DX), X8")
+	g.p("PXOR X8, X0")
+	g.rounds("AESDEC", []string{"X0"}, "R11", "AX", 16, "X8", false)
+	g.p("PXOR X9, X0")
+	g.p("MOVO X10, X9")
+	g.p("MOVOU X0, (DI)")
+	g.p("ADDQ $16, SI")
+	g.p("ADDQ $16, DI")
+	g.p("DECQ CX")
+	g.p("JMP %s", tail)
+	g.lbl(done)
+	if !essiv {
+		g.p("MOVOU X9, (BX)")
+	}
+	g.p("RET")
+}
+
+// laneAddr returns the address of lane j (j < 8) relative to base, using
+// BX = ss, CX = 3*ss, DX = 5*ss, R8 = 7*ss.
+func laneAddr(base string, j int) string {
+	switch j {
+	case 0:
+		return fmt.Sprintf("(%s)", base)
+	case 1:
+		return fmt.Sprintf("(%s)(BX*1)", base)
+	case 2:
+		return fmt.Sprintf("(%s)(BX*2)", base)
+	case 3:
+		return fmt.Sprintf("(%s)(CX*1)", base)
+	case 4:
+		return fmt.Sprintf("(%s)(BX*4)", base)
+	case 5:
+		return fmt.Sprintf("(%s)(DX*1)", base)
+	case 6:
+		return fmt.Sprintf("(%s)(CX*2)", base)
+	case 7:
+		return fmt.Sprintf("(%s)(R8*1)", base)
+	}
+	panic("lane")
+}
+
+// laneSetup loads ss into BX and derives CX, DX, R8.
+func (g *gen) laneSetup() {
+	g.arg("ss", "BX")
+	g.p("LEAQ (BX)(BX*2), CX")
+	g.p("LEAQ (BX)(BX*4), DX")
+	g.p("LEAQ (CX)(BX*4), R8")
+}
+
+// cbcMBAESNI: multi-buffer CBC encryption of L consecutive sectors of ss
+// bytes: lane j works on sector j, so every AESENC of a round is independent.
+func (g *gen) cbcMBAESNI(name string, L int) {
+	g.begin(name, 0, fmt.Sprintf("CBC encryption of %d consecutive sectors of ss bytes (ss > 0, multiple of 16),\none lane per sector; ivs holds the %d IVs.", L, L),
+		"nr", "xk", "dst", "src", "ss", "ivs")
+	g.arg("nr", "AX")
+	g.arg("xk", "R12")
+	g.arg("dst", "DI")
+	g.arg("src", "SI")
+	g.arg("ivs", "R13")
+	g.laneSetup()
+	g.keyEnd("R11", "R12", "AX", 16)
+	g.p("MOVQ BX, R9")
+	g.p("SHRQ $4, R9")
+	for j := 0; j < L; j++ {
+		g.p("MOVOU %d(R13), X%d", 16*j, j)
+	}
+	g.p("MOVOU (R12), X15")
+	loop := g.newLabel("loop")
+	g.lbl(loop)
+	for j := 0; j < L; j++ {
+		g.p("MOVOU %s, X8", laneAddr("SI", j))
+		g.p("PXOR X15, X8")
+		g.p("PXOR X8, X%d", j)
+	}
+	g.rounds("AESENC", regs(xr, 0, L), "R11", "AX", 16, "X9", false)
+	for j := 0; j < L; j++ {
+		g.p("MOVOU X%d, %s", j, laneAddr("DI", j))
+	}
+	g.p("ADDQ $16, SI")
+	g.p("ADDQ $16, DI")
+	g.p("DECQ R9")
+	g.p("JNE %s", loop)
+	g.p("RET")
+}
+
+// mulxSSE multiplies the XTS tweak in t by x; mask holds dwords
+// {0x87, 0, 1, 0}; tmp is clobbered.
+func (g *gen) mulxSSE(t, mask, tmp string) {
+	g.p("PSHUFD $0x13, %s, %s", t, tmp)
+	g.p("PSRAL $31, %s", tmp)
+	g.p("PAND %s, %s", mask, tmp)
+	g.p("PADDQ %s, %s", t, t)
+	g.p("PXOR %s, %s", tmp, t)
+}
+
+// xtsAESNI: XTS on n whole blocks, 8 in flight. The running tweak lives in
+// X9; the tweaks of the current 8 blocks are kept in the stack frame.
+func (g *gen) xtsAESNI(name, op string) {
+	g.begin(name, 128, "XTS on n whole blocks, 8 in flight. *tweak is the encrypted tweak of the first\nblock and is advanced to that of the block after the last.",
+		"nr", "xk", "dst", "src", "n", "tweak")
+	g.arg("nr", "AX")
+	g.arg("xk", "DX")
+	g.arg("dst", "DI")
+	g.arg("src", "SI")
+	g.arg("n", "CX")
+	g.arg("tweak", "BX")
+	g.keyEnd("R11", "DX", "AX", 16)
+	g.p("MOVOU (BX), X9")
+	g.p("MOVOU xtsMask<>(SB), X10")
+	loop8, tail, done := g.newLabel("loop8"), g.newLabel("tail"), g.newLabel("done")
+	g.lbl(loop8)
+	g.p("CMPQ CX, $8")
+	g.p("JB %s", tail)
+	g.p("MOVOU (DX), X8")
+	for i := 0; i < 8; i++ {
+		g.p("MOVOU %d(SI), X%d", 16*i, i)
+		g.p("MOVOU X9, %d(SP)", 16*i)
+		g.p("PXOR X9, X%d", i)
+		g.p("PXOR X8, X%d", i)
+		g.mulxSSE("X9", "X10", "X11")
+	}
+	g.rounds(op, regs(xr, 0, 8), "R11", "AX", 16, "X8", false)
+	for i := 0; i < 8; i++ {
+		g.p("MOVOU %d(SP), X12", 16*i)
+		g.p("PXOR X12, X%d", i)
+		g.p("MOVOU X%d, %d(DI)", i, 16*i)
+	}
+	g.p("ADDQ $128, SI")
+	g.p("ADDQ $128, DI")
+	g.p("SUBQ $8, CX")
+	g.p("JMP %s", loop8)
+	g.lbl(tail)
+	g.p("TESTQ CX, CX")
+	g.p("JEQ %s", done)
+	g.p("MOVOU (SI), X0")
+	g.p("PXOR X9, X0")
+	g.p("MOVOU (DX), X8")
+	g.p("PXOR X8, X0")
+	g.rounds(op, []string{"X0"}, "R11", "AX", 16, "X8", false)
+	g.p("PXOR X9, X0")
+	g.p("MOVOU X0, (DI)")
+	g.mulxSSE("X9", "X10", "X11")
+	g.p("ADDQ $16, SI")
+	g.p("ADDQ $16, DI")
+	g.p("DECQ CX")
+	g.p("JMP %s", tail)
+	g.lbl(done)
+	g.p("MOVOU X9, (BX)")
+	g.p("RET")
+}
+
+// ---------------------------------------------------------------------------
+// VAES (VEX-encoded, YMM registers, two blocks per register)
+
+func (g *gen) ecbVAES(name, op string) {
+	g.begin(name, 0, "n blocks, 16 in flight (8 YMM registers). yk is a duplicated 256-bit schedule.",
+		"nr", "yk", "dst", "src", "n")
+	g.arg("nr", "AX")
+	g.arg("yk", "DX")
+	g.arg("dst", "DI")
+	g.arg("src", "SI")
+	g.arg("n", "CX")
+	g.keyEnd("R11", "DX", "AX", 32)
+	loop16, loop2, tail, done := g.newLabel("loop16"), g.newLabel("loop2"), g.newLabel("tail"), g.newLabel("done")
+	g.lbl(loop16)
+	g.p("CMPQ CX, $16")
+	g.p("JB %s", loop2)
+	g.p("VMOVDQU (DX), Y8")
+	for i := 0; i < 8; i++ {
+		g.p("VPXOR %d(SI), Y8, Y%d", 32*i, i)
+	}
+	g.rounds(op, regs(yr, 0, 8), "R11", "AX", 32, "Y8", true)
+	for i := 0; i < 8; i++ {
+		g.p("VMOVDQU Y%d, %d(DI)", i, 32*i)
+	}
+	g.p("ADDQ $256, SI")
+	g.p("ADDQ $256, DI")
+	g.p("SUBQ $16, CX")
+	g.p("JMP %s", loop16)
+	g.lbl(loop2)
+	g.p("CMPQ CX, $2")
+	g.p("JB %s", tail)
+	g.p("VMOVDQU (SI), Y0")
+	g.p("VPXOR (DX), Y0, Y0")
+	g.rounds(op, []string{"Y0"}, "R11", "AX", 32, "", true)
+	g.p("VMOVDQU Y0, (DI)")
+	g.p("ADDQ $32, SI")
+	g.p("ADDQ $32, DI")
+	g.p("SUBQ $2, CX")
+	g.p("JMP %s", loop2)
+	g.lbl(tail)
+	g.p("TESTQ CX, CX")
+	g.p("JEQ %s", done)
+	g.p("VMOVDQU (SI), X0")
+	g.p("VPXOR (DX), X0, X0")
+	g.rounds(op, []string{"X0"}, "R11", "AX", 32, "", true)
+	g.p("VMOVDQU X0, (DI)")
+	g.lbl(done)
+	g.p("VZEROUPPER")
+	g.p("RET")
+}
+
+// cbcDecVAES: CBC decryption, 16 blocks in flight; n must be a multiple of 16.
+func (g *gen) cbcDecVAES(name string) {
+	g.begin(name, 0, "CBC decryption of n blocks (n a multiple of 16), 16 in flight; *iv is updated.",
+		"nr", "yk", "dst", "src", "n", "iv")
+	g.arg("nr", "AX")
+	g.arg("yk", "DX")
+	g.arg("dst", "DI")
+	g.arg("src", "SI")
+	g.arg("n", "CX")
+	g.arg("iv", "BX")
+	g.keyEnd("R11", "DX", "AX", 32)
+	g.p("VMOVDQU (BX), X9")
+	loop, done := g.newLabel("loop16"), g.newLabel("done")
+	g.lbl(loop)
+	g.p("CMPQ CX, $16")
+	g.p("JB %s", done)
+	g.p("VMOVDQU (DX), Y8")
+	for i := 0; i < 8; i++ {
+		g.p("VPXOR %d(SI), Y8, Y%d", 32*i, i)
+	}
+	g.rounds("AESDEC", regs(yr, 0, 8), "R11", "AX", 32, "Y8", true)
+	// Previous ciphertexts: [iv, C0] for the first pair, then unaligned
+	// 32-byte loads at -16. All loads precede the stores.
+	g.p("VINSERTI128 $1, (SI), Y9, Y10")
+	g.p("VPXOR Y10, Y0, Y0")
+	for i := 1; i < 8; i++ {
+		g.p("VPXOR %d(SI), Y%d, Y%d", 32*i-16, i, i)
+	}
+	g.p("VMOVDQU 240(SI), X9")
+	for i := 0; i < 8; i++ {
+		g.p("VMOVDQU Y%d, %d(DI)", i, 32*i)
+	}
+	g.p("ADDQ $256, SI")
+	g.p("ADDQ $256, DI")
+	g.p("SUBQ $16, CX")
+	g.p("JMP %s", loop)
+	g.lbl(done)
+	g.p("VMOVDQU X9, (BX)")
+	g.p("VZEROUPPER")
+	g.p("RET")
+}
+
+// cbcMBVAES: multi-buffer CBC encryption over 16 consecutive sectors; YMM
+// register i carries sectors 2i (low lane) and 2i+1 (high lane).
+func (g *gen) cbcMBVAES(name string) {
+	g.begin(name, 0, "CBC encryption of 16 consecutive sectors of ss bytes (ss > 0, multiple of 16),\ntwo sectors per YMM register; ivs holds the 16 IVs.",
+		"nr", "yk", "dst", "src", "ss", "ivs")
+	g.arg("nr", "AX")
+	g.arg("yk", "R12")
+	g.arg("dst", "DI")
+	g.arg("src", "SI")
+	g.arg("ivs", "R13")
+	g.laneSetup()
+	g.keyEnd("R11", "R12", "AX", 32)
+	g.p("LEAQ (SI)(BX*8), R9")
+	g.p("LEAQ (DI)(BX*8), R10")
+	g.p("MOVQ BX, R14")
+	g.p("SHRQ $4, R14")
+	for i := 0; i < 8; i++ {
+		g.p("VMOVDQU %d(R13), Y%d", 32*i, i)
+	}
+	g.p("VMOVDQU (R12), Y15")
+	lane := func(src, hi string, j int) string {
+		if j < 8 {
+			return laneAddr(src, j)
+		}
+		return laneAddr(hi, j-8)
+	}
+	loop := g.newLabel("loop")
+	g.lbl(loop)
+	for i := 0; i < 8; i++ {
+		g.p("VMOVDQU %s, X9", lane("SI", "R9", 2*i))
+		g.p("VINSERTI128 $1, %s, Y9, Y9", lane("SI", "R9", 2*i+1))
+		g.p("VPXOR Y15, Y9, Y9")
+		g.p("VPXOR Y9, Y%d, Y%d", i, i)
+	}
+	g.rounds("AESENC", regs(yr, 0, 8), "R11", "AX", 32, "Y8", true)
+	for i := 0; i < 8; i++ {
+		g.p("VMOVDQU X%d, %s", i, lane("DI", "R10", 2*i))
+		g.p("VEXTRACTI128 $1, Y%d, %s", i, lane("DI", "R10", 2*i+1))
+	}
+	g.p("ADDQ $16, SI")
+	g.p("ADDQ $16, DI")
+	g.p("ADDQ $16, R9")
+	g.p("ADDQ $16, R10")
+	g.p("DECQ R14")
+	g.p("JNE %s", loop)
+	g.p("VZEROUPPER")
+	g.p("RET")
+}
+
+// mulxPow emits dst = src * x^k (per 128-bit lane, 1 <= k <= 56) using
+// VPCLMULQDQ for the reduction; t0..t2 are clobbered.
+func (g *gen) mulxPow(src, dst string, k int, t0, t1, t2 string) {
+	g.p("VPSLLQ $%d, %s, %s", k, src, t0)
+	g.p("VPSRLQ $%d, %s, %s", 64-k, src, t1)
+	g.p("VPSLLDQ $8, %s, %s", t1, t2)
+	g.p("VPSRLDQ $8, %s, %s", t1, t1)
+	g.p("VPCLMULQDQ $0x00, xtsPoly<>(SB), %s, %s", t1, t1)
+	g.p("VPXOR %s, %s, %s", t2, t0, t0)
+	g.p("VPXOR %s, %s, %s", t1, t0, dst)
+}
+
+// xtsVAES: XTS on n whole blocks (n a multiple of 16). Y8..Y15 hold the
+// tweaks of the 16 blocks in flight (register 8+i: blocks 2i, 2i+1); the
+// round keys are memory operands from the duplicated schedule.
+func (g *gen) xtsVAES(name, op string) {
+	g.begin(name, 0, "XTS on n whole blocks (n a multiple of 16), 16 in flight. *tweak is the encrypted\ntweak of the first block and is advanced to that of the block after the last.",
+		"nr", "yk", "dst", "src", "n", "tweak")
+	g.arg("nr", "AX")
+	g.arg("yk", "DX")
+	g.arg("dst", "DI")
+	g.arg("src", "SI")
+	g.arg("n", "CX")
+	g.arg("tweak", "BX")
+	g.keyEnd("R11", "DX", "AX", 32)
+	// Y8 = [T, T*x], Y(8+i) = Y8 * x^(2i).
+	g.p("VMOVDQU (BX), X8")
+	g.p("VPSHUFD $0x13, X8, X0")
+	g.p("VPSRAD $31, X0, X0")
+	g.p("VPAND xtsMask<>(SB), X0, X0")
+	g.p("VPADDQ X8, X8, X1")
+	g.p("VPXOR X0, X1, X1")
+	g.p("VINSERTI128 $1, X1, Y8, Y8")
+	for i := 1; i < 8; i++ {
+		g.mulxPow("Y8", yr(8+i), 2*i, "Y0", "Y1", "Y2")
+	}
+	loop, done := g.newLabel("loop16"), g.newLabel("done")
+	g.lbl(loop)
+	g.p("CMPQ CX, $16")
+	g.p("JB %s", done)
+	for i := 0; i < 8; i++ {
+		g.p("VPXOR %d(SI), Y%d, Y%d", 32*i, 8+i, i)
+		g.p("VPXOR (DX), Y%d, Y%d", i, i)
+	}
+	g.rounds(op, regs(yr, 0, 8), "R11", "AX", 32, "", true)
+	for i := 0; i < 8; i++ {
+		g.p("VPXOR Y%d, Y%d, Y%d", 8+i, i, i)
+		g.p("VMOVDQU Y%d, %d(DI)", i, 32*i)
+	}
+	// Advance every tweak by x^16: a 2-byte left shift per lane, with the
+	// 16 bits shifted out folded back in by a carry-less multiply by 0x87.
+	for i := 0; i < 8; i++ {
+		t := yr(8 + i)
+		g.p("VPSRLDQ $14, %s, Y0", t)
+		g.p("VPSLLDQ $2, %s, %s", t, t)
+		g.p("VPCLMULQDQ $0x00, xtsPoly<>(SB), Y0, Y0")
+		g.p("VPXOR Y0, %s, %s", t, t)
+	}
+	g.p("ADDQ $256, SI")
+	g.p("ADDQ $256, DI")
+	g.p("SUBQ $16, CX")
+	g.p("JMP %s", loop)
+	g.lbl(done)
+	g.p("VMOVDQU X8, (BX)")
+	g.p("VZEROUPPER")
+	g.p("RET")
+}
+
+func (g *gen) cpuid() {
+	fmt.Fprintf(&g.buf, `
+// func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
+TEXT ·cpuid(SB), NOSPLIT, $0-24
+	MOVL eaxArg+0(FP), AX
+	MOVL ecxArg+4(FP), CX
+	CPUID
+	MOVL AX, eax+8(FP)
+	MOVL BX, ebx+12(FP)
+	MOVL CX, ecx+16(FP)
+	MOVL DX, edx+20(FP)
+	RET
+`)
+}
+
+func (g *gen) data() {
+	fmt.Fprintf(&g.buf, `
+// Dword mask {0x87, 0, 1, 0} for multiplying an XTS tweak by x with SSE2.
+DATA xtsMask<>+0(SB)/4, $0x87
+DATA xtsMask<>+4(SB)/4, $0
+DATA xtsMask<>+8(SB)/4, $1
+DATA xtsMask<>+12(SB)/4, $0
+GLOBL xtsMask<>(SB), RODATA|NOPTR, $16
+
+// The reduction constant 0x87 in the low quadword of each 128-bit lane.
+DATA xtsPoly<>+0(SB)/8, $0x87
+DATA xtsPoly<>+8(SB)/8, $0
+DATA xtsPoly<>+16(SB)/8, $0x87
+DATA xtsPoly<>+24(SB)/8, $0
+GLOBL xtsPoly<>(SB), RODATA|NOPTR, $32
+`)
+}
+
+func main() {
+	out := flag.String("out", "../aes_amd64.s", "output file")
+	flag.Parse()
+	g := &gen{}
+	g.buf.WriteString("// Code generated by internal/aes/_asm. DO NOT EDIT.\n\n//go:build amd64 && !purego\n\n#include \"textflag.h\"\n")
+	g.data()
+	g.cpuid()
+	g.blockAESNI("encBlockAESNI", "AESENC")
+	g.blockAESNI("decBlockAESNI", "AESDEC")
+	g.ecbAESNI("encECBAESNI", "AESENC")
+	g.ecbAESNI("decECBAESNI", "AESDEC")
+	g.cbcEncAESNI("encCBCAESNI", false)
+	g.cbcEncAESNI("encESSIVCBCAESNI", true)
+	g.cbcDecAESNI("decCBCAESNI", false)
+	g.cbcDecAESNI("decESSIVCBCAESNI", true)
+	g.cbcMBAESNI("encCBCMB8AESNI", 8)
+	g.cbcMBAESNI("encCBCMB4AESNI", 4)
+	g.cbcMBAESNI("encCBCMB2AESNI", 2)
+	g.xtsAESNI("xtsEncAESNI", "AESENC")
+	g.xtsAESNI("xtsDecAESNI", "AESDEC")
+	g.ecbVAES("encECBVAES", "AESENC")
+	g.ecbVAES("decECBVAES", "AESDEC")
+	g.cbcDecVAES("decCBCVAES")
+	g.cbcMBVAES("encCBCMB16VAES")
+	g.xtsVAES("xtsEncVAES", "AESENC")
+	g.xtsVAES("xtsDecVAES", "AESDEC")
+	if err := os.WriteFile(*out, g.buf.Bytes(), 0o644); err != nil {
+		log.Fatal(err)
+	}
+}

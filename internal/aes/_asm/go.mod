@@ -1,0 +1,3 @@
+module github.com/blkcrypt/blkcrypt/internal/aes/_asm
+
+go 1.26

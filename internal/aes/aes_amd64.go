@@ -1,0 +1,223 @@
+//go:build amd64 && !purego
+
+package aes
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+//go:generate sh -c "cd _asm && go run . -out ../aes_amd64.s"
+
+var (
+	hasAESNI = cpu.X86.HasAES
+	hasVAES  bool
+)
+
+const (
+	cpuidVAES       = 1 << 9  // CPUID.(EAX=7,ECX=0):ECX
+	cpuidVPCLMULQDQ = 1 << 10 // CPUID.(EAX=7,ECX=0):ECX
+)
+
+func init() {
+	// golang.org/x/sys/cpu only reports VAES/VPCLMULQDQ together with
+	// AVX-512, but the VEX-encoded YMM forms need just AVX2 (which implies
+	// the OS saves YMM state), so read the CPUID bits directly.
+	if hasAESNI && cpu.X86.HasAVX2 && cpu.X86.HasPCLMULQDQ {
+		maxLeaf, _, _, _ := cpuid(0, 0)
+		if maxLeaf >= 7 {
+			_, _, ecx, _ := cpuid(7, 0)
+			hasVAES = ecx&cpuidVAES != 0 && ecx&cpuidVPCLMULQDQ != 0
+		}
+	}
+}
+
+func archImpls() []implID {
+	switch {
+	case hasVAES:
+		return []implID{implVAES, implAESNI}
+	case hasAESNI:
+		return []implID{implAESNI}
+	}
+	return nil
+}
+
+// archMissing names the CPU features an implementation lacks here.
+func archMissing(impl string) string {
+	switch impl {
+	case "aesni":
+		return "AES-NI"
+	case "vaes":
+		return "VAES, VPCLMULQDQ, PCLMULQDQ and AVX2 (with OS YMM support)"
+	}
+	return "unknown implementation"
+}
+
+//go:noescape
+func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
+
+//go:noescape
+func encBlockAESNI(nr int, xk *byte, dst, src *byte)
+
+//go:noescape
+func decBlockAESNI(nr int, xk *byte, dst, src *byte)
+
+//go:noescape
+func encECBAESNI(nr int, xk *byte, dst, src *byte, n int)
+
+//go:noescape
+func decECBAESNI(nr int, xk *byte, dst, src *byte, n int)
+
+//go:noescape
+func encCBCAESNI(nr int, xk *byte, dst, src *byte, n int, iv *[16]byte)
+
+//go:noescape
+func decCBCAESNI(nr int, xk *byte, dst, src *byte, n int, iv *[16]byte)
+
+//go:noescape
+func encESSIVCBCAESNI(nr int, xk *byte, ivnr int, ivxk *byte, dst, src *byte, n int, iv *[16]byte)
+
+//go:noescape
+func decESSIVCBCAESNI(nr int, xk *byte, ivnr int, ivxk *byte, dst, src *byte, n int, iv *[16]byte)
+
+//go:noescape
+func encCBCMB8AESNI(nr int, xk *byte, dst, src *byte, ss int, ivs *byte)
+
+//go:noescape
+func encCBCMB4AESNI(nr int, xk *byte, dst, src *byte, ss int, ivs *byte)
+
+//go:noescape
+func encCBCMB2AESNI(nr int, xk *byte, dst, src *byte, ss int, ivs *byte)
+
+//go:noescape
+func xtsEncAESNI(nr int, xk *byte, dst, src *byte, n int, tweak *[16]byte)
+
+//go:noescape
+func xtsDecAESNI(nr int, xk *byte, dst, src *byte, n int, tweak *[16]byte)
+
+//go:noescape
+func encECBVAES(nr int, yk *byte, dst, src *byte, n int)
+
+//go:noescape
+func decECBVAES(nr int, yk *byte, dst, src *byte, n int)
+
+//go:noescape
+func decCBCVAES(nr int, yk *byte, dst, src *byte, n int, iv *[16]byte)
+
+//go:noescape
+func encCBCMB16VAES(nr int, yk *byte, dst, src *byte, ss int, ivs *byte)
+
+//go:noescape
+func xtsEncVAES(nr int, yk *byte, dst, src *byte, n int, tweak *[16]byte)
+
+//go:noescape
+func xtsDecVAES(nr int, yk *byte, dst, src *byte, n int, tweak *[16]byte)
+
+func (b *Block) xkEnc() *byte { return &b.xk[0] }
+func (b *Block) xkDec() *byte { return &b.xk[xkDecOff] }
+func (b *Block) ykEnc() *byte { return &b.yk[0] }
+func (b *Block) ykDec() *byte { return &b.yk[ykDecOff] }
+
+func ptr(s []byte) *byte { return unsafe.SliceData(s) }
+
+func archBlock(b *Block, enc bool, dst, src []byte) {
+	if enc {
+		encBlockAESNI(b.rounds, b.xkEnc(), ptr(dst), ptr(src))
+	} else {
+		decBlockAESNI(b.rounds, b.xkDec(), ptr(dst), ptr(src))
+	}
+}
+
+func archECB(b *Block, enc bool, dst, src []byte) {
+	n := len(src) / 16
+	switch {
+	case b.impl == implVAES && enc:
+		encECBVAES(b.rounds, b.ykEnc(), ptr(dst), ptr(src), n)
+	case b.impl == implVAES:
+		decECBVAES(b.rounds, b.ykDec(), ptr(dst), ptr(src), n)
+	case enc:
+		encECBAESNI(b.rounds, b.xkEnc(), ptr(dst), ptr(src), n)
+	default:
+		decECBAESNI(b.rounds, b.xkDec(), ptr(dst), ptr(src), n)
+	}
+}
+
+func archEncCBC(b *Block, dst, src []byte, iv *[16]byte) {
+	encCBCAESNI(b.rounds, b.xkEnc(), ptr(dst), ptr(src), len(src)/16, iv)
+}
+
+func archDecCBC(b *Block, dst, src []byte, iv *[16]byte) {
+	n := len(src) / 16
+	if b.impl == implVAES && n >= 16 {
+		m := n &^ 15
+		decCBCVAES(b.rounds, b.ykDec(), ptr(dst), ptr(src), m, iv)
+		if m == n {
+			return
+		}
+		dst, src, n = dst[16*m:], src[16*m:], n-m
+	}
+	decCBCAESNI(b.rounds, b.xkDec(), ptr(dst), ptr(src), n, iv)
+}
+
+func archEncESSIVCBC(b, ivKey *Block, dst, src []byte, iv *[16]byte) {
+	encESSIVCBCAESNI(b.rounds, b.xkEnc(), ivKey.rounds, ivKey.xkEnc(), ptr(dst), ptr(src), len(src)/16, iv)
+}
+
+func archDecESSIVCBC(b, ivKey *Block, dst, src []byte, iv *[16]byte) {
+	n := len(src) / 16
+	if b.impl == implVAES && n >= 16 {
+		var civ [16]byte
+		encBlockAESNI(ivKey.rounds, ivKey.xkEnc(), &civ[0], &iv[0])
+		archDecCBC(b, dst, src, &civ)
+		return
+	}
+	decESSIVCBCAESNI(b.rounds, b.xkDec(), ivKey.rounds, ivKey.xkEnc(), ptr(dst), ptr(src), n, iv)
+}
+
+func archEncCBCSectors(b *Block, dst, src []byte, ss int, ivs []byte) {
+	n := len(src) / ss
+	i := 0
+	if b.impl == implVAES {
+		for ; n-i >= 16; i += 16 {
+			encCBCMB16VAES(b.rounds, b.ykEnc(), &dst[i*ss], &src[i*ss], ss, &ivs[16*i])
+		}
+	}
+	for ; n-i >= 8; i += 8 {
+		encCBCMB8AESNI(b.rounds, b.xkEnc(), &dst[i*ss], &src[i*ss], ss, &ivs[16*i])
+	}
+	if n-i >= 4 {
+		encCBCMB4AESNI(b.rounds, b.xkEnc(), &dst[i*ss], &src[i*ss], ss, &ivs[16*i])
+		i += 4
+	}
+	if n-i >= 2 {
+		encCBCMB2AESNI(b.rounds, b.xkEnc(), &dst[i*ss], &src[i*ss], ss, &ivs[16*i])
+		i += 2
+	}
+	if n-i == 1 {
+		var iv [16]byte
+		copy(iv[:], ivs[16*i:])
+		encCBCAESNI(b.rounds, b.xkEnc(), &dst[i*ss], &src[i*ss], ss/16, &iv)
+	}
+}
+
+func archXTS(b *Block, enc bool, dst, src []byte, t *[16]byte) {
+	n := len(src) / 16
+	if b.impl == implVAES && n >= 16 {
+		m := n &^ 15
+		if enc {
+			xtsEncVAES(b.rounds, b.ykEnc(), ptr(dst), ptr(src), m, t)
+		} else {
+			xtsDecVAES(b.rounds, b.ykDec(), ptr(dst), ptr(src), m, t)
+		}
+		if m == n {
+			return
+		}
+		dst, src, n = dst[16*m:], src[16*m:], n-m
+	}
+	if enc {
+		xtsEncAESNI(b.rounds, b.xkEnc(), ptr(dst), ptr(src), n, t)
+	} else {
+		xtsDecAESNI(b.rounds, b.xkDec(), ptr(dst), ptr(src), n, t)
+	}
+}

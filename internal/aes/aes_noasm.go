@@ -1,0 +1,21 @@
+//go:build !amd64 || purego
+
+package aes
+
+// Only the generic implementation exists here; the arch hooks are never
+// reached because no Block gets a non-generic impl.
+
+func archImpls() []implID { return nil }
+
+func archMissing(impl string) string { return "built without assembly (purego or not amd64)" }
+
+func unreachable() { panic("aes: no assembly implementation in this build") }
+
+func archBlock(b *Block, enc bool, dst, src []byte)                           { unreachable() }
+func archECB(b *Block, enc bool, dst, src []byte)                             { unreachable() }
+func archEncCBC(b *Block, dst, src []byte, iv *[16]byte)                      { unreachable() }
+func archDecCBC(b *Block, dst, src []byte, iv *[16]byte)                      { unreachable() }
+func archEncESSIVCBC(b, ivKey *Block, dst, src []byte, iv *[16]byte)          { unreachable() }
+func archDecESSIVCBC(b, ivKey *Block, dst, src []byte, iv *[16]byte)          { unreachable() }
+func archEncCBCSectors(b *Block, dst, src []byte, sectorSize int, ivs []byte) { unreachable() }
+func archXTS(b *Block, enc bool, dst, src []byte, t *[16]byte)                { unreachable() }
