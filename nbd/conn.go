@@ -70,7 +70,7 @@ func newConn(s *Server, c net.Conn) *conn {
 
 func (c *conn) logf(format string, args ...any) {
 	if c.s.opts.Logf != nil {
-		c.s.opts.Logf("nbd %s: %s", c.remote, fmt.Sprintf(format, args...))
+		c.s.opts.Logf("nbd: client %s: %s", c.remote, fmt.Sprintf(format, args...))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 )
@@ -227,7 +228,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		go func() {
 			defer wg.Done()
 			if err := s.ServeConn(ctx, c); err != nil && !errors.Is(err, ErrServerClosed) {
-				s.logf("nbd %s: %v", c.RemoteAddr(), err)
+				s.logf("nbd: client %s: %s", c.RemoteAddr(), strings.TrimPrefix(err.Error(), "nbd: "))
 			}
 		}()
 	}

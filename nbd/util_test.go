@@ -1,6 +1,8 @@
 package nbd
 
 import (
+	"bufio"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,3 +18,5 @@ func shortSocketPath(t testing.TB) string {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return filepath.Join(dir, "s")
 }
+
+func newBufReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
