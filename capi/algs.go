@@ -10,6 +10,8 @@ import (
 	"hash"
 	"sync"
 
+	"github.com/blkcrypt/blkcrypt/internal/serpent"
+	"github.com/blkcrypt/blkcrypt/internal/whirlpool"
 	"golang.org/x/crypto/blake2b"
 	"golang.org/x/crypto/blake2s"
 	"golang.org/x/crypto/ripemd160" //nolint:staticcheck // LUKS1 volumes use ripemd160
@@ -39,6 +41,10 @@ func init() {
 		BlockSize: 16, KeySizes: aesKeySizes,
 		NewCipher: func(k []byte) (cipher.Block, error) { return twofish.NewCipher(k) }})
 
+	mustRegister(&Alg{Name: "serpent", Driver: "serpent-generic", Priority: PriorityGeneric, Type: TypeCipher,
+		BlockSize: 16, KeySizes: aesKeySizes,
+		NewCipher: func(k []byte) (cipher.Block, error) { return serpent.NewCipher(k) }})
+
 	for _, h := range []struct {
 		name string
 		size int
@@ -51,6 +57,9 @@ func init() {
 		{"sha384", 48, 128, sha512.New384},
 		{"sha512", 64, 128, sha512.New},
 		{"ripemd160", 20, 64, ripemd160.New},
+		{"wp512", 64, 64, whirlpool.New},
+		{"wp384", 48, 64, whirlpool.New384},
+		{"wp256", 32, 64, whirlpool.New256},
 		{"sha3-224", 28, 144, func() hash.Hash { return sha3.New224() }},
 		{"sha3-256", 32, 136, func() hash.Hash { return sha3.New256() }},
 		{"sha3-384", 48, 104, func() hash.Hash { return sha3.New384() }},

@@ -7,9 +7,10 @@ import "fmt"
 // before the driver sees it, so drivers may assume well-formed input. A Tfm
 // holds no per-request state and is safe for concurrent use.
 type Tfm struct {
-	alg  *Alg
-	impl Skcipher
-	sec  SectorSkcipher // nil when the driver has no batch path
+	alg    *Alg
+	impl   Skcipher
+	sec    SectorSkcipher // nil when the driver has no batch path
+	keyLen int
 }
 
 // NewSkcipher looks up the best driver of name and keys it.
@@ -33,13 +34,16 @@ func (a *Alg) Skcipher(key []byte) (*Tfm, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tfm{alg: a, impl: impl}
+	t := &Tfm{alg: a, impl: impl, keyLen: len(key)}
 	t.sec, _ = impl.(SectorSkcipher)
 	return t, nil
 }
 
 // Alg returns the driver behind t.
 func (t *Tfm) Alg() *Alg { return t.alg }
+
+// KeySize is the key length in bytes.
+func (t *Tfm) KeySize() int { return t.keyLen }
 
 // IVSize is the IV length every request must carry.
 func (t *Tfm) IVSize() int { return t.alg.IVSize }

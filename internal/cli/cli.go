@@ -1,0 +1,245 @@
+// Package cli implements the blkcrypt command. Each verb is one runX
+// function over parsed options, so tests can call it without a process.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/blkcrypt/blkcrypt/capi"
+	"github.com/blkcrypt/blkcrypt/internal/keyinput"
+	"github.com/blkcrypt/blkcrypt/plain"
+	"github.com/blkcrypt/blkcrypt/sector"
+)
+
+// Exit codes, as cryptsetup's.
+const (
+	ExitOK         = 0
+	ExitUsage      = 1 // wrong parameters
+	ExitPermission = 2 // no permission (bad passphrase)
+	ExitNoMemory   = 3
+	ExitDevice     = 4 // wrong device specified
+	ExitBusy       = 5 // device already exists or busy
+)
+
+// ErrWrongPassphrase is returned when no key slot matches.
+var ErrWrongPassphrase = errors.New("no key available with this passphrase")
+
+// exitError carries an exit code with a message.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageErr(format string, a ...any) error {
+	return &exitError{ExitUsage, fmt.Errorf(format, a...)}
+}
+
+func deviceErr(err error) error { return &exitError{ExitDevice, err} }
+
+// Env is the process environment a command sees.
+type Env struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// StdinIsTerminal reports whether passphrases can be prompted for.
+	StdinIsTerminal bool
+	// Prompt reads a passphrase without echo; nil when there is no terminal.
+	Prompt func(prompt string) ([]byte, error)
+}
+
+type verb struct {
+	name    string
+	aliases []string
+	run     func(ctx context.Context, env *Env, p *parsed) error
+	help    string
+}
+
+var verbs []verb
+
+func init() {
+	verbs = []verb{
+		{"demo", nil, runDemo, "make a demo volume, exercise it and show what to do next"},
+		{"speed", nil, runSpeed, "ALG… — tcrypt-style speed table of capi drivers"},
+		{"crypto", nil, runCrypto, "list every registered driver, like /proc/crypto"},
+		{"read", nil, runRead, "DEVICE — write decrypted bytes to stdout or -o FILE"},
+		{"write", nil, runWrite, "DEVICE — encrypt stdin or -i FILE into the volume"},
+	}
+	verbs = append(verbs, extraVerbs...)
+}
+
+// extraVerbs are registered by the files of later verbs.
+var extraVerbs []verb
+
+// Main runs blkcrypt with argv (without the program name) and returns the
+// exit code.
+func Main(ctx context.Context, argv []string, env *Env) int {
+	if len(argv) == 0 || argv[0] == "--help" || argv[0] == "help" || argv[0] == "-h" {
+		usage(env.Stdout)
+		if len(argv) == 0 {
+			return ExitUsage
+		}
+		return ExitOK
+	}
+	name := argv[0]
+	// cryptsetup's "open --test-passphrase" is our test-passphrase.
+	if name == "open" {
+		for _, a := range argv[1:] {
+			if a == "--test-passphrase" {
+				name = "test-passphrase"
+			}
+		}
+	}
+	var v *verb
+	for i := range verbs {
+		if verbs[i].name == name {
+			v = &verbs[i]
+		}
+		for _, a := range verbs[i].aliases {
+			if strings.EqualFold(a, name) {
+				v = &verbs[i]
+			}
+		}
+	}
+	if v == nil {
+		fmt.Fprintf(env.Stderr, "blkcrypt: unknown action %q (try blkcrypt --help)\n", name)
+		return ExitUsage
+	}
+	p, err := parseArgs(v.name, argv[1:])
+	if err == nil && p.bool("help") {
+		fmt.Fprintf(env.Stdout, "blkcrypt %s %s\n", v.name, v.help)
+		return ExitOK
+	}
+	if err == nil {
+		err = v.run(ctx, env, p)
+	} else {
+		err = &exitError{ExitUsage, err}
+	}
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "blkcrypt: %s\n", oneLine(err.Error()))
+		return exitCode(err)
+	}
+	return ExitOK
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	return strings.TrimSpace(s)
+}
+
+// exitCode maps an error to cryptsetup's exit codes.
+func exitCode(err error) int {
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.Is(err, ErrWrongPassphrase):
+		return ExitPermission
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENOTDIR):
+		return ExitDevice
+	case errors.Is(err, fs.ErrPermission):
+		return ExitDevice
+	case errors.Is(err, syscall.ENOMEM):
+		return ExitNoMemory
+	case errors.Is(err, syscall.EBUSY):
+		return ExitBusy
+	}
+	return ExitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: blkcrypt <action> [DEVICE] [options]")
+	fmt.Fprintln(w, "\nactions:")
+	vs := append([]verb(nil), verbs...)
+	sort.Slice(vs, func(i, j int) bool { return vs[i].name < vs[j].name })
+	for _, v := range vs {
+		al := ""
+		if len(v.aliases) > 0 {
+			al = " (" + strings.Join(v.aliases, ", ") + ")"
+		}
+		fmt.Fprintf(w, "  %-16s %s%s\n", v.name, v.help, al)
+	}
+	fmt.Fprintln(w, "\nexit codes: 0 ok, 1 wrong parameters, 2 no permission (bad passphrase), 3 out of memory, 4 wrong device, 5 busy")
+}
+
+// oneDevice returns the single positional argument.
+func oneDevice(p *parsed) (string, error) {
+	if len(p.args) != 1 {
+		return "", usageErr("expected one DEVICE argument, got %d", len(p.args))
+	}
+	return p.args[0], nil
+}
+
+// readSecret reads a passphrase or key file per the cryptsetup flags. raw
+// reports whether the bytes came from a key file (no newline handling).
+func readSecret(env *Env, p *parsed, prompt string) (secret []byte, fromKeyFile bool, err error) {
+	o := keyinput.Options{Offset: p.int("keyfile-offset", 0), Size: p.int("keyfile-size", 0), Exact: p.has("keyfile-size")}
+	if o.Offset < 0 || o.Size < 0 {
+		return nil, false, usageErr("negative --keyfile-offset or --keyfile-size")
+	}
+	if kf := p.str("key-file"); kf != "" {
+		var r io.Reader = env.Stdin
+		if kf != "-" {
+			f, err := os.Open(kf)
+			if err != nil {
+				return nil, false, usageErr("cannot open key file: %v", err)
+			}
+			defer f.Close()
+			if st, err := f.Stat(); err == nil && st.IsDir() {
+				return nil, false, usageErr("key file %s is a directory", kf)
+			}
+			r = f
+		}
+		b, err := keyinput.ReadKeyFile(r, o)
+		if err != nil {
+			return nil, false, usageErr("%v", err)
+		}
+		if len(b) == 0 {
+			return nil, false, usageErr("key file is empty")
+		}
+		return b, true, nil
+	}
+	if env.Prompt != nil && env.StdinIsTerminal {
+		b, err := env.Prompt(prompt)
+		if err != nil {
+			return nil, false, usageErr("reading passphrase: %v", err)
+		}
+		return b, false, nil
+	}
+	b, err := keyinput.ReadPassphrase(env.Stdin, o)
+	if err != nil {
+		return nil, false, usageErr("%v", err)
+	}
+	return b, false, nil
+}
+
+// readVolumeKeyFile reads a raw volume key of keySize bytes.
+func readVolumeKeyFile(path string, keySize int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usageErr("cannot open volume key file: %v", err)
+	}
+	defer f.Close()
+	b, err := keyinput.ReadKeyFile(f, keyinput.Options{Size: int64(keySize) + 1})
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	if len(b) != keySize {
+		clear(b)
+		return nil, usageErr("volume key file holds %d bytes, the cipher needs %d", len(b), keySize)
+	}
+	return b, nil
+}
+
+var _ = capi.Lookup
+var _ = plain.Key
+var _ = sector.New

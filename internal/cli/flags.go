@@ -1,0 +1,188 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// flagKind is the value type of a command-line flag.
+type flagKind int
+
+const (
+	kindBool flagKind = iota
+	kindString
+	kindInt
+	kindFloat
+)
+
+type flagDef struct {
+	name  string
+	short byte
+	kind  flagKind
+	help  string
+}
+
+// flags is every flag blkcrypt knows. Verbs ignore the ones they do not use,
+// as cryptsetup does for most options; values are checked by the verb.
+var flagDefs = []flagDef{
+	{"type", 0, kindString, "volume type: luks2, luks1, luks, plain"},
+	{"cipher", 'c', kindString, "cipher specification, e.g. aes-xts-plain64"},
+	{"key-size", 's', kindInt, "key size in bits"},
+	{"hash", 'h', kindString, "hash for plain-mode passphrases / LUKS"},
+	{"sector-size", 0, kindInt, "encryption sector size in bytes"},
+	{"offset", 0, kindInt, "plain mode: data start in 512-byte sectors"},
+	{"skip", 'p', kindInt, "plain mode: IV offset in 512-byte sectors"},
+	{"size", 'b', kindInt, "device size in 512-byte sectors (plain); image size in bytes (format)"},
+	{"iv-large-sectors", 0, kindBool, "IV sector numbers count sector-size units"},
+	{"key-file", 'd', kindString, "read the key from a file (- for stdin)"},
+	{"keyfile-offset", 0, kindInt, "skip this many bytes of the key file"},
+	{"keyfile-size", 'l', kindInt, "read at most this many bytes of the key file"},
+	{"new-keyfile-offset", 0, kindInt, "skip bytes of the new key file"},
+	{"new-keyfile-size", 0, kindInt, "read at most this many bytes of the new key file"},
+	{"volume-key-file", 0, kindString, "use a raw volume key from a file"},
+	{"key-slot", 'S', kindInt, "key slot number"},
+	{"header", 0, kindString, "detached header file"},
+	{"header-backup-file", 0, kindString, "file for header-backup / header-restore"},
+	{"offset-bytes", 0, kindInt, "read/write: byte offset into the decrypted volume"},
+	{"length", 0, kindInt, "read: number of bytes"},
+	{"output", 'o', kindString, "read: output file (default stdout)"},
+	{"input", 'i', kindString, "write: input file (default stdin)"},
+	{"batch-mode", 'q', kindBool, "do not ask for confirmation"},
+	{"driver", 0, kindString, "speed: driver name"},
+	{"sec", 0, kindFloat, "speed: seconds per test"},
+	{"decrypt", 0, kindBool, "speed: measure decryption"},
+	{"list-drivers", 0, kindBool, "speed: list drivers, highest priority first"},
+	{"pbkdf", 0, kindString, "pbkdf2, argon2i or argon2id"},
+	{"iter-time", 'i', kindInt, "PBKDF unlock time in ms"},
+	{"pbkdf-force-iterations", 0, kindInt, "fixed PBKDF iterations / argon2 time cost"},
+	{"pbkdf-memory", 0, kindInt, "argon2 memory in KiB"},
+	{"pbkdf-parallel", 0, kindInt, "argon2 threads"},
+	{"uuid", 0, kindString, "volume UUID"},
+	{"label", 0, kindString, "LUKS2 label"},
+	{"json", 0, kindBool, "dump: JSON metadata"},
+	{"dump-volume-key", 0, kindBool, "dump: print the volume key"},
+	{"listen", 0, kindString, "serve: address (host:port or unix:/path)"},
+	{"export-name", 0, kindString, "serve: NBD export name"},
+	{"read-only", 'r', kindBool, "serve: refuse writes"},
+	{"allow-discards", 0, kindBool, "serve: pass TRIM through as hole punching"},
+	{"tls-cert", 0, kindString, "serve: TLS certificate"},
+	{"tls-key", 0, kindString, "serve: TLS key"},
+	{"tls-ca", 0, kindString, "serve: CA for client certificates"},
+	{"insecure", 0, kindBool, "serve: allow a non-loopback address without TLS"},
+	{"test-passphrase", 0, kindBool, "open: only check the passphrase"},
+	{"dir", 0, kindString, "demo: directory for the demo image"},
+	{"progress-frequency", 0, kindInt, "print progress every N seconds"},
+	{"threshold", 0, kindInt, "engine inline/parallel break-even in bytes"},
+	{"help", 0, kindBool, "show help"},
+}
+
+// parsed holds the flags and positional arguments of one command line.
+type parsed struct {
+	set  map[string]string
+	args []string
+}
+
+func (p *parsed) has(name string) bool   { _, ok := p.set[name]; return ok }
+func (p *parsed) str(name string) string { return p.set[name] }
+func (p *parsed) bool(name string) bool  { return p.set[name] == "true" }
+
+func (p *parsed) int(name string, def int64) int64 {
+	v, ok := p.set[name]
+	if !ok {
+		return def
+	}
+	n, _ := strconv.ParseInt(v, 0, 64) // validated in parse
+	return n
+}
+
+func (p *parsed) float(name string, def float64) float64 {
+	v, ok := p.set[name]
+	if !ok {
+		return def
+	}
+	f, _ := strconv.ParseFloat(v, 64)
+	return f
+}
+
+func lookupFlag(long string, short byte, verb string) (flagDef, bool) {
+	for _, d := range flagDefs {
+		if long != "" && d.name == long {
+			return d, true
+		}
+		if short != 0 && d.short == short {
+			// -i is --input for write but --iter-time elsewhere, as -o is
+			// --output for read.
+			if short == 'i' && (verb == "write") != (d.name == "input") {
+				continue
+			}
+			return d, true
+		}
+	}
+	return flagDef{}, false
+}
+
+// parseArgs parses flags anywhere among the positional arguments, as
+// cryptsetup does: --name=value, --name value, -x value, and -- to stop.
+func parseArgs(verb string, argv []string) (*parsed, error) {
+	p := &parsed{set: map[string]string{}}
+	for i := 0; i < len(argv); i++ {
+		a := argv[i]
+		if a == "--" {
+			p.args = append(p.args, argv[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			p.args = append(p.args, a)
+			continue
+		}
+		var d flagDef
+		var ok bool
+		var val string
+		hasVal := false
+		if strings.HasPrefix(a, "--") {
+			name := a[2:]
+			if n, v, found := strings.Cut(name, "="); found {
+				name, val, hasVal = n, v, true
+			}
+			d, ok = lookupFlag(name, 0, verb)
+			if !ok {
+				return nil, fmt.Errorf("unknown option --%s", name)
+			}
+		} else {
+			if len(a) > 2 {
+				val, hasVal = a[2:], true
+			}
+			d, ok = lookupFlag("", a[1], verb)
+			if !ok {
+				return nil, fmt.Errorf("unknown option %s", a[:2])
+			}
+		}
+		if d.kind == kindBool {
+			if hasVal {
+				return nil, fmt.Errorf("option --%s takes no value", d.name)
+			}
+			p.set[d.name] = "true"
+			continue
+		}
+		if !hasVal {
+			if i+1 >= len(argv) {
+				return nil, fmt.Errorf("option --%s needs a value", d.name)
+			}
+			i++
+			val = argv[i]
+		}
+		switch d.kind {
+		case kindInt:
+			if _, err := strconv.ParseInt(val, 0, 64); err != nil {
+				return nil, fmt.Errorf("option --%s: %q is not a whole number", d.name, val)
+			}
+		case kindFloat:
+			if f, err := strconv.ParseFloat(val, 64); err != nil || f < 0 {
+				return nil, fmt.Errorf("option --%s: %q is not a non-negative number", d.name, val)
+			}
+		}
+		p.set[d.name] = val
+	}
+	return p, nil
+}

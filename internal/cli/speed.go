@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/blkcrypt/blkcrypt/capi"
+)
+
+// runSpeed prints a tcrypt-style table for each ALG: every driver of it
+// (or only --driver), every key size and the tcrypt block sizes.
+func runSpeed(ctx context.Context, env *Env, p *parsed) error {
+	algs := p.args
+	if len(algs) == 0 {
+		algs = []string{"essiv(cbc(aes),sha256)"}
+	}
+	sec := p.float("sec", 1)
+	if sec <= 0 || sec > 60 {
+		return usageErr("--sec must be more than 0 and at most 60")
+	}
+	for _, name := range algs {
+		ds, err := capi.Drivers(name)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		if p.bool("list-drivers") {
+			for _, d := range ds {
+				fmt.Fprintln(env.Stdout, d.Driver)
+			}
+			continue
+		}
+		ran := false
+		for _, d := range ds {
+			if drv := p.str("driver"); drv != "" && d.Driver != drv {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := d.SelfTest(); err != nil {
+				fmt.Fprintf(env.Stderr, "blkcrypt: skipping %s: %v\n", d.Driver, err)
+				continue
+			}
+			if _, err := capi.Speed(env.Stdout, d, time.Duration(sec*float64(time.Second)), p.bool("decrypt")); err != nil {
+				return usageErr("%v", err)
+			}
+			ran = true
+		}
+		if !ran && !p.bool("list-drivers") {
+			return usageErr("%s has no usable driver %q", name, p.str("driver"))
+		}
+	}
+	return nil
+}
+
+// runCrypto lists every driver known so far, after instantiating the
+// common names, in the layout of /proc/crypto.
+func runCrypto(ctx context.Context, env *Env, p *parsed) error {
+	names := p.args
+	if len(names) == 0 {
+		names = commonAlgs
+	}
+	for _, n := range names {
+		ds, err := capi.Drivers(n)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		for _, d := range ds {
+			d.SelfTest()
+		}
+	}
+	for _, a := range capi.List() {
+		fmt.Fprintf(env.Stdout, "name         : %s\ndriver       : %s\npriority     : %d\ntype         : %s\nselftest     : %s\n",
+			a.Name, a.Driver, a.Priority, a.Type, a.SelfTestState())
+		switch a.Type {
+		case capi.TypeHash:
+			fmt.Fprintf(env.Stdout, "blocksize    : %d\ndigestsize   : %d\n", a.BlockSize, a.DigestSize)
+		default:
+			fmt.Fprintf(env.Stdout, "blocksize    : %d\nivsize       : %d\nkeysizes     : %s\n", a.BlockSize, a.IVSize, bitsOf(a.KeySizes))
+		}
+		fmt.Fprintln(env.Stdout)
+	}
+	return nil
+}
+
+func bitsOf(ks []int) string {
+	s := ""
+	for i, k := range ks {
+		if i > 0 {
+			s += " "
+		}
+		s += fmt.Sprint(k * 8)
+	}
+	return s
+}
+
+// commonAlgs are the transforms cryptsetup volumes use.
+var commonAlgs = []string{
+	"ecb(aes)", "cbc(aes)", "ctr(aes)", "xts(aes)", "lrw(aes)", "essiv(cbc(aes),sha256)",
+	"cbc(serpent)", "xts(serpent)", "cbc(twofish)", "xts(twofish)",
+	"adiantum(xchacha12,aes)", "sha1", "sha256", "sha512", "ripemd160", "wp512",
+}

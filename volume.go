@@ -1,0 +1,304 @@
+package blkcrypt
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/blkcrypt/blkcrypt/sector"
+)
+
+// Sentinel errors of the volume layer.
+var (
+	// ErrOutOfRange means a request reaches past the end of the volume.
+	ErrOutOfRange = errors.New("request outside the volume")
+	// ErrReadOnly means a write to a volume opened read-only.
+	ErrReadOnly = errors.New("volume is read-only")
+	// ErrClosed means the volume was closed.
+	ErrClosed = errors.New("volume is closed")
+)
+
+// Device is the ciphertext store under a volume: a file or block device.
+type Device interface {
+	io.ReaderAt
+	io.WriterAt
+	Sync() error
+	Close() error
+}
+
+// Volume is the decrypted view of a range of a device: reads decrypt,
+// writes encrypt, in whole sectors underneath. Requests need not be
+// aligned: partial sectors are read, modified and written back under a lock,
+// and overlapping requests are ordered, so no reader sees a torn sector.
+// A Volume is safe for concurrent use.
+type Volume struct {
+	dev      Device
+	cipher   *sector.Cipher
+	off      int64 // data start on the device, bytes
+	size     int64 // bytes
+	ss       int64
+	readOnly bool
+	locks    [lockStripes]sync.RWMutex
+	onClose  func()
+
+	mu     sync.RWMutex // guards closed
+	closed bool
+}
+
+const (
+	lockStripes = 256
+	lockShift   = 16 // 64 KiB regions share a stripe
+	chunkSize   = 1 << 20
+)
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
+
+// NewVolume makes a volume over dev: size bytes of ciphertext starting at
+// byte offset off, encrypted with c. Sector numbers count from off.
+func NewVolume(dev Device, c *sector.Cipher, off, size int64, readOnly bool) (*Volume, error) {
+	ss := int64(c.SectorSize())
+	if off < 0 || size < 0 {
+		return nil, fmt.Errorf("negative offset or size")
+	}
+	if size%ss != 0 {
+		return nil, fmt.Errorf("volume size %d is not a multiple of the %d-byte sector size", size, ss)
+	}
+	return &Volume{dev: dev, cipher: c, off: off, size: size, ss: ss, readOnly: readOnly}, nil
+}
+
+// Size is the decrypted size in bytes.
+func (v *Volume) Size() int64 { return v.size }
+
+// SectorSize is the encryption sector size in bytes.
+func (v *Volume) SectorSize() int { return int(v.ss) }
+
+// BlockSize is SectorSize, for the NBD server.
+func (v *Volume) BlockSize() int { return int(v.ss) }
+
+// ReadOnly reports whether writes are refused.
+func (v *Volume) ReadOnly() bool { return v.readOnly }
+
+// Cipher returns the sector cipher.
+func (v *Volume) Cipher() *sector.Cipher { return v.cipher }
+
+// DataOffset is where the ciphertext starts on the device, in bytes.
+func (v *Volume) DataOffset() int64 { return v.off }
+
+// lockRange locks the stripes covering [off, off+n) in ascending order.
+func (v *Volume) lockRange(off, n int64, write bool) func() {
+	r0, r1 := off>>lockShift, (off+n-1)>>lockShift
+	var idx [lockStripes]bool
+	cnt := 0
+	for r := r0; r <= r1 && cnt < lockStripes; r++ {
+		if !idx[r%lockStripes] {
+			idx[r%lockStripes] = true
+			cnt++
+		}
+	}
+	for i := 0; i < lockStripes; i++ {
+		if idx[i] {
+			if write {
+				v.locks[i].Lock()
+			} else {
+				v.locks[i].RLock()
+			}
+		}
+	}
+	return func() {
+		for i := lockStripes - 1; i >= 0; i-- {
+			if idx[i] {
+				if write {
+					v.locks[i].Unlock()
+				} else {
+					v.locks[i].RUnlock()
+				}
+			}
+		}
+	}
+}
+
+func (v *Volume) check(n int, off int64) error {
+	v.mu.RLock()
+	closed := v.closed
+	v.mu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	if off < 0 || off > v.size || int64(n) > v.size-off {
+		return fmt.Errorf("%w: %d bytes at offset %d, volume size %d", ErrOutOfRange, n, off, v.size)
+	}
+	return nil
+}
+
+// ReadAt reads decrypted bytes. Like a file, a read that reaches the end of
+// the volume returns the bytes before it and io.EOF.
+func (v *Volume) ReadAt(p []byte, off int64) (int, error) {
+	if off >= v.size && len(p) > 0 {
+		if off < 0 {
+			return 0, fmt.Errorf("%w: negative offset", ErrOutOfRange)
+		}
+		return 0, io.EOF
+	}
+	var eof error
+	if int64(len(p)) > v.size-off && off >= 0 {
+		p, eof = p[:v.size-off], io.EOF
+	}
+	if err := v.check(len(p), off); err != nil || len(p) == 0 {
+		return 0, err
+	}
+	unlock := v.lockRange(off, int64(len(p)), false)
+	defer unlock()
+	done := 0
+	for done < len(p) {
+		n, err := v.readChunk(p[done:], off+int64(done))
+		done += n
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, eof
+}
+
+// readChunk reads at most chunkSize bytes' worth of sectors.
+func (v *Volume) readChunk(p []byte, off int64) (int, error) {
+	ss := v.ss
+	start := off / ss * ss
+	head := off - start
+	if head == 0 && int64(len(p)) >= ss {
+		// Aligned: read ciphertext straight into p and decrypt in place.
+		n := min(int64(len(p))/ss*ss, chunkSize)
+		q := p[:n]
+		if err := v.readCipher(q, start); err != nil {
+			return 0, err
+		}
+		if err := v.cipher.DecryptSectors(q, q, uint64(start/512)); err != nil {
+			return 0, err
+		}
+		return int(n), nil
+	}
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	end := min(off+int64(len(p)), start+chunkSize)
+	end = (end + ss - 1) / ss * ss
+	buf := (*bp)[:end-start]
+	if err := v.readCipher(buf, start); err != nil {
+		return 0, err
+	}
+	if err := v.cipher.DecryptSectors(buf, buf, uint64(start/512)); err != nil {
+		return 0, err
+	}
+	n := copy(p, buf[head:])
+	clear(buf)
+	return n, nil
+}
+
+func (v *Volume) readCipher(buf []byte, start int64) error {
+	n, err := v.dev.ReadAt(buf, v.off+start)
+	if n == len(buf) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		return fmt.Errorf("device is truncated: short read at offset %d", v.off+start+int64(n))
+	}
+	return err
+}
+
+// WriteAt encrypts p into the volume at off. Partial sectors at either end
+// are read, merged and rewritten.
+func (v *Volume) WriteAt(p []byte, off int64) (int, error) {
+	if v.readOnly {
+		return 0, ErrReadOnly
+	}
+	if err := v.check(len(p), off); err != nil || len(p) == 0 {
+		return 0, err
+	}
+	unlock := v.lockRange(off, int64(len(p)), true)
+	defer unlock()
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	ss := v.ss
+	done := 0
+	for done < len(p) {
+		o := off + int64(done)
+		start := o / ss * ss
+		end := min(off+int64(len(p)), start+chunkSize)
+		aEnd := (end + ss - 1) / ss * ss
+		buf := (*bp)[:aEnd-start]
+		head := o - start
+		if head != 0 || end != aEnd {
+			// Read-modify-write of the partial first and last sectors.
+			if head != 0 {
+				if err := v.readSector(buf[:ss], start); err != nil {
+					return done, err
+				}
+			}
+			if end != aEnd && (aEnd-ss > start || head == 0) {
+				if err := v.readSector(buf[len(buf)-int(ss):], aEnd-ss); err != nil {
+					return done, err
+				}
+			}
+		}
+		n := copy(buf[head:end-start], p[done:])
+		if err := v.cipher.EncryptSectors(buf, buf, uint64(start/512)); err != nil {
+			return done, err
+		}
+		if _, err := v.dev.WriteAt(buf, v.off+start); err != nil {
+			return done, err
+		}
+		done += n
+	}
+	return done, nil
+}
+
+func (v *Volume) readSector(dst []byte, at int64) error {
+	if err := v.readCipher(dst, at); err != nil {
+		return err
+	}
+	return v.cipher.DecryptSectors(dst, dst, uint64(at/512))
+}
+
+// WriteZeroes writes encrypted zeros over [off, off+n).
+func (v *Volume) WriteZeroes(off, n int64) error {
+	bp := bufPool.Get().(*[]byte)
+	z := *bp
+	clear(z)
+	defer bufPool.Put(bp)
+	for n > 0 {
+		k := min(n, int64(len(z)))
+		if _, err := v.WriteAt(z[:k], off); err != nil {
+			return err
+		}
+		off += k
+		n -= k
+	}
+	return nil
+}
+
+// Flush makes written data durable.
+func (v *Volume) Flush() error {
+	if v.readOnly {
+		return nil
+	}
+	return v.dev.Sync()
+}
+
+// Close flushes, wipes the key and closes the device.
+func (v *Volume) Close() error {
+	v.mu.Lock()
+	if v.closed {
+		v.mu.Unlock()
+		return ErrClosed
+	}
+	v.closed = true
+	v.mu.Unlock()
+	err := v.Flush()
+	v.cipher.Wipe()
+	if v.onClose != nil {
+		v.onClose()
+	}
+	if cerr := v.dev.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
