@@ -129,13 +129,13 @@ func (t *Tfm) checkSectors(dst, src []byte, sectorSize int, ivs []byte) (int, er
 // sectorSize bytes, request i with the IV ivs[i*IVSize:(i+1)*IVSize]. ivs is
 // used as scratch space and its contents are undefined afterwards. Drivers
 // with a batch path (multi-buffer CBC, XTS with many tweaks) process the
-// whole batch in one call.
+// whole batch in one call (for XTS, when sectorSize is a multiple of 16).
 func (t *Tfm) EncryptSectors(dst, src []byte, sectorSize int, ivs []byte) error {
 	n, err := t.checkSectors(dst, src, sectorSize, ivs)
 	if err != nil || n == 0 {
 		return err
 	}
-	if t.sec != nil {
+	if t.sec != nil && sectorSize%t.alg.BlockSize == 0 {
 		t.sec.EncryptSectors(dst[:len(src)], src, sectorSize, ivs)
 		return nil
 	}
@@ -153,7 +153,7 @@ func (t *Tfm) DecryptSectors(dst, src []byte, sectorSize int, ivs []byte) error 
 	if err != nil || n == 0 {
 		return err
 	}
-	if t.sec != nil {
+	if t.sec != nil && sectorSize%t.alg.BlockSize == 0 {
 		t.sec.DecryptSectors(dst[:len(src)], src, sectorSize, ivs)
 		return nil
 	}
