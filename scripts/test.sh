@@ -42,7 +42,7 @@ echo "== go test -race (concurrent packages)"
 go test -count=1 -race -timeout 15m ./sector/... ./nbd/... .
 
 echo "== fuzz (bounded)"
-fuzztime="${FUZZTIME:-10s}"
+fuzztime="${FUZZTIME:-20s}"
 # Every Fuzz* target in the repo, each for $fuzztime.
 for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "$pkg")
