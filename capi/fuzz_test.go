@@ -104,12 +104,14 @@ func fuzzEquivalence(f *testing.F, name, ref string) {
 	})
 }
 
-func FuzzECB(f *testing.F)   { fuzzEquivalence(f, "ecb(aes)", "ecb(aes-generic)") }
-func FuzzCBC(f *testing.F)   { fuzzEquivalence(f, "cbc(aes)", "cbc(aes-generic)") }
-func FuzzCTR(f *testing.F)   { fuzzEquivalence(f, "ctr(aes)", "ctr(aes-generic)") }
-func FuzzXTS(f *testing.F)   { fuzzEquivalence(f, "xts(aes)", "xts(aes-generic)") }
-func FuzzLRW(f *testing.F)   { fuzzEquivalence(f, "lrw(aes)", "lrw(aes-generic)") }
-func FuzzESSIV(f *testing.F) { fuzzEquivalence(f, "essiv(cbc(aes),sha256)", "essiv(cbc(aes-generic),aes-aesni,sha256-generic)") }
+func FuzzECB(f *testing.F) { fuzzEquivalence(f, "ecb(aes)", "ecb(aes-generic)") }
+func FuzzCBC(f *testing.F) { fuzzEquivalence(f, "cbc(aes)", "cbc(aes-generic)") }
+func FuzzCTR(f *testing.F) { fuzzEquivalence(f, "ctr(aes)", "ctr(aes-generic)") }
+func FuzzXTS(f *testing.F) { fuzzEquivalence(f, "xts(aes)", "xts(aes-generic)") }
+func FuzzLRW(f *testing.F) { fuzzEquivalence(f, "lrw(aes)", "lrw(aes-generic)") }
+func FuzzESSIV(f *testing.F) {
+	fuzzEquivalence(f, "essiv(cbc(aes),sha256)", "essiv(cbc(aes-generic),aes-aesni,sha256-generic)")
+}
 
 // FuzzName feeds arbitrary strings to the name parser and the registry:
 // errors are fine, panics and hangs are not, and a parsed name prints back
