@@ -1,0 +1,262 @@
+// Package kdf implements the password-based key derivation functions that
+// LUKS keyslots use — PBKDF2 over any capi hash, Argon2i and Argon2id — and
+// the cost benchmark cryptsetup runs before it creates a keyslot
+// (crypt_pbkdf_perf in lib/crypto_backend/pbkdf_check.c and its callers in
+// lib/utils_benchmark.c), so that unlocking takes about the requested time.
+package kdf
+
+import (
+	"encoding"
+	"errors"
+	"fmt"
+	"hash"
+	"strings"
+
+	"golang.org/x/crypto/argon2"
+
+	"github.com/blkcrypt/blkcrypt/capi"
+)
+
+// KDF type names as LUKS2 metadata spells them.
+const (
+	PBKDF2   = "pbkdf2"
+	Argon2i  = "argon2i"
+	Argon2id = "argon2id"
+)
+
+// Limits, as cryptsetup enforces them (crypt_pbkdf_get_limits).
+const (
+	MinPBKDF2Iterations = 1000
+	MinArgon2Time       = 4
+	MinArgon2MemoryKiB  = 32
+	MaxArgon2MemoryKiB  = 4 * 1024 * 1024
+	MaxArgon2Parallel   = 4
+	// minBenchMemoryKiB is where the Argon2 benchmark starts.
+	minBenchMemoryKiB = 64 * 1024
+)
+
+// Errors. Messages never contain key material.
+var (
+	// ErrUnsupported means a KDF type or hash that is not available.
+	ErrUnsupported = errors.New("kdf: unsupported")
+	// ErrInvalid means parameters outside what the KDF accepts.
+	ErrInvalid = errors.New("kdf: invalid parameters")
+)
+
+// cryptsetupToKernel maps hash names that cryptsetup (gcrypt/OpenSSL
+// spelling) and the kernel (capi) spell differently.
+var cryptsetupToKernel = map[string]string{
+	"whirlpool":  "wp512",
+	"stribog256": "streebog256",
+	"stribog512": "streebog512",
+}
+
+// HashFunc returns the hash constructor for a hash name as LUKS headers and
+// cryptsetup spell it ("sha256", "whirlpool", "ripemd160", "sha3-256",
+// "blake2b-512"), translated to the capi name where the two differ.
+func HashFunc(name string) (func() hash.Hash, error) {
+	n := strings.ToLower(name)
+	if k, ok := cryptsetupToKernel[n]; ok {
+		n = k
+	}
+	f, err := capi.HashFunc(n)
+	if err != nil {
+		return nil, fmt.Errorf("%w: hash %q is not available: %w", ErrUnsupported, name, err)
+	}
+	return f, nil
+}
+
+// HashSize returns the digest size of a hash name, or an error.
+func HashSize(name string) (int, error) {
+	f, err := HashFunc(name)
+	if err != nil {
+		return 0, err
+	}
+	return f().Size(), nil
+}
+
+// Params are the cost parameters of one derivation, as stored in a keyslot.
+type Params struct {
+	Type string // PBKDF2, Argon2i or Argon2id
+	Hash string // PBKDF2 only
+	// Iterations is the PBKDF2 iteration count or the Argon2 time cost.
+	Iterations uint32
+	MemoryKiB  uint32 // Argon2 only
+	Parallel   uint32 // Argon2 only
+}
+
+// String describes the parameters (no secrets).
+func (p Params) String() string {
+	if p.Type == PBKDF2 {
+		return fmt.Sprintf("pbkdf2-%s, %d iterations", p.Hash, p.Iterations)
+	}
+	return fmt.Sprintf("%s, time %d, memory %d KiB, %d threads", p.Type, p.Iterations, p.MemoryKiB, p.Parallel)
+}
+
+// Validate checks that p can be computed. It does not enforce cryptsetup's
+// minimums for new keyslots (existing headers may use less); see Options.
+func (p Params) Validate() error {
+	switch p.Type {
+	case PBKDF2:
+		if _, err := HashFunc(p.Hash); err != nil {
+			return err
+		}
+		if p.Iterations < 1 {
+			return fmt.Errorf("%w: pbkdf2 needs at least one iteration", ErrInvalid)
+		}
+	case Argon2i, Argon2id:
+		if p.Iterations < 1 {
+			return fmt.Errorf("%w: argon2 time cost must be at least 1", ErrInvalid)
+		}
+		if p.Parallel < 1 || p.Parallel > 255 {
+			return fmt.Errorf("%w: argon2 parallelism %d is not in 1..255", ErrInvalid, p.Parallel)
+		}
+		if p.MemoryKiB < 8*p.Parallel && p.MemoryKiB < MinArgon2MemoryKiB {
+			return fmt.Errorf("%w: argon2 memory %d KiB is too small", ErrInvalid, p.MemoryKiB)
+		}
+		if p.MemoryKiB > MaxArgon2MemoryKiB {
+			return fmt.Errorf("%w: argon2 memory %d KiB is above the %d KiB limit", ErrUnsupported, p.MemoryKiB, MaxArgon2MemoryKiB)
+		}
+	case "":
+		return fmt.Errorf("%w: missing kdf type", ErrInvalid)
+	default:
+		return fmt.Errorf("%w: kdf type %q", ErrUnsupported, p.Type)
+	}
+	return nil
+}
+
+// Derive computes keyLen bytes from password and salt. The caller owns the
+// result and should wipe it after use.
+func Derive(p Params, password, salt []byte, keyLen int) ([]byte, error) {
+	if keyLen <= 0 {
+		return nil, fmt.Errorf("%w: key length %d", ErrInvalid, keyLen)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	switch p.Type {
+	case PBKDF2:
+		h, _ := HashFunc(p.Hash)
+		return PBKDF2Key(h, password, salt, int(p.Iterations), keyLen)
+	case Argon2i:
+		if keyLen > 1<<30 {
+			return nil, fmt.Errorf("%w: key length %d", ErrInvalid, keyLen)
+		}
+		return argon2.Key(password, salt, p.Iterations, p.MemoryKiB, uint8(p.Parallel), uint32(keyLen)), nil
+	default: // Argon2id
+		if keyLen > 1<<30 {
+			return nil, fmt.Errorf("%w: key length %d", ErrInvalid, keyLen)
+		}
+		return argon2.IDKey(password, salt, p.Iterations, p.MemoryKiB, uint8(p.Parallel), uint32(keyLen)), nil
+	}
+}
+
+// hmacState is HMAC with the inner and outer states saved after the key
+// block, so each PBKDF2 iteration costs two compressions per block of
+// input, as in any serious implementation.
+type hmacState struct {
+	inner, outer     hash.Hash
+	innerSt, outerSt []byte // marshalled states, when the hash supports it
+	ipad, opad       []byte // fallback: the padded key blocks
+}
+
+func newHMAC(newHash func() hash.Hash, key []byte) *hmacState {
+	m := &hmacState{inner: newHash(), outer: newHash()}
+	bs := m.inner.BlockSize()
+	k := key
+	if len(k) > bs {
+		m.inner.Write(k)
+		k = m.inner.Sum(nil)
+		m.inner.Reset()
+		defer clear(k)
+	}
+	m.ipad = make([]byte, bs)
+	m.opad = make([]byte, bs)
+	copy(m.ipad, k)
+	copy(m.opad, k)
+	for i := range m.ipad {
+		m.ipad[i] ^= 0x36
+		m.opad[i] ^= 0x5c
+	}
+	m.inner.Write(m.ipad)
+	m.outer.Write(m.opad)
+	mi, ok1 := m.inner.(encoding.BinaryMarshaler)
+	mo, ok2 := m.outer.(encoding.BinaryMarshaler)
+	_, ok3 := m.inner.(encoding.BinaryUnmarshaler)
+	if ok1 && ok2 && ok3 {
+		var err1, err2 error
+		m.innerSt, err1 = mi.MarshalBinary()
+		m.outerSt, err2 = mo.MarshalBinary()
+		if err1 != nil || err2 != nil {
+			m.innerSt, m.outerSt = nil, nil
+		}
+	}
+	return m
+}
+
+func (m *hmacState) restore(h hash.Hash, st, pad []byte) {
+	if st != nil {
+		if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(st); err == nil {
+			return
+		}
+	}
+	h.Reset()
+	h.Write(pad)
+}
+
+// sum computes HMAC(key, parts...) into out[:0].
+func (m *hmacState) sum(out []byte, parts ...[]byte) []byte {
+	m.restore(m.inner, m.innerSt, m.ipad)
+	for _, p := range parts {
+		m.inner.Write(p)
+	}
+	out = m.inner.Sum(out[:0])
+	m.restore(m.outer, m.outerSt, m.opad)
+	m.outer.Write(out)
+	return m.outer.Sum(out[:0])
+}
+
+func (m *hmacState) wipe() {
+	clear(m.ipad)
+	clear(m.opad)
+	clear(m.innerSt)
+	clear(m.outerSt)
+	m.inner.Reset()
+	m.outer.Reset()
+}
+
+// PBKDF2Key is PBKDF2 (RFC 8018) with HMAC over newHash. Unlike
+// crypto/pbkdf2 it takes the password as bytes and wipes its intermediate
+// state, and it accepts any iteration count and salt length.
+func PBKDF2Key(newHash func() hash.Hash, password, salt []byte, iter, keyLen int) ([]byte, error) {
+	if iter < 1 || keyLen < 1 {
+		return nil, fmt.Errorf("%w: pbkdf2 with %d iterations and key length %d", ErrInvalid, iter, keyLen)
+	}
+	m := newHMAC(newHash, password)
+	defer m.wipe()
+	hl := m.inner.Size()
+	blocks := (keyLen + hl - 1) / hl
+	if uint64(blocks) > 1<<32-1 {
+		return nil, fmt.Errorf("%w: pbkdf2 key length %d too long", ErrInvalid, keyLen)
+	}
+	out := make([]byte, 0, blocks*hl)
+	u := make([]byte, 0, hl)
+	t := make([]byte, hl)
+	defer clear(u[:cap(u)])
+	defer clear(t)
+	var idx [4]byte
+	for b := 1; b <= blocks; b++ {
+		idx[0], idx[1], idx[2], idx[3] = byte(b>>24), byte(b>>16), byte(b>>8), byte(b)
+		u = m.sum(u, salt, idx[:])
+		copy(t, u)
+		for i := 1; i < iter; i++ {
+			u = m.sum(u, u)
+			for j := range t {
+				t[j] ^= u[j]
+			}
+		}
+		out = append(out, t...)
+	}
+	clear(out[keyLen:cap(out)])
+	return out[:keyLen], nil
+}
