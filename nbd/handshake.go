@@ -260,7 +260,7 @@ func (c *conn) infoOrGo(opt uint32, data []byte) (bool, error) {
 
 // chooseExport fixes the export parameters for the transmission phase.
 func (c *conn) chooseExport(sizeAgreed bool) {
-	c.size = c.s.b.Size()
+	c.size = max(c.s.b.Size(), 0)
 	c.minBlock, _, _ = c.s.blockSizes(c.size)
 	c.sizeAgreed = sizeAgreed
 }

@@ -1,0 +1,117 @@
+// Package nbd serves a Backend (for blkcrypt, a decrypted volume) over the
+// Network Block Device protocol, as described in doc/proto.md of the
+// NetworkBlockDevice/nbd project. It is used by `blkcrypt serve`, and works
+// with the Linux kernel client, libnbd (nbdinfo, nbdcopy, nbdfuse) and
+// qemu's NBD client.
+//
+// # Negotiation
+//
+// Only fixed newstyle negotiation is spoken. The server greets with
+// NBD_FLAG_FIXED_NEWSTYLE and NBD_FLAG_NO_ZEROES and drops clients that set
+// unknown client flags. Options:
+//
+//   - NBD_OPT_EXPORT_NAME, NBD_OPT_GO, NBD_OPT_INFO: the single export is
+//     found by Options.ExportName or by the default name "" (as qemu-nbd
+//     does); any other name is NBD_REP_ERR_UNKNOWN (GO/INFO) or a closed
+//     connection (EXPORT_NAME, which cannot report errors). GO and INFO
+//     reply with NBD_INFO_EXPORT and NBD_INFO_BLOCK_SIZE, plus NBD_INFO_NAME
+//     and NBD_INFO_DESCRIPTION when asked.
+//   - NBD_OPT_LIST: one NBD_REP_SERVER (name and description).
+//   - NBD_OPT_STRUCTURED_REPLY: enables structured replies.
+//   - NBD_OPT_STARTTLS: see TLS below; without Options.TLSConfig it is
+//     refused with NBD_REP_ERR_POLICY.
+//   - NBD_OPT_ABORT: acknowledged, then the connection is closed.
+//   - Anything else (including the metadata-context and extended-header
+//     options) is refused with NBD_REP_ERR_UNSUP after skipping its data.
+//
+// Malformed known options get NBD_REP_ERR_INVALID; options with more than
+// 256 KiB of data get NBD_REP_ERR_TOO_BIG (unknown ones NBD_REP_ERR_UNSUP).
+// The whole negotiation, including any TLS handshake, must finish within
+// Options.HandshakeTimeout and within 1024 options, or the connection is
+// closed. A client that did not set NBD_FLAG_C_FIXED_NEWSTYLE may only send
+// NBD_OPT_EXPORT_NAME.
+//
+// # TLS
+//
+// With Options.TLSConfig set, TLS is mandatory (the protocol's FORCEDTLS
+// mode): before NBD_OPT_STARTTLS every option other than NBD_OPT_ABORT is
+// refused with NBD_REP_ERR_TLS_REQD, and NBD_OPT_EXPORT_NAME closes the
+// connection. STARTTLS with data, or a second STARTTLS, gets
+// NBD_REP_ERR_INVALID. Negotiation state (structured replies) is reset by a
+// successful STARTTLS. libnbd clients connect with
+// nbds://host:port/name?tls-certificates=DIR, DIR holding ca-cert.pem.
+//
+// # Export parameters
+//
+// Transmission flags: NBD_FLAG_HAS_FLAGS and NBD_FLAG_SEND_FLUSH always;
+// NBD_FLAG_READ_ONLY if Options.ReadOnly; otherwise NBD_FLAG_SEND_FUA and
+// NBD_FLAG_SEND_WRITE_ZEROES, and NBD_FLAG_SEND_TRIM when
+// Options.AllowDiscards is set and the backend is a Discarder;
+// NBD_FLAG_CAN_MULTI_CONN if Options.MultiConn. CACHE, BLOCK_STATUS, DF and
+// FAST_ZERO are not offered.
+//
+// Block sizes: minimum = Backend.BlockSize() (the sector size; 1 if it is
+// not a power of two up to 64 KiB or does not divide the size), preferred =
+// max(4096, minimum), maximum = Options.MaxRequest (default 32 MiB, clamped
+// to [64 KiB, 256 MiB]). Clients that asked for NBD_INFO_BLOCK_SIZE in
+// NBD_OPT_GO promised to honour the minimum, so their misaligned requests
+// fail with EINVAL; other clients (NBD_OPT_EXPORT_NAME, e.g. older kernels)
+// may send any alignment and the backend is expected to read-modify-write.
+// The export size is read from Backend.Size() when the export is chosen.
+//
+// # Requests
+//
+// Successful replies are simple replies, except that once structured replies
+// are negotiated a READ is answered with one NBD_REPLY_TYPE_OFFSET_DATA chunk
+// carrying NBD_REPLY_FLAG_DONE (NBD_REPLY_TYPE_NONE for a zero-length read),
+// and every error is an NBD_REPLY_TYPE_ERROR chunk with a short message.
+//
+//   - READ: data read with Backend.ReadAt; a short read is EIO.
+//   - WRITE: Backend.WriteAt; with NBD_CMD_FLAG_FUA, Backend.Flush before
+//     the reply.
+//   - FLUSH: Backend.Flush. Every write is acknowledged only after its
+//     WriteAt returned, and Flush covers all completed writes on all
+//     connections, so a FLUSH covers every write acknowledged before it.
+//   - TRIM: Discarder.Discard (FUA honoured).
+//   - WRITE_ZEROES: ZeroWriter.WriteZeroes, else zero-filled buffers of at
+//     most 1 MiB via WriteAt; NBD_CMD_FLAG_NO_HOLE is accepted (the server
+//     never punches holes for it); FUA honoured.
+//   - DISC: in-flight requests are finished and answered, then the
+//     connection is closed.
+//
+// NBD_CMD_FLAG_FUA is accepted on every command (ignored where nothing is
+// written); other flags not valid for the command are EINVAL.
+//
+// Errors: a request extending beyond the export is EINVAL for READ and
+// TRIM and ENOSPC for WRITE and WRITE_ZEROES (as proto.md recommends); a
+// READ longer than the maximum payload is EOVERFLOW, such a WRITE EINVAL;
+// writes, zeroing and trims on a read-only export are EPERM; CACHE,
+// BLOCK_STATUS and unknown commands are EINVAL. The payload of a refused
+// WRITE is read and discarded so the connection stays usable, unless it is
+// larger than max(32 MiB, MaxRequest): then the error is sent and the
+// connection closed. Backend errors map syscall errnos (EPERM/EACCES/EROFS
+// to EPERM, ENOSPC/EDQUOT/EFBIG to ENOSPC, EINVAL, ENOMEM, EOVERFLOW,
+// ESHUTDOWN) and everything else to EIO.
+//
+// A bad request magic or a truncated request closes that connection only;
+// other connections are unaffected. Lengths from the wire are validated
+// before anything is allocated. A panic while serving a connection (for
+// example from the backend) is recovered, logged and closes that
+// connection.
+//
+// # Concurrency and resources
+//
+// Per connection one goroutine decodes requests and 16 workers execute them;
+// replies are written whole under a per-connection lock and may be sent out
+// of order. At most 16 requests and max(2*MaxRequest, 16 MiB) of payload
+// are in flight per connection; beyond that the server stops reading from
+// that client. Payload buffers come from size-classed sync.Pools, so the
+// steady state allocates nothing per request. At most Options.MaxConns
+// connections (default 16) are served; more are closed at once. Connections
+// in the transmission phase have no idle timeout.
+//
+// Shutdown stops accepting, stops reading requests, lets in-flight requests
+// finish and be answered, flushes the backend, then closes connections
+// (sending TLS close_notify). Cancelling the context given to Serve does the
+// same for the connections Serve accepted.
+package nbd
