@@ -109,6 +109,9 @@ func decCBCVAES(nr int, yk *byte, dst, src *byte, n int, iv *[16]byte)
 func encCBCMB16VAES(nr int, yk *byte, dst, src *byte, ss int, ivs *byte)
 
 //go:noescape
+func encCBCMB16StagedVAES(nr int, yk *byte, dst, src *byte, ss int, ivs *byte)
+
+//go:noescape
 func xtsEncVAES(nr int, yk *byte, dst, src *byte, n int, tweak *[16]byte)
 
 //go:noescape
@@ -179,8 +182,14 @@ func archEncCBCSectors(b *Block, dst, src []byte, ss int, ivs []byte) {
 	n := len(src) / ss
 	i := 0
 	if b.impl == implVAES {
+		// Sector sizes that are multiples of 2 KiB map all lanes onto a few
+		// L1 sets; the staged kernel avoids thrashing there.
+		mb16 := encCBCMB16VAES
+		if ss%2048 == 0 {
+			mb16 = encCBCMB16StagedVAES
+		}
 		for ; n-i >= 16; i += 16 {
-			encCBCMB16VAES(b.rounds, b.ykEnc(), &dst[i*ss], &src[i*ss], ss, &ivs[16*i])
+			mb16(b.rounds, b.ykEnc(), &dst[i*ss], &src[i*ss], ss, &ivs[16*i])
 		}
 	}
 	for ; n-i >= 8; i += 8 {
