@@ -38,13 +38,17 @@ func (m ecbMode) Decrypt(dst, src, _ []byte) {
 
 type cbcMode struct{ b cipher.Block }
 
+// The loops below pass only caller memory (dst, src, iv) to the block
+// cipher: a local array handed to an interface method escapes to the heap,
+// and the data path must not allocate.
+
 func (m cbcMode) Encrypt(dst, src, iv []byte) {
-	var x [16]byte
-	copy(x[:], iv)
+	prev := iv
 	for i := 0; i < len(src); i += 16 {
-		subtle.XORBytes(x[:], x[:], src[i:i+16])
-		m.b.Encrypt(x[:], x[:])
-		copy(dst[i:i+16], x[:])
+		d := dst[i : i+16]
+		subtle.XORBytes(d, src[i:i+16], prev)
+		m.b.Encrypt(d, d)
+		prev = d
 	}
 }
 
@@ -53,7 +57,7 @@ func (m cbcMode) Decrypt(dst, src, iv []byte) {
 	copy(prev[:], iv)
 	for i := 0; i < len(src); i += 16 {
 		copy(cur[:], src[i:i+16])
-		m.b.Decrypt(dst[i:i+16], cur[:])
+		m.b.Decrypt(dst[i:i+16], src[i:i+16])
 		subtle.XORBytes(dst[i:i+16], dst[i:i+16], prev[:])
 		prev = cur
 	}
@@ -94,74 +98,84 @@ func mulX(t *[16]byte) {
 // xtsMode is IEEE 1619 XTS with ciphertext stealing for a partial last block.
 type xtsMode struct{ k1, k2 cipher.Block }
 
-func xorBlock(dst, src []byte, t *[16]byte) {
-	subtle.XORBytes(dst[:16], src[:16], t[:])
+// tweak computes E_k2(iv) through dst's first block, so that no local
+// array escapes to the heap; src's first block is saved and put back, which
+// keeps in-place calls correct.
+func (m xtsMode) tweak(t *[16]byte, dst, src, iv []byte) {
+	var p0 [16]byte
+	copy(p0[:], src[:16])
+	m.k2.Encrypt(dst[:16], iv)
+	copy(t[:], dst[:16])
+	copy(dst[:16], p0[:])
+}
+
+func xtsBlocks(b cipher.Block, enc bool, dst, src []byte, t *[16]byte) {
+	for i := 0; i < len(src); i += 16 {
+		d := dst[i : i+16]
+		subtle.XORBytes(d, src[i:i+16], t[:])
+		if enc {
+			b.Encrypt(d, d)
+		} else {
+			b.Decrypt(d, d)
+		}
+		subtle.XORBytes(d, d, t[:])
+		mulX(t)
+	}
 }
 
 func (m xtsMode) Encrypt(dst, src, iv []byte) {
-	var t, x [16]byte
-	m.k2.Encrypt(t[:], iv)
+	var t [16]byte
+	m.tweak(&t, dst, src, iv)
 	n := len(src)
 	full := n &^ 15
 	if n%16 != 0 {
 		full -= 16 // the last whole block takes part in stealing
 	}
-	for i := 0; i < full; i += 16 {
-		xorBlock(x[:], src[i:], &t)
-		m.k1.Encrypt(x[:], x[:])
-		xorBlock(dst[i:], x[:], &t)
-		mulX(&t)
+	xtsBlocks(m.k1, true, dst[:full], src[:full], &t)
+	if n%16 != 0 {
+		m.encryptCTS(dst[full:n], src[full:n], &t)
 	}
-	if n%16 == 0 {
-		return
-	}
-	// Ciphertext stealing: CC = E(P_{m-1}) under T_{m-1}; the short last
-	// block borrows CC's tail; the full block slot gets E(P_m || tail).
-	tail := n - full - 16
-	var cc [16]byte
-	xorBlock(x[:], src[full:], &t)
-	m.k1.Encrypt(x[:], x[:])
-	xorBlock(cc[:], x[:], &t)
-	mulX(&t)
-	var pp [16]byte
-	copy(pp[:], src[full+16:])
+}
+
+// encryptCTS handles the last whole block and the partial one (IEEE 1619
+// ciphertext stealing): CC = E(P_{m-1}) under T_{m-1}; the short last block
+// takes CC's head; the whole-block slot gets E(P_m || CC's tail) under T_m.
+func (m xtsMode) encryptCTS(dst, src []byte, t *[16]byte) {
+	tail := len(src) - 16
+	var cc, pp [16]byte
+	xtsBlocks(m.k1, true, cc[:], src[:16], t)
+	copy(pp[:], src[16:])
 	copy(pp[tail:], cc[tail:])
-	copy(dst[full+16:], cc[:tail])
-	xorBlock(x[:], pp[:], &t)
-	m.k1.Encrypt(x[:], x[:])
-	xorBlock(dst[full:], x[:], &t)
+	copy(dst[16:], cc[:tail])
+	xtsBlocks(m.k1, true, dst[:16], pp[:], t)
 }
 
 func (m xtsMode) Decrypt(dst, src, iv []byte) {
-	var t, x [16]byte
-	m.k2.Encrypt(t[:], iv)
+	var t [16]byte
+	m.tweak(&t, dst, src, iv)
 	n := len(src)
 	full := n &^ 15
 	if n%16 != 0 {
 		full -= 16
 	}
-	for i := 0; i < full; i += 16 {
-		xorBlock(x[:], src[i:], &t)
-		m.k1.Decrypt(x[:], x[:])
-		xorBlock(dst[i:], x[:], &t)
-		mulX(&t)
+	xtsBlocks(m.k1, false, dst[:full], src[:full], &t)
+	if n%16 != 0 {
+		m.decryptCTS(dst[full:n], src[full:n], &t)
 	}
-	if n%16 == 0 {
-		return
-	}
-	tail := n - full - 16
-	t2 := t
+}
+
+// decryptCTS undoes encryptCTS: the whole-block slot is decrypted with the
+// later tweak T_m first.
+func (m xtsMode) decryptCTS(dst, src []byte, t *[16]byte) {
+	tail := len(src) - 16
+	t2 := *t
 	mulX(&t2)
 	var pp, cc [16]byte
-	xorBlock(x[:], src[full:], &t2)
-	m.k1.Decrypt(x[:], x[:])
-	xorBlock(pp[:], x[:], &t2)
-	copy(cc[:], src[full+16:])
+	xtsBlocks(m.k1, false, pp[:], src[:16], &t2)
+	copy(cc[:], src[16:])
 	copy(cc[tail:], pp[tail:])
-	copy(dst[full+16:], pp[:tail])
-	xorBlock(x[:], cc[:], &t)
-	m.k1.Decrypt(x[:], x[:])
-	xorBlock(dst[full:], x[:], &t)
+	copy(dst[16:], pp[:tail])
+	xtsBlocks(m.k1, false, dst[:16], cc[:], t)
 }
 
 // gf128BE is an element of GF(2^128) in LRW's big-endian convention: hi
@@ -217,17 +231,18 @@ func newLRW(b cipher.Block, k2 []byte) *lrwMode {
 func (m *lrwMode) crypt(dst, src, iv []byte, enc bool) {
 	idx := gf128BE{binary.BigEndian.Uint64(iv[:8]), binary.BigEndian.Uint64(iv[8:])}
 	t := gfMulBE(m.k2, idx)
-	var tb, x [16]byte
+	var tb [16]byte
 	for i := 0; i < len(src); i += 16 {
 		binary.BigEndian.PutUint64(tb[:8], t.hi)
 		binary.BigEndian.PutUint64(tb[8:], t.lo)
-		xorBlock(x[:], src[i:], &tb)
+		d := dst[i : i+16]
+		subtle.XORBytes(d, src[i:i+16], tb[:])
 		if enc {
-			m.b.Encrypt(x[:], x[:])
+			m.b.Encrypt(d, d)
 		} else {
-			m.b.Decrypt(x[:], x[:])
+			m.b.Decrypt(d, d)
 		}
-		xorBlock(dst[i:], x[:], &tb)
+		subtle.XORBytes(d, d, tb[:])
 		// step idx and t
 		var k int
 		if ^idx.lo != 0 {

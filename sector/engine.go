@@ -19,6 +19,8 @@ type Engine struct {
 	workers int
 	jobs    chan *job
 
+	batches sync.Pool
+
 	mu        sync.Mutex
 	override  int64            // bytes; 0 = measure
 	threshold map[string]int64 // by driver/sector size; -1 = never parallel
@@ -148,23 +150,23 @@ type job struct {
 	b        *batch
 }
 
+// batch carries the jobs of one parallel request. It is taken from and
+// returned to the pool by the submitting goroutine only: workers never touch
+// the pool, so sync.Pool's per-P caches stay balanced and steady state
+// allocates nothing.
 type batch struct {
-	wg  sync.WaitGroup
-	err atomic.Pointer[error]
+	wg   sync.WaitGroup
+	err  atomic.Pointer[error]
+	jobs []job
 }
-
-var batchPool = sync.Pool{New: func() any { return new(batch) }}
-var jobPool = sync.Pool{New: func() any { return new(job) }}
 
 func (e *Engine) worker() {
 	for j := range e.jobs {
 		if err := j.c.crypt(j.dst, j.src, j.first, j.enc); err != nil {
-			j.b.err.CompareAndSwap(nil, &err)
+			saved := err // only this branch allocates
+			j.b.err.CompareAndSwap(nil, &saved)
 		}
-		b := j.b
-		*j = job{}
-		jobPool.Put(j)
-		b.wg.Done()
+		j.b.wg.Done()
 	}
 }
 
@@ -184,7 +186,10 @@ func (e *Engine) parallel(c *Cipher, dst, src []byte, first uint64, enc bool) er
 	if parts < 2 {
 		return c.crypt(dst, src, first, enc)
 	}
-	b := batchPool.Get().(*batch)
+	b, _ := e.batches.Get().(*batch)
+	if b == nil {
+		b = &batch{jobs: make([]job, e.workers)}
+	}
 	b.err.Store(nil)
 	per := n / parts
 	rest := n % parts
@@ -192,7 +197,7 @@ func (e *Engine) parallel(c *Cipher, dst, src []byte, first uint64, enc bool) er
 	b.wg.Add(parts - 1)
 	for p, start := 1, off; p < parts; p++ {
 		cnt := per + boolInt(p < rest)
-		j := jobPool.Get().(*job)
+		j := &b.jobs[p]
 		*j = job{c: c, dst: dst[start*ss : (start+cnt)*ss], src: src[start*ss : (start+cnt)*ss],
 			first: first + uint64(start*ss/512), enc: enc, b: b}
 		e.jobs <- j
@@ -203,7 +208,8 @@ func (e *Engine) parallel(c *Cipher, dst, src []byte, first uint64, enc bool) er
 	if p := b.err.Load(); p != nil && err == nil {
 		err = *p
 	}
-	batchPool.Put(b)
+	clear(b.jobs)
+	e.batches.Put(b)
 	return err
 }
 

@@ -1,0 +1,282 @@
+package sector
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func TestParseSpec(t *testing.T) {
+	for _, c := range []struct {
+		in, capi, str string
+		keys          int
+	}{
+		{"aes-xts-plain64", "xts(aes)", "aes-xts-plain64", 1},
+		{"aes", "cbc(aes)", "aes-cbc-plain", 1},
+		{"aes-plain", "cbc(aes)", "aes-cbc-plain", 1},
+		{"aes-cbc-essiv:sha256", "essiv(cbc(aes),sha256)", "aes-cbc-essiv:sha256", 1},
+		{"serpent-cbc-essiv:wp256", "essiv(cbc(serpent),wp256)", "serpent-cbc-essiv:wp256", 1},
+		{"aes:64-cbc-lmk", "cbc(aes)", "aes:64-cbc-lmk", 64},
+		{"aes-ecb", "ecb(aes)", "aes-ecb", 1},
+		{"twofish-lrw-benbi", "lrw(twofish)", "twofish-lrw-benbi", 1},
+		{"capi:xts(aes)-plain64", "xts(aes)", "capi:xts(aes)-plain64", 1},
+		{"capi:cbc(aes)-essiv:sha256", "essiv(cbc(aes),sha256)", "capi:cbc(aes)-essiv:sha256", 1},
+		{"capi:adiantum(xchacha12,aes)-plain64", "adiantum(xchacha12,aes)", "capi:adiantum(xchacha12,aes)-plain64", 1},
+	} {
+		s, err := ParseSpec(c.in)
+		if err != nil {
+			t.Errorf("%s: %v", c.in, err)
+			continue
+		}
+		if s.CAPI != c.capi || s.String() != c.str || s.KeyCount != c.keys {
+			t.Errorf("%s: got %s / %s / %d", c.in, s.CAPI, s, s.KeyCount)
+		}
+	}
+	for _, c := range []struct{ in, part string }{
+		{"", "empty"},
+		{"aes-cbc", "IV mechanism required"},
+		{"aes-xts-nosuch", `unknown IV mode "nosuch"`},
+		{"aes-cbc-essiv", "needs an option"},
+		{"aes-cbc-random", "integrity"},
+		{"aes:3-cbc-plain", "key count"},
+		{"aes:x-cbc-plain", "key count"},
+		{"a(s-cbc-plain", "bad cipher name"},
+		{"aes--plain", "bad chaining mode"},
+		{"capi:", "missing crypto API name"},
+		{"capi:xts(aes-plain64", "invalid algorithm name"},
+		{"aes-cbc-plain64:x", "takes no option"},
+		{strings.Repeat("a", 300), "longer than"},
+	} {
+		_, err := ParseSpec(c.in)
+		if err == nil || !strings.Contains(err.Error(), c.part) {
+			t.Errorf("ParseSpec(%q) = %v, want an error mentioning %q", c.in, err, c.part)
+		}
+	}
+}
+
+// TestBadInput: each bad parameter is refused with a clear error.
+func TestBadInput(t *testing.T) {
+	k64 := make([]byte, 64)
+	for _, c := range []struct {
+		spec string
+		key  []byte
+		o    Options
+		want error
+		part string
+	}{
+		{"aes-xts-plain64", k64, Options{SectorSize: 4096, IVOffset: 3}, ErrInvalidOptions, "not a multiple of 8"},
+		{"aes-xts-plain64", k64, Options{SectorSize: 768}, ErrInvalidOptions, "768"},
+		{"aes-cbc-random", k64[:32], Options{}, ErrUnsupported, "integrity"},
+		{"aes-xts-plain64", k64[:24], Options{}, ErrInvalidKey, "256/384/512-bit key"},
+		{"aes-cbc-essiv:sha256", k64[:20], Options{}, ErrInvalidKey, "128/192/256-bit"},
+		{"aes:4-cbc-plain", k64[:20], Options{}, ErrInvalidKey, "512/768/1024-bit key"},
+		{"nosuch-xts-plain64", k64, Options{}, ErrInvalidSpec, "nosuch"},
+		{"aes-cbc-essiv:sha512", k64[:32], Options{}, ErrInvalidSpec, "sha512"},
+		{"aes-cbc-benbi", k64[:32], Options{}, nil, ""},
+	} {
+		_, err := New(c.spec, c.key, c.o)
+		if c.want == nil {
+			if err != nil {
+				t.Errorf("%s: %v", c.spec, err)
+			}
+			continue
+		}
+		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.part) {
+			t.Errorf("New(%s, %d-byte key, %+v) = %v; want %v mentioning %q", c.spec, len(c.key), c.o, err, c.want, c.part)
+		}
+	}
+	c, err := New("aes-xts-plain64", k64, Options{SectorSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8192)
+	orig := bytes.Clone(buf)
+	for _, r := range []struct {
+		n     int
+		first uint64
+	}{{4095, 0}, {512, 0}, {4096, 1}, {4096, 4}} {
+		if err := c.EncryptSectors(buf[:r.n], buf[:r.n], r.first); !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("%d bytes at sector %d: %v, want ErrInvalidRequest", r.n, r.first, err)
+		}
+	}
+	if !bytes.Equal(buf, orig) {
+		t.Fatal("a refused request changed the buffer")
+	}
+}
+
+// TestKeyCount checks dm-crypt's multi-key rule: sector s uses subkey
+// s & (keycount-1), with s in 512-byte units, never shifted by large IVs.
+func TestKeyCount(t *testing.T) {
+	key := make([]byte, 4*16)
+	rand.Read(key)
+	for _, large := range []bool{false, true} {
+		c, err := New("aes:4-cbc-plain64", key, Options{SectorSize: 1024, LargeIV: large})
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 8*1024)
+		ct := make([]byte, len(buf))
+		if err := c.EncryptSectors(ct, buf, 0); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 8; i++ {
+			s := uint64(i * 2)              // 512-byte units
+			k := key[(s&3)*16 : (s&3+1)*16] // subkey
+			ivn := s
+			if large {
+				ivn = s / 2
+			}
+			one, err := New("aes-cbc-plain64", k, Options{SectorSize: 1024, LargeIV: large})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := make([]byte, 1024)
+			_ = ivn
+			if err := one.EncryptSectors(want, buf[:1024], s); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(ct[i*1024:(i+1)*1024], want) {
+				t.Fatalf("large=%v sector %d: wrong subkey or IV", large, i)
+			}
+		}
+	}
+}
+
+// TestEngineParallelMatchesInline forces the parallel path and compares it
+// with the inline path, for every sector size.
+func TestEngineParallelMatchesInline(t *testing.T) {
+	key := make([]byte, 64)
+	rand.Read(key)
+	par := NewEngine(4)
+	par.SetThreshold(1)
+	inl := NewEngine(1)
+	for _, ss := range []int{512, 1024, 2048, 4096} {
+		a, _ := New("aes-xts-plain64", key, Options{SectorSize: ss, Engine: par})
+		b, _ := New("aes-xts-plain64", key, Options{SectorSize: ss, Engine: inl})
+		for _, n := range []int{1, 2, 3, 7, 64, 257} {
+			src := make([]byte, n*ss)
+			rand.Read(src)
+			x, y := make([]byte, len(src)), make([]byte, len(src))
+			first := uint64(ss / 512 * 3)
+			if err := a.EncryptSectors(x, src, first); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.EncryptSectors(y, src, first); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(x, y) {
+				t.Fatalf("sector %d, %d sectors: parallel differs from inline", ss, n)
+			}
+		}
+	}
+	if th := NewEngine(1).Threshold(mustNew(t)); th != -1 {
+		t.Errorf("a one-worker engine has threshold %d, want -1 (never parallel)", th)
+	}
+}
+
+func mustNew(t *testing.T) *Cipher {
+	c, err := New("aes-xts-plain64", make([]byte, 64), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestZeroAllocs: the batch path allocates nothing per call, inline and
+// parallel.
+func TestZeroAllocs(t *testing.T) {
+	for _, spec := range []string{"aes-xts-plain64", "aes-cbc-essiv:sha256", "aes-cbc-plain64", "serpent-xts-plain64"} {
+		key := make([]byte, 64)
+		if strings.Contains(spec, "cbc") {
+			key = key[:32]
+		}
+		for _, th := range []int64{-1, 1} {
+			e := NewEngine(2)
+			e.SetThreshold(th)
+			c, err := New(spec, key, Options{SectorSize: 4096, Engine: e})
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 64<<10)
+			c.EncryptSectors(buf, buf, 0)
+			if a := testing.AllocsPerRun(50, func() { c.EncryptSectors(buf, buf, 8) }); a != 0 {
+				t.Errorf("%s threshold %d: %v allocs per batch", spec, th, a)
+			}
+		}
+	}
+}
+
+func BenchmarkSectors(b *testing.B) {
+	for _, spec := range []string{"aes-xts-plain64", "aes-cbc-essiv:sha256"} {
+		for _, ss := range []int{512, 1024, 2048, 4096} {
+			key := make([]byte, 64)
+			if strings.Contains(spec, "cbc") {
+				key = key[:32]
+			}
+			e := NewEngine(1) // one core: the per-core figure
+			c, _ := New(spec, key, Options{SectorSize: ss, Engine: e})
+			buf := make([]byte, 64<<10)
+			b.Run(fmt.Sprintf("%s/%d/enc", spec, ss), func(b *testing.B) {
+				b.SetBytes(int64(len(buf)))
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					c.EncryptSectors(buf, buf, 0)
+				}
+			})
+			b.Run(fmt.Sprintf("%s/%d/dec", spec, ss), func(b *testing.B) {
+				b.SetBytes(int64(len(buf)))
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					c.DecryptSectors(buf, buf, 0)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkScaling measures 1 MiB batches on 1 worker and on every core;
+// the ratio is the parallel scaling.
+func BenchmarkScaling(b *testing.B) {
+	for _, spec := range []string{"aes-xts-plain64", "aes-cbc-essiv:sha256", "serpent-xts-plain64"} {
+		for _, w := range []int{1, runtime.GOMAXPROCS(0)} {
+			key := make([]byte, 64)
+			if strings.Contains(spec, "cbc") {
+				key = key[:32]
+			}
+			e := NewEngine(w)
+			e.SetThreshold(1)
+			c, _ := New(spec, key, Options{SectorSize: 4096, Engine: e})
+			buf := make([]byte, 1<<20)
+			b.Run(fmt.Sprintf("%s/workers=%d", spec, w), func(b *testing.B) {
+				b.SetBytes(int64(len(buf)))
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					c.EncryptSectors(buf, buf, 0)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkBreakEven reports the measured inline/parallel break-even.
+func BenchmarkBreakEven(b *testing.B) {
+	for _, spec := range []string{"aes-xts-plain64", "aes-cbc-essiv:sha256", "serpent-xts-plain64"} {
+		key := make([]byte, 64)
+		if strings.Contains(spec, "cbc") {
+			key = key[:32]
+		}
+		b.Run(spec, func(b *testing.B) {
+			e := NewEngine(runtime.GOMAXPROCS(0))
+			c, _ := New(spec, key, Options{SectorSize: 512, Engine: e})
+			var th int64
+			for i := 0; i < b.N; i++ {
+				th = e.Measure(c)
+			}
+			b.ReportMetric(float64(th), "break-even-bytes")
+		})
+	}
+}
