@@ -689,3 +689,45 @@ func TestConcurrentClients(t *testing.T) {
 		})
 	}
 }
+
+func TestShutdownTimeout(t *testing.T) {
+	m := newMem(1<<20, 512)
+	s := NewServer(slowMem{m, 2 * time.Second}, Options{Logf: t.Logf})
+	cs, ss := net.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- s.ServeConn(context.Background(), ss) }()
+	cl := dial(t, cs, dialOpts{})
+	p := cl.start(reqArgs{typ: cmdRead, length: 512})
+	time.Sleep(100 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := s.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Shutdown: %v", err)
+	}
+	if p.wait(t); p.err == nil {
+		t.Errorf("read answered although the connection was force-closed")
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("ServeConn did not return")
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Errorf("second Shutdown: %v", err)
+	}
+}
+
+type failingListener struct{ net.Listener }
+
+func (failingListener) Accept() (net.Conn, error) { return nil, errors.New("accept failed") }
+
+func TestServeListenerError(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(newMem(4096, 512), Options{})
+	if err := s.Serve(context.Background(), failingListener{l}); err == nil || !strings.Contains(err.Error(), "accept failed") {
+		t.Errorf("Serve: %v", err)
+	}
+}
