@@ -535,8 +535,9 @@ func TestShutdown(t *testing.T) {
 	for i := range 8 {
 		calls = append(calls, cl.start(reqArgs{typ: cmdRead, off: uint64(i) * 4096, length: 4096}))
 	}
+	// Requests are decoded in order: once this write is answered, all the
+	// slow reads are in flight.
 	cl.mustOK(reqArgs{typ: cmdWrite, payload: make([]byte, 512)})
-	time.Sleep(50 * time.Millisecond) // let the reads reach the server
 	f := m.flushes.Load()
 	if err := s.Shutdown(context.Background()); err != nil {
 		t.Fatalf("Shutdown: %v", err)
@@ -589,7 +590,9 @@ func TestServeCancel(t *testing.T) {
 	defer c.Close()
 	cl := dial(t, c, dialOpts{})
 	p := cl.start(reqArgs{typ: cmdRead, length: 4096})
-	time.Sleep(50 * time.Millisecond)
+	// Requests are decoded in order: once this write is answered, the
+	// slow read is in flight.
+	cl.mustOK(reqArgs{typ: cmdWrite, off: 8192, payload: make([]byte, 512)})
 	cancel()
 	if p.wait(t); p.err != nil || p.errno != 0 {
 		t.Errorf("in-flight read: %v %d", p.err, p.errno)
@@ -698,7 +701,7 @@ func TestShutdownTimeout(t *testing.T) {
 	go func() { done <- s.ServeConn(context.Background(), ss) }()
 	cl := dial(t, cs, dialOpts{})
 	p := cl.start(reqArgs{typ: cmdRead, length: 512})
-	time.Sleep(100 * time.Millisecond)
+	cl.mustOK(reqArgs{typ: cmdWrite, off: 4096, payload: make([]byte, 512)}) // the read is now in flight
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := s.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
