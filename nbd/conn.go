@@ -168,23 +168,23 @@ func errno(err error) uint32 {
 	if errors.As(err, &en) {
 		switch en {
 		case syscall.EPERM, syscall.EACCES, syscall.EROFS:
-			return EPERM
+			return nbdEPERM
 		case syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG:
-			return ENOSPC
+			return nbdENOSPC
 		case syscall.EINVAL:
-			return EINVAL
+			return nbdEINVAL
 		case syscall.ENOMEM:
-			return ENOMEM
+			return nbdENOMEM
 		case syscall.EOVERFLOW:
-			return EOVERFLOW
+			return nbdEOVERFLOW
 		case syscall.ESHUTDOWN:
-			return ESHUTDOWN
+			return nbdESHUTDOWN
 		}
 	}
 	if errors.Is(err, os.ErrPermission) {
-		return EPERM
+		return nbdEPERM
 	}
-	return EIO
+	return nbdEIO
 }
 
 var errBadOptionMagic = errors.New("nbd: bad option magic")

@@ -1,8 +1,8 @@
 // Package nbd serves a Backend (for blkcrypt, a decrypted volume) over the
 // Network Block Device protocol, as described in doc/proto.md of the
-// NetworkBlockDevice/nbd project. It is used by `blkcrypt serve`, and works
-// with the Linux kernel client, libnbd (nbdinfo, nbdcopy, nbdfuse) and
-// qemu's NBD client.
+// NetworkBlockDevice/nbd project. It is used by `blkcrypt serve`. Its tests
+// run libnbd's nbdinfo and nbdcopy and qemu-img against it (over TCP, Unix
+// sockets and TLS); the Linux kernel client speaks the same subset.
 //
 // # Negotiation
 //
@@ -55,7 +55,7 @@
 // max(4096, minimum), maximum = Options.MaxRequest (default 32 MiB, clamped
 // to [64 KiB, 256 MiB]). Clients that asked for NBD_INFO_BLOCK_SIZE in
 // NBD_OPT_GO promised to honour the minimum, so their misaligned requests
-// fail with EINVAL; other clients (NBD_OPT_EXPORT_NAME, e.g. older kernels)
+// fail with NBD_EINVAL; other clients (NBD_OPT_EXPORT_NAME, e.g. older kernels)
 // may send any alignment and the backend is expected to read-modify-write.
 // The export size is read from Backend.Size() when the export is chosen.
 //
@@ -66,7 +66,7 @@
 // carrying NBD_REPLY_FLAG_DONE (NBD_REPLY_TYPE_NONE for a zero-length read),
 // and every error is an NBD_REPLY_TYPE_ERROR chunk with a short message.
 //
-//   - READ: data read with Backend.ReadAt; a short read is EIO.
+//   - READ: data read with Backend.ReadAt; a short read is NBD_EIO.
 //   - WRITE: Backend.WriteAt; with NBD_CMD_FLAG_FUA, Backend.Flush before
 //     the reply.
 //   - FLUSH: Backend.Flush. Every write is acknowledged only after its
@@ -80,18 +80,18 @@
 //     connection is closed.
 //
 // NBD_CMD_FLAG_FUA is accepted on every command (ignored where nothing is
-// written); other flags not valid for the command are EINVAL.
+// written); other flags not valid for the command are NBD_EINVAL.
 //
-// Errors: a request extending beyond the export is EINVAL for READ and
-// TRIM and ENOSPC for WRITE and WRITE_ZEROES (as proto.md recommends); a
-// READ longer than the maximum payload is EOVERFLOW, such a WRITE EINVAL;
-// writes, zeroing and trims on a read-only export are EPERM; CACHE,
-// BLOCK_STATUS and unknown commands are EINVAL. The payload of a refused
+// Errors: a request extending beyond the export is NBD_EINVAL for READ and
+// TRIM and NBD_ENOSPC for WRITE and WRITE_ZEROES (as proto.md recommends); a
+// READ longer than the maximum payload is NBD_EOVERFLOW, such a WRITE NBD_EINVAL;
+// writes, zeroing and trims on a read-only export are NBD_EPERM; CACHE,
+// BLOCK_STATUS and unknown commands are NBD_EINVAL. The payload of a refused
 // WRITE is read and discarded so the connection stays usable, unless it is
 // larger than max(32 MiB, MaxRequest): then the error is sent and the
-// connection closed. Backend errors map syscall errnos (EPERM/EACCES/EROFS
-// to EPERM, ENOSPC/EDQUOT/EFBIG to ENOSPC, EINVAL, ENOMEM, EOVERFLOW,
-// ESHUTDOWN) and everything else to EIO.
+// connection closed. Backend errors map syscall errnos: EPERM, EACCES and
+// EROFS to NBD_EPERM; ENOSPC, EDQUOT and EFBIG to NBD_ENOSPC; EINVAL, ENOMEM,
+// EOVERFLOW and ESHUTDOWN to their NBD values; everything else to NBD_EIO.
 //
 // A bad request magic or a truncated request closes that connection only;
 // other connections are unaffected. Lengths from the wire are validated

@@ -98,14 +98,14 @@ const (
 
 // Error values carried in replies.
 const (
-	EPERM     = 1
-	EIO       = 5
-	ENOMEM    = 12
-	EINVAL    = 22
-	ENOSPC    = 28
-	EOVERFLOW = 75
-	ENOTSUP   = 95
-	ESHUTDOWN = 108
+	nbdEPERM     = 1
+	nbdEIO       = 5
+	nbdENOMEM    = 12
+	nbdEINVAL    = 22
+	nbdENOSPC    = 28
+	nbdEOVERFLOW = 75
+	nbdENOTSUP   = 95
+	nbdESHUTDOWN = 108
 )
 
 const (

@@ -319,7 +319,7 @@ func TestReadWrite(t *testing.T) {
 						t.Errorf("Discard not used")
 					}
 				} else {
-					cl.mustErr(reqArgs{typ: cmdTrim, off: 1 << 20, length: 4096}, EINVAL)
+					cl.mustErr(reqArgs{typ: cmdTrim, off: 1 << 20, length: 4096}, nbdEINVAL)
 				}
 				if !bytes.Equal(m.snapshot()[1<<20+4096:4<<20], want[4096:]) {
 					t.Errorf("backend content differs")
@@ -341,34 +341,34 @@ func TestBadRequests(t *testing.T) {
 				t.Helper()
 				cl.mustOK(reqArgs{typ: cmdRead, off: 512, length: 512})
 			}
-			cl.mustErr(reqArgs{typ: cmdRead, off: size - 512, length: 1024}, EINVAL)
-			cl.mustErr(reqArgs{typ: cmdRead, off: 1 << 62, length: 512}, EINVAL)
-			cl.mustErr(reqArgs{typ: cmdRead, off: ^uint64(0) - 100, length: 512}, EINVAL)
+			cl.mustErr(reqArgs{typ: cmdRead, off: size - 512, length: 1024}, nbdEINVAL)
+			cl.mustErr(reqArgs{typ: cmdRead, off: 1 << 62, length: 512}, nbdEINVAL)
+			cl.mustErr(reqArgs{typ: cmdRead, off: ^uint64(0) - 100, length: 512}, nbdEINVAL)
 			ok()
-			cl.mustErr(reqArgs{typ: cmdRead, length: 128 << 10}, EOVERFLOW)
-			cl.mustErr(reqArgs{typ: cmdRead, length: ^uint32(0)}, EOVERFLOW)
+			cl.mustErr(reqArgs{typ: cmdRead, length: 128 << 10}, nbdEOVERFLOW)
+			cl.mustErr(reqArgs{typ: cmdRead, length: ^uint32(0)}, nbdEOVERFLOW)
 			ok()
 			// Oversized write: payload discarded, connection kept.
-			cl.mustErr(reqArgs{typ: cmdWrite, payload: randBytes(2, 128<<10)}, EINVAL)
+			cl.mustErr(reqArgs{typ: cmdWrite, payload: randBytes(2, 128<<10)}, nbdEINVAL)
 			ok()
-			// Out-of-range write: ENOSPC, payload discarded, backend untouched.
-			cl.mustErr(reqArgs{typ: cmdWrite, off: size - 512, payload: randBytes(3, 1024)}, ENOSPC)
-			cl.mustErr(reqArgs{typ: cmdWriteZeroes, off: size, length: 512}, ENOSPC)
+			// Out-of-range write: nbdENOSPC, payload discarded, backend untouched.
+			cl.mustErr(reqArgs{typ: cmdWrite, off: size - 512, payload: randBytes(3, 1024)}, nbdENOSPC)
+			cl.mustErr(reqArgs{typ: cmdWriteZeroes, off: size, length: 512}, nbdENOSPC)
 			ok()
 			if m.writes.Load() != 0 {
 				t.Errorf("backend was written")
 			}
 			for _, typ := range []uint16{cmdCache, cmdBlockStatus, 8, 99, 0xffff} {
-				cl.mustErr(reqArgs{typ: typ, length: 512}, EINVAL)
+				cl.mustErr(reqArgs{typ: typ, length: 512}, nbdEINVAL)
 			}
-			cl.mustErr(reqArgs{typ: cmdTrim, length: 512}, EINVAL) // not advertised
-			cl.mustErr(reqArgs{typ: cmdRead, flags: cmdFlagDF, length: 512}, EINVAL)
-			cl.mustErr(reqArgs{typ: cmdWrite, flags: 1 << 9, payload: make([]byte, 512)}, EINVAL)
-			cl.mustErr(reqArgs{typ: cmdWriteZeroes, flags: cmdFlagFastZero, length: 512}, EINVAL)
+			cl.mustErr(reqArgs{typ: cmdTrim, length: 512}, nbdEINVAL) // not advertised
+			cl.mustErr(reqArgs{typ: cmdRead, flags: cmdFlagDF, length: 512}, nbdEINVAL)
+			cl.mustErr(reqArgs{typ: cmdWrite, flags: 1 << 9, payload: make([]byte, 512)}, nbdEINVAL)
+			cl.mustErr(reqArgs{typ: cmdWriteZeroes, flags: cmdFlagFastZero, length: 512}, nbdEINVAL)
 			ok()
 			// The client agreed to 512-byte blocks: unaligned requests fail.
-			cl.mustErr(reqArgs{typ: cmdRead, off: 1, length: 512}, EINVAL)
-			cl.mustErr(reqArgs{typ: cmdWrite, off: 512, payload: make([]byte, 100)}, EINVAL)
+			cl.mustErr(reqArgs{typ: cmdRead, off: 1, length: 512}, nbdEINVAL)
+			cl.mustErr(reqArgs{typ: cmdWrite, off: 512, payload: make([]byte, 100)}, nbdEINVAL)
 			ok()
 			if m.writes.Load() != 0 {
 				t.Errorf("backend was written")
@@ -420,7 +420,7 @@ func TestBadRequests(t *testing.T) {
 			// A write whose payload is too large to skip: error, then close.
 			cl = ts.dial(t, dialOpts{structured: structured})
 			p := cl.start(reqArgs{typ: cmdWrite, length: 1 << 30, rawLen: true}).wait(t)
-			if p.err == nil && p.errno != EINVAL {
+			if p.err == nil && p.errno != nbdEINVAL {
 				t.Errorf("huge write: errno %d", p.errno)
 			}
 			cl.waitClosed()
@@ -435,9 +435,9 @@ func TestReadOnly(t *testing.T) {
 	ts := startServer(t, m, Options{ReadOnly: true})
 	for _, structured := range []bool{false, true} {
 		cl := ts.dial(t, dialOpts{structured: structured})
-		cl.mustErr(reqArgs{typ: cmdWrite, off: 4096, payload: make([]byte, 8192)}, EPERM)
-		cl.mustErr(reqArgs{typ: cmdWriteZeroes, off: 4096, length: 8192}, EPERM)
-		cl.mustErr(reqArgs{typ: cmdTrim, off: 4096, length: 8192}, EPERM)
+		cl.mustErr(reqArgs{typ: cmdWrite, off: 4096, payload: make([]byte, 8192)}, nbdEPERM)
+		cl.mustErr(reqArgs{typ: cmdWriteZeroes, off: 4096, length: 8192}, nbdEPERM)
+		cl.mustErr(reqArgs{typ: cmdTrim, off: 4096, length: 8192}, nbdEPERM)
 		if got := cl.mustOK(reqArgs{typ: cmdRead, off: 4096, length: 8192}); !bytes.Equal(got, orig[4096:4096+8192]) {
 			t.Errorf("read differs")
 		}
@@ -483,9 +483,9 @@ func TestBackendErrors(t *testing.T) {
 	}})
 	for _, structured := range []bool{false, true} {
 		cl := ts.dial(t, dialOpts{structured: structured})
-		cl.mustErr(reqArgs{typ: cmdRead, off: 4096, length: 512}, EIO)
-		cl.mustErr(reqArgs{typ: cmdRead, off: 12288, length: 512}, EIO)
-		cl.mustErr(reqArgs{typ: cmdWrite, off: 4096, payload: make([]byte, 512)}, ENOSPC)
+		cl.mustErr(reqArgs{typ: cmdRead, off: 4096, length: 512}, nbdEIO)
+		cl.mustErr(reqArgs{typ: cmdRead, off: 12288, length: 512}, nbdEIO)
+		cl.mustErr(reqArgs{typ: cmdWrite, off: 4096, payload: make([]byte, 512)}, nbdENOSPC)
 		cl.mustOK(reqArgs{typ: cmdRead, off: 0, length: 512})
 		// A panicking backend closes this connection only.
 		p := cl.start(reqArgs{typ: cmdRead, off: 8192, length: 512}).wait(t)

@@ -44,7 +44,7 @@ type Options struct {
 	ExportName string
 	// Description is sent in NBD_INFO_DESCRIPTION and NBD_OPT_LIST replies.
 	Description string
-	// ReadOnly exports the device read-only: writes fail with EPERM.
+	// ReadOnly exports the device read-only: writes fail with nbdEPERM.
 	ReadOnly bool
 	// AllowDiscards advertises TRIM when the backend is a Discarder.
 	AllowDiscards bool
@@ -65,8 +65,8 @@ type Options struct {
 	// option other than NBD_OPT_STARTTLS and NBD_OPT_ABORT is refused with
 	// NBD_REP_ERR_TLS_REQD until TLS is up.
 	TLSConfig *tls.Config
-	// Logf receives connection-level events. It may be nil. Payload data
-	// is never logged.
+	// Logf receives connection-level events; it is called from several
+	// goroutines at once. It may be nil. Payload data is never logged.
 	Logf func(format string, args ...any)
 }
 

@@ -131,61 +131,61 @@ func (c *conn) validate(typ, flags uint16, off uint64, length uint32) (uint32, s
 	case cmdRead:
 		switch {
 		case flags&^cmdFlagFUA != 0:
-			return EINVAL, "unsupported command flags"
+			return nbdEINVAL, "unsupported command flags"
 		case int(length) > s.maxReq:
-			return EOVERFLOW, "read larger than the maximum payload"
+			return nbdEOVERFLOW, "read larger than the maximum payload"
 		case !inRange:
-			return EINVAL, "read beyond the end of the export"
+			return nbdEINVAL, "read beyond the end of the export"
 		case !aligned:
-			return EINVAL, "read not aligned to the minimum block size"
+			return nbdEINVAL, "read not aligned to the minimum block size"
 		}
 	case cmdWrite:
 		switch {
 		case flags&^cmdFlagFUA != 0:
-			return EINVAL, "unsupported command flags"
+			return nbdEINVAL, "unsupported command flags"
 		case s.opts.ReadOnly:
-			return EPERM, "export is read-only"
+			return nbdEPERM, "export is read-only"
 		case int(length) > s.maxReq:
-			return EINVAL, "write larger than the maximum payload"
+			return nbdEINVAL, "write larger than the maximum payload"
 		case !inRange:
-			return ENOSPC, "write beyond the end of the export"
+			return nbdENOSPC, "write beyond the end of the export"
 		case !aligned:
-			return EINVAL, "write not aligned to the minimum block size"
+			return nbdEINVAL, "write not aligned to the minimum block size"
 		}
 	case cmdFlush:
 		if flags&^cmdFlagFUA != 0 {
-			return EINVAL, "unsupported command flags"
+			return nbdEINVAL, "unsupported command flags"
 		}
 	case cmdTrim:
 		switch {
 		case flags&^cmdFlagFUA != 0:
-			return EINVAL, "unsupported command flags"
+			return nbdEINVAL, "unsupported command flags"
 		case s.opts.ReadOnly:
-			return EPERM, "export is read-only"
+			return nbdEPERM, "export is read-only"
 		case s.discard == nil:
-			return EINVAL, "trim is not supported"
+			return nbdEINVAL, "trim is not supported"
 		case !inRange:
-			return EINVAL, "trim beyond the end of the export"
+			return nbdEINVAL, "trim beyond the end of the export"
 		case !aligned:
-			return EINVAL, "trim not aligned to the minimum block size"
+			return nbdEINVAL, "trim not aligned to the minimum block size"
 		}
 	case cmdWriteZeroes:
 		switch {
 		case flags&^(cmdFlagFUA|cmdFlagNoHole) != 0:
-			return EINVAL, "unsupported command flags"
+			return nbdEINVAL, "unsupported command flags"
 		case s.opts.ReadOnly:
-			return EPERM, "export is read-only"
+			return nbdEPERM, "export is read-only"
 		case !inRange:
-			return ENOSPC, "write zeroes beyond the end of the export"
+			return nbdENOSPC, "write zeroes beyond the end of the export"
 		case !aligned:
-			return EINVAL, "write zeroes not aligned to the minimum block size"
+			return nbdEINVAL, "write zeroes not aligned to the minimum block size"
 		}
 	case cmdCache:
-		return EINVAL, "cache is not supported"
+		return nbdEINVAL, "cache is not supported"
 	case cmdBlockStatus:
-		return EINVAL, "block status was not negotiated"
+		return nbdEINVAL, "block status was not negotiated"
 	default:
-		return EINVAL, "unknown command"
+		return nbdEINVAL, "unknown command"
 	}
 	return 0, ""
 }
