@@ -734,3 +734,59 @@ func TestServeListenerError(t *testing.T) {
 		t.Errorf("Serve: %v", err)
 	}
 }
+
+// countingMem records how many large writes run at once.
+type countingMem struct {
+	*memBackend
+	mu       sync.Mutex
+	cur, max int
+}
+
+func (c *countingMem) WriteAt(p []byte, off int64) (int, error) {
+	c.mu.Lock()
+	c.cur++
+	c.max = max(c.max, c.cur)
+	c.mu.Unlock()
+	time.Sleep(20 * time.Millisecond)
+	defer func() {
+		c.mu.Lock()
+		c.cur--
+		c.mu.Unlock()
+	}()
+	return c.memBackend.WriteAt(p, off)
+}
+
+// TestInflightBudget pipelines many maximum-size writes: the payload
+// budget (2*MaxRequest here) bounds how many are buffered at once, and all
+// of them complete.
+func TestInflightBudget(t *testing.T) {
+	const maxReq = 16 << 20
+	b := &countingMem{memBackend: newMem(64<<20, 512)}
+	ts := startServer(t, b, Options{MaxRequest: maxReq})
+	cl := ts.dial(t, dialOpts{structured: true})
+	var calls []*call
+	var want [][]byte
+	for i := range 8 {
+		p := randBytes(uint64(100+i), maxReq)
+		want = append(want, p)
+		calls = append(calls, cl.start(reqArgs{typ: cmdWrite, off: uint64(i%4) * maxReq, payload: p}))
+		if i%4 == 3 {
+			for _, c := range calls {
+				if c.wait(t); c.err != nil || c.errno != 0 {
+					t.Fatalf("write: %v %d", c.err, c.errno)
+				}
+			}
+			calls = calls[:0]
+		}
+	}
+	for i := range 4 {
+		if got := cl.mustOK(reqArgs{typ: cmdRead, off: uint64(i) * maxReq, length: maxReq}); !bytes.Equal(got, want[4+i]) {
+			t.Errorf("block %d differs", i)
+		}
+	}
+	cl.disconnect()
+	t.Logf("at most %d large writes in flight", b.max)
+	if b.max > 2 {
+		t.Errorf("%d writes of MaxRequest bytes were in flight at once; budget allows 2", b.max)
+	}
+}
