@@ -747,7 +747,7 @@ func (c *countingMem) WriteAt(p []byte, off int64) (int, error) {
 	c.cur++
 	c.max = max(c.max, c.cur)
 	c.mu.Unlock()
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(150 * time.Millisecond)
 	defer func() {
 		c.mu.Lock()
 		c.cur--
