@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/blkcrypt/blkcrypt/capi"
 )
@@ -51,6 +52,9 @@ type Cipher struct {
 	iv     ivGen
 	data   dataMode // lmk, tcw, elephant: modes that touch the data too
 	engine *Engine
+	// threshold caches the engine's measured break-even for this cipher
+	// (0: not yet known).
+	threshold atomic.Int64
 }
 
 // ivGen writes count IVs of ivSize bytes for IV sector numbers n, n+step, …

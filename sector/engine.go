@@ -21,8 +21,8 @@ type Engine struct {
 
 	batches sync.Pool
 
+	override  atomic.Int64 // bytes; 0 = measure
 	mu        sync.Mutex
-	override  int64            // bytes; 0 = measure
 	threshold map[string]int64 // by driver/sector size; -1 = never parallel
 	measuring sync.Mutex
 }
@@ -67,28 +67,28 @@ func (e *Engine) Workers() int { return e.workers }
 // SetThreshold fixes the break-even size in bytes: batches of at least n
 // bytes go parallel. n < 0 disables the parallel path; 0 goes back to
 // measuring.
-func (e *Engine) SetThreshold(n int64) {
-	e.mu.Lock()
-	e.override = n
-	e.mu.Unlock()
-}
+func (e *Engine) SetThreshold(n int64) { e.override.Store(n) }
 
 // Threshold returns the break-even size used for c, measuring it first if
 // needed. -1 means batches always run inline.
 func (e *Engine) Threshold(c *Cipher) int64 {
-	e.mu.Lock()
-	if e.override != 0 {
-		o := e.override
-		e.mu.Unlock()
-		if o < 0 {
-			return -1
-		}
-		return o
+	if o := e.override.Load(); o != 0 {
+		return max(o, -1)
 	}
 	if e.workers < 2 {
-		e.mu.Unlock()
 		return -1
 	}
+	// The cipher caches its measured value: the hot path reads one atomic.
+	if t := c.threshold.Load(); t != 0 {
+		return t
+	}
+	t := e.measured(c)
+	c.threshold.Store(t)
+	return t
+}
+
+func (e *Engine) measured(c *Cipher) int64 {
+	e.mu.Lock()
 	key := c.Driver() + "/" + strconv.Itoa(c.opts.SectorSize)
 	t, ok := e.threshold[key]
 	e.mu.Unlock()

@@ -1,0 +1,241 @@
+// Command report measures blkcrypt against OpenSSL on this machine in one
+// run and prints the Markdown tables of BENCHMARKS.md. Ratios, not absolute
+// figures, are what carry over between runs on a shared machine.
+//
+//	go run ./bench/report [-sec 0.5] > /tmp/bench.md
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blkcrypt/blkcrypt/capi"
+	"github.com/blkcrypt/blkcrypt/sector"
+)
+
+var sec = flag.Float64("sec", 0.5, "seconds per measurement")
+
+// opensslSpeed returns OpenSSL's bytes per second for one cipher and size.
+func opensslSpeed(cipher string, bytesPer int, decrypt bool) float64 {
+	args := []string{"speed", "-evp", cipher, "-bytes", strconv.Itoa(bytesPer), "-seconds", strconv.Itoa(max(1, int(*sec+0.5))), "-mr"}
+	if decrypt {
+		args = append(args, "-decrypt")
+	}
+	out, err := exec.Command("openssl", args...).Output()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "openssl %v: %v\n", args, err)
+		return 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if f := strings.Split(sc.Text(), ":"); len(f) >= 4 && f[0] == "+F" {
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			return v
+		}
+	}
+	return 0
+}
+
+func driverSpeed(name, driver string, keyLen, bs int, decrypt bool) float64 {
+	a, err := capi.LookupDriver(name, driver)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 0
+	}
+	t, err := a.Skcipher(make([]byte, keyLen))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 0
+	}
+	r, err := capi.SpeedOne(t, bs, time.Duration(*sec*float64(time.Second)), decrypt)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 0
+	}
+	return float64(r.OpsPerSec()) * float64(bs)
+}
+
+// sectorSpeed measures sector.Cipher on a 64 KiB batch with one worker.
+func sectorSpeed(spec string, keyLen, ss, workers int, batch int, decrypt bool) (float64, float64) {
+	e := sector.NewEngine(workers)
+	if workers > 1 {
+		e.SetThreshold(1)
+	}
+	c, err := sector.New(spec, make([]byte, keyLen), sector.Options{SectorSize: ss, Engine: e})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 0, 0
+	}
+	buf := make([]byte, batch)
+	r := testing.Benchmark(func(b *testing.B) {
+		b.SetBytes(int64(len(buf)))
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if decrypt {
+				c.DecryptSectors(buf, buf, 0)
+			} else {
+				c.EncryptSectors(buf, buf, 0)
+			}
+		}
+	})
+	return float64(r.Bytes) * float64(r.N) / r.T.Seconds(), float64(r.AllocsPerOp())
+}
+
+func mb(v float64) string { return fmt.Sprintf("%.0f", v/1e6) }
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "model name") {
+			return strings.TrimSpace(strings.SplitN(l, ":", 2)[1])
+		}
+	}
+	return runtime.GOARCH
+}
+
+func main() {
+	flag.Parse()
+	ov, _ := exec.Command("openssl", "version").Output()
+	fmt.Printf("Machine: %s, %d cores, %s; %s; %s.\n\n", cpuModel(), runtime.NumCPU(), runtime.Version(), strings.TrimSpace(string(ov)), time.Now().UTC().Format("2006-01-02"))
+
+	// 1. capi: fused ESSIV driver against the template instance at 16-byte
+	// blocks, and the essiv drivers against openssl aes-256-cbc.
+	fmt.Println("### capi: essiv(cbc(aes),sha256), 256-bit key, single core (blkcrypt speed, MB/s)")
+	fmt.Println()
+	ds, _ := capi.Drivers("essiv(cbc(aes),sha256)")
+	sizes := []int{16, 64, 256, 1024, 1472, 4096, 8192}
+	fmt.Print("| driver | prio |")
+	for _, s := range sizes {
+		fmt.Printf(" %d B |", s)
+	}
+	fmt.Println()
+	fmt.Print("|---|---|")
+	for range sizes {
+		fmt.Print("---|")
+	}
+	fmt.Println()
+	res := map[string][]float64{}
+	for _, d := range ds {
+		if d.SelfTest() != nil || strings.Contains(d.Driver, "stdlib") {
+			continue
+		}
+		fmt.Printf("| %s | %d |", d.Driver, d.Priority)
+		for _, s := range sizes {
+			v := driverSpeed(d.Name, d.Driver, 32, s, false)
+			res[d.Driver] = append(res[d.Driver], v)
+			fmt.Printf(" %s |", mb(v))
+		}
+		fmt.Println()
+	}
+	fmt.Print("| openssl aes-256-cbc (no ESSIV) | – |")
+	ossl := map[int]float64{}
+	for _, s := range sizes {
+		ossl[s] = opensslSpeed("aes-256-cbc", s, false)
+		fmt.Printf(" %s |", mb(ossl[s]))
+	}
+	fmt.Println()
+	fmt.Println()
+	for _, impl := range []string{"aesni", "vaes"} {
+		f, t := res["essiv-cbc-aes-sha256-"+impl], res["essiv(cbc-aes-"+impl+",aes-aesni,sha256-generic)"]
+		if len(f) > 0 && len(t) > 0 {
+			fmt.Printf("Fused `essiv-cbc-aes-sha256-%s` vs template instance `essiv(cbc-aes-%s,aes-aesni,sha256-generic)` at 16-byte blocks: **%s** (target ≥ 1.5×).\n\n", impl, impl, ratio(f[0], t[0]))
+		}
+	}
+
+	// 2. kernels vs OpenSSL.
+	fmt.Println("### Single-core kernels against OpenSSL (MB/s, same run)")
+	fmt.Println()
+	fmt.Println("| what | blkcrypt | openssl | ratio | target |")
+	fmt.Println("|---|---|---|---|---|")
+	x512 := driverSpeed("xts(aes)", capiBest("xts(aes)"), 64, 4096, false)
+	o512 := opensslSpeed("aes-256-xts", 4096, false)
+	fmt.Printf("| xts(aes) 512-bit key, 4096 B (%s) vs aes-256-xts | %s | %s | %s | ≥ 1.5× |\n", capiBest("xts(aes)"), mb(x512), mb(o512), ratio(x512, o512))
+	x256 := driverSpeed("xts(aes)", capiBest("xts(aes)"), 32, 4096, false)
+	o256 := opensslSpeed("aes-128-xts", 4096, false)
+	fmt.Printf("| xts(aes) 256-bit key, 4096 B vs aes-128-xts | %s | %s | %s | ≥ 1.5× |\n", mb(x256), mb(o256), ratio(x256, o256))
+	es, _ := sectorSpeed("aes-cbc-essiv:sha256", 32, 512, 1, 64<<10, false)
+	oc := opensslSpeed("aes-256-cbc", 512, false)
+	fmt.Printf("| aes-cbc-essiv:sha256 sectors (512 B, 64 KiB batches) vs aes-256-cbc encrypt 512 B | %s | %s | %s | ≥ 5× |\n", mb(es), mb(oc), ratio(es, oc))
+	cd, _ := sectorSpeed("aes-cbc-essiv:sha256", 32, 512, 1, 64<<10, true)
+	od := opensslSpeed("aes-256-cbc", 512, true)
+	fmt.Printf("| aes-cbc-essiv:sha256 sector decrypt vs aes-256-cbc decrypt 512 B | %s | %s | %s | ≥ 1.2× |\n", mb(cd), mb(od), ratio(cd, od))
+	one, _ := sectorSpeed("aes-xts-plain64", 64, 512, 1, 512, false)
+	ox := opensslSpeed("aes-256-xts", 512, false)
+	fmt.Printf("| one 512 B sector through sector.Cipher (aes-xts-plain64) vs aes-256-xts 512 B | %s | %s | %s | ≥ 1.0× |\n\n", mb(one), mb(ox), ratio(one, ox))
+
+	// 3. sector layer.
+	fmt.Println("### sector: throughput by sector size (one core, 64 KiB batches, MB/s, allocs/op)")
+	fmt.Println()
+	fmt.Println("| spec | 512 | 1024 | 2048 | 4096 |")
+	fmt.Println("|---|---|---|---|---|")
+	for _, sp := range []struct {
+		spec string
+		key  int
+	}{{"aes-xts-plain64", 64}, {"aes-cbc-essiv:sha256", 32}, {"serpent-xts-plain64", 64}, {"twofish-cbc-essiv:sha256", 32}} {
+		for _, dec := range []bool{false, true} {
+			dir := "enc"
+			if dec {
+				dir = "dec"
+			}
+			fmt.Printf("| %s %s |", sp.spec, dir)
+			for _, ss := range []int{512, 1024, 2048, 4096} {
+				v, a := sectorSpeed(sp.spec, sp.key, ss, 1, 64<<10, dec)
+				fmt.Printf(" %s (%.0f) |", mb(v), a)
+			}
+			fmt.Println()
+		}
+	}
+	fmt.Println()
+	fmt.Printf("### sector: scaling on 1 MiB batches, 4096-byte sectors (%d workers vs 1)\n\n", runtime.GOMAXPROCS(0))
+	fmt.Println("| spec | 1 worker MB/s | all cores MB/s | scaling | allocs/op |")
+	fmt.Println("|---|---|---|---|---|")
+	for _, sp := range []struct {
+		spec string
+		key  int
+	}{{"aes-xts-plain64", 64}, {"aes-cbc-essiv:sha256", 32}, {"serpent-xts-plain64", 64}} {
+		s1, _ := sectorSpeed(sp.spec, sp.key, 4096, 1, 1<<20, false)
+		s2, a := sectorSpeed(sp.spec, sp.key, 4096, runtime.GOMAXPROCS(0), 1<<20, false)
+		fmt.Printf("| %s | %s | %s | %s | %.0f |\n", sp.spec, mb(s1), mb(s2), ratio(s2, s1), a)
+	}
+	fmt.Println()
+	fmt.Println("### sector: measured inline/parallel break-even (512-byte sectors)")
+	fmt.Println()
+	fmt.Println("| spec | driver | break-even |")
+	fmt.Println("|---|---|---|")
+	for _, sp := range []struct {
+		spec string
+		key  int
+	}{{"aes-xts-plain64", 64}, {"aes-cbc-essiv:sha256", 32}, {"serpent-xts-plain64", 64}, {"twofish-cbc-essiv:sha256", 32}} {
+		e := sector.NewEngine(runtime.GOMAXPROCS(0))
+		c, _ := sector.New(sp.spec, make([]byte, sp.key), sector.Options{Engine: e})
+		th := e.Measure(c)
+		s := "never (inline always wins)"
+		if th > 0 {
+			s = fmt.Sprintf("%d bytes", th)
+		}
+		fmt.Printf("| %s | %s | %s |\n", sp.spec, c.Driver(), s)
+	}
+}
+
+func capiBest(name string) string {
+	a, err := capi.Lookup(name)
+	if err != nil {
+		return ""
+	}
+	return a.Driver
+}
