@@ -64,17 +64,19 @@ type verb struct {
 	help    string
 }
 
-var verbs []verb
+var baseVerbs []verb
+
+// allVerbs is every verb: the base ones and those later files register.
+func allVerbs() []verb { return append(append([]verb(nil), baseVerbs...), extraVerbs...) }
 
 func init() {
-	verbs = []verb{
+	baseVerbs = []verb{
 		{"demo", nil, runDemo, "make a demo volume, exercise it and show what to do next"},
 		{"speed", nil, runSpeed, "ALG… — tcrypt-style speed table of capi drivers"},
 		{"crypto", nil, runCrypto, "list every registered driver, like /proc/crypto"},
 		{"read", nil, runRead, "DEVICE — write decrypted bytes to stdout or -o FILE"},
 		{"write", nil, runWrite, "DEVICE — encrypt stdin or -i FILE into the volume"},
 	}
-	verbs = append(verbs, extraVerbs...)
 }
 
 // extraVerbs are registered by the files of later verbs.
@@ -99,6 +101,7 @@ func Main(ctx context.Context, argv []string, env *Env) int {
 			}
 		}
 	}
+	verbs := allVerbs()
 	var v *verb
 	for i := range verbs {
 		if verbs[i].name == name {
@@ -159,7 +162,7 @@ func exitCode(err error) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: blkcrypt <action> [DEVICE] [options]")
 	fmt.Fprintln(w, "\nactions:")
-	vs := append([]verb(nil), verbs...)
+	vs := allVerbs()
 	sort.Slice(vs, func(i, j int) bool { return vs[i].name < vs[j].name })
 	for _, v := range vs {
 		al := ""

@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/nbd"
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	extraVerbs = append(extraVerbs, verb{"serve", nil, runServe,
+		"DEVICE --listen 127.0.0.1:10809|unix:/path — serve the decrypted volume over NBD"})
+}
+
+// hardenProcess keeps key pages out of core dumps and swap where the OS
+// lets us. Failures are not fatal: an unprivileged user may lack
+// RLIMIT_MEMLOCK.
+func hardenProcess() {
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	_ = unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
+	_ = unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE)
+}
+
+// listen opens the listener for --listen: host:port or unix:/path.
+func listen(addr string) (net.Listener, bool, error) {
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		os.Remove(path)
+		l, err := net.Listen("unix", path)
+		return l, true, err
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, false, err
+	}
+	loop := host == "localhost"
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		loop = true
+	}
+	l, err := net.Listen("tcp", addr)
+	return l, loop, err
+}
+
+func tlsConfig(p *parsed) (*tls.Config, error) {
+	cert, key := p.str("tls-cert"), p.str("tls-key")
+	if cert == "" && key == "" {
+		return nil, nil
+	}
+	if cert == "" || key == "" {
+		return nil, usageErr("--tls-cert and --tls-key go together")
+	}
+	kp, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		return nil, usageErr("loading TLS certificate: %v", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{kp}, MinVersion: tls.VersionTLS12}
+	if ca := p.str("tls-ca"); ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, usageErr("reading --tls-ca: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, usageErr("--tls-ca holds no PEM certificate")
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// runServe unlocks DEVICE and serves it until SIGINT/SIGTERM, then
+// finishes in-flight requests, flushes and closes.
+func runServe(ctx context.Context, env *Env, p *parsed) error {
+	dev, err := oneDevice(p)
+	if err != nil {
+		return err
+	}
+	addr := p.str("listen")
+	if addr == "" {
+		addr = "127.0.0.1:10809"
+	}
+	tcfg, err := tlsConfig(p)
+	if err != nil {
+		return err
+	}
+	hardenProcess()
+	v, err := openVolume(env, p, dev, p.bool("read-only"))
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	l, loopback, err := listen(addr)
+	if err != nil {
+		return usageErr("cannot listen on %s: %v", addr, err)
+	}
+	if !loopback && tcfg == nil {
+		l.Close()
+		if !p.bool("insecure") {
+			return usageErr("listening on %s, which is not a loopback address, needs TLS (--tls-cert/--tls-key) or --insecure", addr)
+		}
+		fmt.Fprintf(env.Stderr, "blkcrypt: warning: serving decrypted data on %s without TLS\n", addr)
+		if l, _, err = listen(addr); err != nil {
+			return usageErr("cannot listen on %s: %v", addr, err)
+		}
+	}
+	srv := nbd.NewServer(v, nbd.Options{
+		ExportName:    p.str("export-name"),
+		Description:   "blkcrypt " + v.Cipher().Spec().String(),
+		ReadOnly:      v.ReadOnly(),
+		AllowDiscards: p.bool("allow-discards"),
+		MultiConn:     true, // Volume.Flush syncs the device for every connection
+		TLSConfig:     tcfg,
+	})
+	fmt.Fprintf(env.Stderr, "blkcrypt: serving %s (%d bytes) on %s\n", dev, v.Size(), l.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ctx, l) }()
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	serr := srv.Shutdown(sctx)
+	l.Close()
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	if serr != nil && !errors.Is(serr, context.Canceled) {
+		return serr
+	}
+	return v.Flush()
+}
+
+var _ = blkcrypt.ErrClosed
