@@ -1,0 +1,639 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/internal/kdf"
+	"github.com/blkcrypt/blkcrypt/internal/keyinput"
+	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/luks1"
+)
+
+func init() {
+	extraVerbs = append(extraVerbs,
+		verb{"format", []string{"luksFormat"}, runFormat, "DEVICE — create a LUKS2 (or --type luks1) volume"},
+		verb{"dump", []string{"luksDump"}, runDump, "DEVICE — show the header (--json, --dump-volume-key)"},
+		verb{"test-passphrase", nil, runTestPassphrase, "DEVICE — check a passphrase without opening"},
+		verb{"add-key", []string{"luksAddKey"}, runAddKey, "DEVICE [NEW_KEY_FILE] — add a keyslot"},
+		verb{"change-key", []string{"luksChangeKey"}, runChangeKey, "DEVICE [NEW_KEY_FILE] — change a passphrase"},
+		verb{"remove-key", []string{"luksRemoveKey"}, runRemoveKey, "DEVICE — remove the keyslot a passphrase opens"},
+		verb{"kill-slot", []string{"luksKillSlot"}, runKillSlot, "DEVICE N — remove keyslot N"},
+		verb{"header-backup", []string{"luksHeaderBackup"}, runHeaderBackup, "DEVICE --header-backup-file F"},
+		verb{"header-restore", []string{"luksHeaderRestore"}, runHeaderRestore, "DEVICE --header-backup-file F"},
+	)
+	openLUKS = openLUKSVolume
+}
+
+// wrongPass marks a failed unlock with exit code 2, as cryptsetup does.
+func wrongPass(err error) error {
+	if errors.Is(err, luksutil.ErrWrongPassphrase) || errors.Is(err, luksutil.ErrWrongKey) {
+		return &exitError{ExitPermission, err}
+	}
+	if errors.Is(err, luksutil.ErrNotLUKS) || errors.Is(err, luksutil.ErrCorruptHeader) || errors.Is(err, luksutil.ErrDeviceTooSmall) {
+		return &exitError{ExitDevice, err}
+	}
+	return err
+}
+
+// luksDevice opens the header device (the --header file or DEVICE itself)
+// and reads the header.
+func luksDevice(p *parsed, path string, readOnly bool) (*os.File, luksutil.Device, blkcrypt.Header, error) {
+	hpath := path
+	if h := p.str("header"); h != "" {
+		hpath = h
+	}
+	f, err := openDevice(hpath, readOnly)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	dev := luksutil.File{File: f}
+	h, err := blkcrypt.ReadHeader(dev)
+	if err != nil {
+		f.Close()
+		return nil, nil, nil, wrongPass(err)
+	}
+	return f, dev, h, nil
+}
+
+func slotOpt(p *parsed) int {
+	if p.has("key-slot") {
+		return int(p.int("key-slot", -1))
+	}
+	return blkcrypt.AnySlot
+}
+
+// unlock returns the volume key from --volume-key-file or a passphrase.
+func unlock(env *Env, p *parsed, h blkcrypt.Header, dev luksutil.Device) ([]byte, int, error) {
+	if vk := p.str("volume-key-file"); vk != "" {
+		key, err := readVolumeKeyFile(vk, h.KeySize())
+		if err != nil {
+			return nil, -1, err
+		}
+		if !h.VolumeKeyDigestOK(key) {
+			clear(key)
+			return nil, -1, wrongPass(luksutil.ErrWrongKey)
+		}
+		return key, -1, nil
+	}
+	pass, _, err := readSecret(env, p, "Enter passphrase: ")
+	if err != nil {
+		return nil, -1, err
+	}
+	defer clear(pass)
+	key, slot, err := h.Unlock(dev, pass, slotOpt(p))
+	if err != nil {
+		return nil, -1, wrongPass(err)
+	}
+	return key, slot, nil
+}
+
+func openLUKSVolume(env *Env, p *parsed, path, typ string, readOnly bool) (*blkcrypt.Volume, error) {
+	hf, hdev, h, err := luksDevice(p, path, true)
+	if err != nil {
+		return nil, err
+	}
+	defer hf.Close()
+	if typ != "luks" && typ != fmt.Sprintf("luks%d", h.Version()) {
+		return nil, usageErr("device holds LUKS%d, not %s", h.Version(), typ)
+	}
+	key, _, err := unlock(env, p, h, hdev)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(key)
+	f, err := openDevice(path, readOnly)
+	if err != nil {
+		return nil, err
+	}
+	v, err := blkcrypt.NewLUKSVolume(h, luksutil.File{File: f}, key, readOnly)
+	if err != nil {
+		f.Close()
+		return nil, wrongPass(err)
+	}
+	return v, nil
+}
+
+// pbkdfOptions maps the cryptsetup PBKDF flags.
+func pbkdfOptions(p *parsed) kdf.Options {
+	o := kdf.Options{Type: p.str("pbkdf"), Hash: p.str("hash")}
+	if p.has("iter-time") {
+		o.IterTime = time.Duration(p.int("iter-time", 2000)) * time.Millisecond
+	}
+	o.Iterations = uint32(p.int("pbkdf-force-iterations", 0))
+	o.MemoryKiB = uint32(p.int("pbkdf-memory", 0))
+	o.Parallel = uint32(p.int("pbkdf-parallel", 0))
+	return o
+}
+
+// newPassphrase reads the passphrase for a new keyslot: from the file named
+// by the positional argument, from --key-file when no existing key is
+// needed, or from a prompt with confirmation.
+func newPassphrase(env *Env, p *parsed, newFile string, useKeyFile bool) ([]byte, error) {
+	if newFile != "" {
+		f, err := os.Open(newFile)
+		if err != nil {
+			return nil, usageErr("cannot open new key file: %v", err)
+		}
+		defer f.Close()
+		b, err := keyinput.ReadKeyFile(f, keyinput.Options{Offset: p.int("new-keyfile-offset", 0), Size: p.int("new-keyfile-size", 0), Exact: p.has("new-keyfile-size")})
+		if err != nil {
+			return nil, usageErr("%v", err)
+		}
+		if len(b) == 0 {
+			return nil, usageErr("new key file is empty")
+		}
+		return b, nil
+	}
+	if useKeyFile {
+		b, _, err := readSecret(env, p, "Enter passphrase for the new volume: ")
+		if err != nil {
+			return nil, err
+		}
+		if len(b) == 0 {
+			return nil, usageErr("empty passphrase")
+		}
+		return b, nil
+	}
+	if env.Prompt != nil && env.StdinIsTerminal {
+		a, err := env.Prompt("Enter new passphrase: ")
+		if err != nil {
+			return nil, usageErr("reading passphrase: %v", err)
+		}
+		b, err := env.Prompt("Verify passphrase: ")
+		if err != nil {
+			clear(a)
+			return nil, usageErr("reading passphrase: %v", err)
+		}
+		defer clear(b)
+		if !bytes.Equal(a, b) {
+			clear(a)
+			return nil, usageErr("passphrases do not match")
+		}
+		return a, nil
+	}
+	b, err := keyinput.ReadPassphrase(env.Stdin, keyinput.Options{})
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	if len(b) == 0 {
+		return nil, usageErr("empty passphrase")
+	}
+	return b, nil
+}
+
+func runTestPassphrase(ctx context.Context, env *Env, p *parsed) error {
+	dev, err := oneDevice(p)
+	if err != nil {
+		return err
+	}
+	f, hdev, h, err := luksDevice(p, dev, true)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	key, slot, err := unlock(env, p, h, hdev)
+	if err != nil {
+		return err
+	}
+	clear(key)
+	if slot >= 0 {
+		fmt.Fprintf(env.Stderr, "Key slot %d unlocked.\n", slot)
+	}
+	return nil
+}
+
+func runAddKey(ctx context.Context, env *Env, p *parsed) error {
+	if len(p.args) < 1 || len(p.args) > 2 {
+		return usageErr("usage: add-key DEVICE [NEW_KEY_FILE]")
+	}
+	newFile := ""
+	if len(p.args) == 2 {
+		newFile = p.args[1]
+	}
+	f, hdev, h, err := luksDevice(p, p.args[0], false)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// The existing key: --volume-key-file, or a passphrase that unlocks any
+	// slot (--key-slot names the new slot here, as in cryptsetup).
+	var key []byte
+	if vk := p.str("volume-key-file"); vk != "" {
+		if key, err = readVolumeKeyFile(vk, h.KeySize()); err != nil {
+			return err
+		}
+		if !h.VolumeKeyDigestOK(key) {
+			clear(key)
+			return wrongPass(luksutil.ErrWrongKey)
+		}
+	} else {
+		pass, _, err := readSecret(env, p, "Enter any existing passphrase: ")
+		if err != nil {
+			return err
+		}
+		key, _, err = h.Unlock(hdev, pass, blkcrypt.AnySlot)
+		clear(pass)
+		if err != nil {
+			return wrongPass(err)
+		}
+	}
+	defer clear(key)
+	np, err := newPassphrase(env, p, newFile, false)
+	if err != nil {
+		return err
+	}
+	defer clear(np)
+	slot, err := h.AddKey(hdev, key, np, luksutil.KeyslotOptions{Slot: slotOpt(p), PBKDF: pbkdfOptions(p)})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stderr, "Key slot %d created.\n", slot)
+	return nil
+}
+
+func runChangeKey(ctx context.Context, env *Env, p *parsed) error {
+	if len(p.args) < 1 || len(p.args) > 2 {
+		return usageErr("usage: change-key DEVICE [NEW_KEY_FILE]")
+	}
+	newFile := ""
+	if len(p.args) == 2 {
+		newFile = p.args[1]
+	}
+	f, hdev, h, err := luksDevice(p, p.args[0], false)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	old, _, err := readSecret(env, p, "Enter passphrase to be changed: ")
+	if err != nil {
+		return err
+	}
+	defer clear(old)
+	// Check the old passphrase before asking for a new one.
+	key, _, err := h.Unlock(hdev, old, slotOpt(p))
+	if err != nil {
+		return wrongPass(err)
+	}
+	clear(key)
+	np, err := newPassphrase(env, p, newFile, false)
+	if err != nil {
+		return err
+	}
+	defer clear(np)
+	slot, err := h.ChangeKey(hdev, old, np, slotOpt(p), luksutil.KeyslotOptions{Slot: blkcrypt.AnySlot, PBKDF: pbkdfOptions(p)})
+	if err != nil {
+		return wrongPass(err)
+	}
+	fmt.Fprintf(env.Stderr, "Key slot %d created.\n", slot)
+	return nil
+}
+
+func runRemoveKey(ctx context.Context, env *Env, p *parsed) error {
+	dev, err := oneDevice(p)
+	if err != nil {
+		return err
+	}
+	f, hdev, h, err := luksDevice(p, dev, false)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	pass, _, err := readSecret(env, p, "Enter passphrase to be deleted: ")
+	if err != nil {
+		return err
+	}
+	key, slot, err := h.Unlock(hdev, pass, slotOpt(p))
+	clear(pass)
+	if err != nil {
+		return wrongPass(err)
+	}
+	clear(key)
+	if err := h.RemoveKey(hdev, slot); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stderr, "Key slot %d removed.\n", slot)
+	return nil
+}
+
+func runKillSlot(ctx context.Context, env *Env, p *parsed) error {
+	if len(p.args) != 2 {
+		return usageErr("usage: kill-slot DEVICE N")
+	}
+	var slot int
+	if _, err := fmt.Sscan(p.args[1], &slot); err != nil {
+		return usageErr("keyslot %q is not a number", p.args[1])
+	}
+	f, hdev, h, err := luksDevice(p, p.args[0], false)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := h.RemoveKey(hdev, slot); err != nil {
+		if errors.Is(err, luksutil.ErrInvalidSlot) || errors.Is(err, luksutil.ErrSlotInactive) {
+			return usageErr("%v", err)
+		}
+		return err
+	}
+	fmt.Fprintf(env.Stderr, "Key slot %d removed.\n", slot)
+	return nil
+}
+
+// headerSize is how many bytes header-backup saves: everything before the
+// data (header and keyslot areas).
+func headerSize(h blkcrypt.Header) int64 {
+	if off := h.DataOffset(); off > 0 {
+		return off
+	}
+	type sizer interface{ HeaderSize() int64 }
+	if s, ok := h.(sizer); ok {
+		return s.HeaderSize()
+	}
+	return 0
+}
+
+func runHeaderBackup(ctx context.Context, env *Env, p *parsed) error {
+	dev, err := oneDevice(p)
+	if err != nil {
+		return err
+	}
+	out := p.str("header-backup-file")
+	if out == "" {
+		return usageErr("--header-backup-file is required")
+	}
+	if _, err := os.Stat(out); err == nil {
+		return &exitError{ExitBusy, fmt.Errorf("backup file %s already exists", out)}
+	}
+	f, _, h, err := luksDevice(p, dev, true)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	n := headerSize(h)
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, 0); err != nil {
+		return deviceErr(fmt.Errorf("reading header: %w", err))
+	}
+	return os.WriteFile(out, buf, 0o400)
+}
+
+func runHeaderRestore(ctx context.Context, env *Env, p *parsed) error {
+	dev, err := oneDevice(p)
+	if err != nil {
+		return err
+	}
+	in := p.str("header-backup-file")
+	if in == "" {
+		return usageErr("--header-backup-file is required")
+	}
+	backup, err := os.ReadFile(in)
+	if err != nil {
+		return usageErr("cannot read backup: %v", err)
+	}
+	bh, err := blkcrypt.ReadHeader(luksutil.NewMemDevice(len(backup), backup))
+	if err != nil {
+		return usageErr("backup file does not hold a valid LUKS header: %v", err)
+	}
+	if int64(len(backup)) != headerSize(bh) {
+		return usageErr("backup file is %d bytes, its header needs %d", len(backup), headerSize(bh))
+	}
+	f, err := openDevice(dev, false)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// If the device has a header, the data offset must agree, or the data
+	// would be lost.
+	if cur, err := blkcrypt.ReadHeader(luksutil.File{File: f}); err == nil && cur.DataOffset() != bh.DataOffset() {
+		return usageErr("data offset differs between the backup (%d) and the device (%d)", bh.DataOffset(), cur.DataOffset())
+	}
+	if st, err := f.Stat(); err == nil && st.Size() < int64(len(backup)) {
+		return deviceErr(fmt.Errorf("device is smaller than the header backup"))
+	}
+	if err := luksutil.WriteSync(luksutil.File{File: f}, backup, 0); err != nil {
+		return err
+	}
+	return nil
+}
+
+// runFormat creates a LUKS volume.
+func runFormat(ctx context.Context, env *Env, p *parsed) error {
+	dev, err := oneDevice(p)
+	if err != nil {
+		return err
+	}
+	typ := p.str("type")
+	if typ == "" {
+		typ = "luks2"
+	}
+	if typ == "luks" {
+		typ = "luks1"
+	}
+	if formatLUKS2 == nil && typ == "luks2" {
+		return usageErr("LUKS2 format is not available in this build; use --type luks1")
+	}
+	if typ != "luks1" && typ != "luks2" {
+		return usageErr("unknown --type %q for format", typ)
+	}
+	cipher := p.str("cipher")
+	if cipher == "" {
+		cipher = luks1.DefaultCipher
+	}
+	bits := p.int("key-size", 512)
+	if bits <= 0 || bits%8 != 0 || bits > 4096 {
+		return usageErr("--key-size %d is not a positive multiple of 8", bits)
+	}
+	if err := luksutil.CheckCipher(cipher, int(bits/8)); err != nil {
+		return usageErr("%v", err)
+	}
+	pk := pbkdfOptions(p)
+	if err := pk.Check(map[string]string{"luks1": "pbkdf2", "luks2": "argon2id"}[typ]); err != nil {
+		return usageErr("%v", err)
+	}
+	// The device: an image file may be created or extended with --size.
+	target := dev
+	if h := p.str("header"); h != "" {
+		target = h
+	}
+	if st, err := os.Stat(dev); err != nil {
+		if !p.has("size") {
+			return deviceErr(fmt.Errorf("device %s does not exist (give --size to create an image)", dev))
+		}
+	} else if st.IsDir() {
+		return deviceErr(fmt.Errorf("device %s is a directory", dev))
+	}
+	var key []byte
+	if vk := p.str("volume-key-file"); vk != "" {
+		if key, err = readVolumeKeyFile(vk, int(bits/8)); err != nil {
+			return err
+		}
+	} else {
+		key = make([]byte, bits/8)
+		if err := luksutil.Random(key); err != nil {
+			return err
+		}
+	}
+	defer clear(key)
+	pass, err := newPassphrase(env, p, "", p.has("key-file"))
+	if err != nil {
+		return err
+	}
+	defer clear(pass)
+	if p.has("size") {
+		sz := p.int("size", 0)
+		if sz <= 0 {
+			return usageErr("--size must be positive")
+		}
+		f, err := os.OpenFile(dev, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return deviceErr(err)
+		}
+		if st, _ := f.Stat(); st.Size() < sz {
+			if err := f.Truncate(sz); err != nil {
+				f.Close()
+				return deviceErr(err)
+			}
+		}
+		f.Close()
+	}
+	if target != dev {
+		hf, err := os.OpenFile(target, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return deviceErr(err)
+		}
+		hf.Close()
+	}
+	f, err := openDevice(target, false)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fdev := luksutil.File{File: f}
+	ks := luksutil.KeyslotOptions{Slot: slotOpt(p), PBKDF: pk}
+	if typ == "luks1" {
+		if p.has("sector-size") && p.int("sector-size", 512) != 512 {
+			return usageErr("LUKS1 supports only 512-byte sectors")
+		}
+		if p.has("label") {
+			return usageErr("--label needs LUKS2")
+		}
+		_, err = luks1.Format(fdev, key, pass, luks1.FormatOptions{Cipher: cipher, Hash: p.str("hash"), UUID: p.str("uuid"),
+			Detached: p.str("header") != "", Keyslot: ks})
+	} else {
+		err = formatLUKS2(p, fdev, dev, key, pass, cipher, ks)
+	}
+	if err != nil {
+		if errors.Is(err, luksutil.ErrInvalidOptions) || errors.Is(err, luksutil.ErrUnsupported) {
+			return usageErr("%v", err)
+		}
+		return wrongPass(err)
+	}
+	return nil
+}
+
+// formatLUKS2 is set by the LUKS2 file.
+var formatLUKS2 func(p *parsed, hdr luksutil.Device, dataPath string, key, pass []byte, cipher string, ks luksutil.KeyslotOptions) error
+
+// runDump prints the header like cryptsetup luksDump.
+func runDump(ctx context.Context, env *Env, p *parsed) error {
+	dev, err := oneDevice(p)
+	if err != nil {
+		return err
+	}
+	f, hdev, h, err := luksDevice(p, dev, true)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := env.Stdout
+	if p.bool("dump-volume-key") {
+		key, _, err := unlock(env, p, h, hdev)
+		if err != nil {
+			return err
+		}
+		defer clear(key)
+		fmt.Fprintf(w, "LUKS header information for %s\nCipher name:   \t%s\nCipher mode:   \t%s\nPayload offset:\t%d\nUUID:          \t%s\nMK bits:       \t%d\n",
+			dev, cipherName(h.Cipher()), cipherMode(h.Cipher()), h.DataOffset()/512, h.UUID(), h.KeySize()*8)
+		fmt.Fprint(w, "MK dump:\t")
+		hexDump(w, key, "\t\t")
+		return nil
+	}
+	switch hh := h.(type) {
+	case *luks1.Header:
+		if p.bool("json") {
+			return dumpLUKS1JSON(w, hh)
+		}
+		dumpLUKS1(w, dev, hh)
+		return nil
+	}
+	if dumpLUKS2 != nil {
+		return dumpLUKS2(w, p, dev, h)
+	}
+	return usageErr("cannot dump LUKS%d", h.Version())
+}
+
+var dumpLUKS2 func(w io.Writer, p *parsed, dev string, h blkcrypt.Header) error
+
+func cipherName(spec string) string { n, _, _ := strings.Cut(spec, "-"); return n }
+func cipherMode(spec string) string { _, m, _ := strings.Cut(spec, "-"); return m }
+
+// hexDump prints bytes as cryptsetup does: 16 per line, space separated.
+func hexDump(w io.Writer, b []byte, indent string) {
+	for i := 0; i < len(b); i += 16 {
+		if i > 0 {
+			fmt.Fprint(w, indent)
+		}
+		end := min(i+16, len(b))
+		for j := i; j < end; j++ {
+			fmt.Fprintf(w, "%02x ", b[j])
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func dumpLUKS1(w io.Writer, dev string, h *luks1.Header) {
+	ph := h.Phdr()
+	fmt.Fprintf(w, "LUKS header information for %s\n\n", dev)
+	fmt.Fprintf(w, "Version:       \t%d\nCipher name:   \t%s\nCipher mode:   \t%s\nHash spec:     \t%s\n", ph.Version, ph.CipherName(), ph.CipherMode(), ph.HashSpec())
+	fmt.Fprintf(w, "Payload offset:\t%d\nMK bits:       \t%d\n", ph.PayloadOffset, ph.KeyBytes*8)
+	fmt.Fprint(w, "MK digest:     \t")
+	hexDump(w, ph.MKDigest[:], "               \t")
+	fmt.Fprint(w, "MK salt:       \t")
+	hexDump(w, ph.MKDigestSalt[:], "               \t")
+	fmt.Fprintf(w, "MK iterations: \t%d\nUUID:          \t%s\n\n", ph.MKDigestIterations, ph.UUID())
+	for i, ks := range ph.Keyslots {
+		if !ks.Enabled() {
+			fmt.Fprintf(w, "Key Slot %d: DISABLED\n", i)
+			continue
+		}
+		fmt.Fprintf(w, "Key Slot %d: ENABLED\n\tIterations:         \t%d\n\tSalt:               \t", i, ks.Iterations)
+		hexDump(w, ks.Salt[:], "\t                      \t")
+		fmt.Fprintf(w, "\tKey material offset:\t%d\n\tAF stripes:            \t%d\n", ks.KeyMaterialOffset, ks.Stripes)
+	}
+}
+
+func dumpLUKS1JSON(w io.Writer, h *luks1.Header) error {
+	ph := h.Phdr()
+	fmt.Fprintf(w, "{\"version\":1,\"uuid\":%q,\"cipher\":%q,\"hash\":%q,\"payload_offset\":%d,\"key_size\":%d,\"mk_iterations\":%d,\"keyslots\":{",
+		ph.UUID(), h.Cipher(), ph.HashSpec(), ph.PayloadOffset, ph.KeyBytes, ph.MKDigestIterations)
+	first := true
+	for i, ks := range ph.Keyslots {
+		if !ks.Enabled() {
+			continue
+		}
+		if !first {
+			fmt.Fprint(w, ",")
+		}
+		first = false
+		fmt.Fprintf(w, "\"%d\":{\"iterations\":%d,\"key_material_offset\":%d,\"stripes\":%d}", i, ks.Iterations, ks.KeyMaterialOffset, ks.Stripes)
+	}
+	fmt.Fprintln(w, "}}")
+	return nil
+}
