@@ -19,6 +19,10 @@ type gen struct {
 	buf   bytes.Buffer
 	label int
 	args  map[string]int
+	// afterRound, if set, is called by rounds after each of the rounds
+	// that every key size executes (back = 9..1 from the last), to
+	// interleave independent work with the AES instructions.
+	afterRound func(back int)
 }
 
 func (g *gen) p(format string, a ...any) {
@@ -94,6 +98,15 @@ func (g *gen) keyEnd(ke, k, nr string, stride int) {
 // sizes share one instruction stream: AES-256 starts 4 rounds earlier and
 // AES-192 2 rounds earlier than AES-128.
 func (g *gen) rounds(op string, state []string, ke, nr string, stride int, kreg string, vex bool) {
+	g.roundsOpt(op, state, ke, nr, stride, kreg, vex, true)
+}
+
+// roundsNoLast emits VEX rounds 1..nr-1, leaving the last round to the caller.
+func (g *gen) roundsNoLast(op string, state []string, ke, nr string, stride int, kreg string) {
+	g.roundsOpt(op, state, ke, nr, stride, kreg, true, false)
+}
+
+func (g *gen) roundsOpt(op string, state []string, ke, nr string, stride int, kreg string, vex, last bool) {
 	l10, l12 := g.newLabel("r10"), g.newLabel("r12")
 	mov := "MOVOU"
 	if vex {
@@ -137,8 +150,13 @@ func (g *gen) rounds(op string, state []string, ke, nr string, stride int, kreg 
 	g.lbl(l10)
 	for back := 9; back >= 1; back-- {
 		round(back, false)
+		if g.afterRound != nil {
+			g.afterRound(back)
+		}
 	}
-	round(0, true)
+	if last {
+		round(0, true)
+	}
 }
 
 // ---------------------------------------------------------------------------
@@ -686,11 +704,24 @@ func (g *gen) mulxPow(src, dst string, k int, t0, t1, t2 string) {
 	g.p("VPXOR %s, %s, %s", t1, t0, dst)
 }
 
-// xtsVAES: XTS on n whole blocks (n a multiple of 16). Y8..Y15 hold the
-// tweaks of the 16 blocks in flight (register 8+i: blocks 2i, 2i+1); the
-// round keys are memory operands from the duplicated schedule.
+// xtsVAES: XTS on n whole blocks (n a multiple of 16), 16 blocks in flight
+// in Y0..Y7 (register i: blocks 2i, 2i+1).
+//
+// VPCLMULQDQ and the vector shuffles needed to step tweaks compete with
+// VAESENC for the same vector pipes, so the tweaks are generated with
+// scalar instructions instead (multiply by x: add-with-carry and a masked
+// 0x87), interleaved with the AES rounds. They go through three 256-byte
+// tweak buffers in the stack frame: iteration k reads buffer k%3 and fills
+// buffer (k+2)%3, so the scalar stores have retired long before the AES
+// side reads each tweak pair with one 32-byte load (a load that needs
+// several in-flight stores cannot be forwarded and would stall). The first
+// two buffers are computed with vector instructions.
+//
+// Registers: Y8 round key, Y9 round key 0; R8:R9 scalar tweak (lo:hi), R10
+// scratch; R12:R13 and R14:DX the first tweaks of the two most recently
+// filled buffers (R14:DX is the result tweak on exit).
 func (g *gen) xtsVAES(name, op string) {
-	g.begin(name, 0, "XTS on n whole blocks (n a multiple of 16), 16 in flight. *tweak is the encrypted\ntweak of the first block and is advanced to that of the block after the last.",
+	g.begin(name, 768, "XTS on n whole blocks (n a multiple of 16), 16 in flight. *tweak is the encrypted\ntweak of the first block and is advanced to that of the block after the last.",
 		"nr", "yk", "dst", "src", "n", "tweak")
 	g.arg("nr", "AX")
 	g.arg("yk", "DX")
@@ -699,45 +730,97 @@ func (g *gen) xtsVAES(name, op string) {
 	g.arg("n", "CX")
 	g.arg("tweak", "BX")
 	g.keyEnd("R11", "DX", "AX", 32)
-	// Y8 = [T, T*x], Y(8+i) = Y8 * x^(2i).
-	g.p("VMOVDQU (BX), X8")
-	g.p("VPSHUFD $0x13, X8, X0")
+	g.p("VMOVDQU (DX), Y9")
+	// Buffer 0: Y10 = [T, T*x], pair i = Y10 * x^(2i).
+	g.p("VMOVDQU (BX), X10")
+	g.p("VMOVQ X10, R14")
+	g.p("VPEXTRQ $1, X10, DX")
+	g.p("VPSHUFD $0x13, X10, X0")
 	g.p("VPSRAD $31, X0, X0")
 	g.p("VPAND xtsMask<>(SB), X0, X0")
-	g.p("VPADDQ X8, X8, X1")
+	g.p("VPADDQ X10, X10, X1")
 	g.p("VPXOR X0, X1, X1")
-	g.p("VINSERTI128 $1, X1, Y8, Y8")
+	g.p("VINSERTI128 $1, X1, Y10, Y10")
+	g.p("VMOVDQU Y10, 0(SP)")
+	pairs := []string{"Y10", "Y11", "Y12", "Y13", "Y14", "Y15", "Y3", "Y4"}
 	for i := 1; i < 8; i++ {
-		g.mulxPow("Y8", yr(8+i), 2*i, "Y0", "Y1", "Y2")
+		g.mulxPow("Y10", pairs[i], 2*i, "Y0", "Y1", "Y2")
+		g.p("VMOVDQU %s, %d(SP)", pairs[i], 32*i)
 	}
-	loop, done := g.newLabel("loop16"), g.newLabel("done")
+	// Buffer 1: every pair of buffer 0 times x^16.
+	mul16 := func(src, dst, tmp string) {
+		g.p("VPSRLDQ $14, %s, %s", src, tmp)
+		g.p("VPSLLDQ $2, %s, %s", src, dst)
+		g.p("VPCLMULQDQ $0x00, xtsPoly<>(SB), %s, %s", tmp, tmp)
+		g.p("VPXOR %s, %s, %s", tmp, dst, dst)
+	}
+	for i := 0; i < 8; i++ {
+		d := yr(5 + i%3)
+		mul16(pairs[i], d, "Y8")
+		g.p("VMOVDQU %s, %d(SP)", d, 256+32*i)
+		if i == 0 {
+			g.p("VMOVQ X5, R12")
+			g.p("VPEXTRQ $1, X5, R13")
+			// Scalar generator state: T * x^32.
+			mul16("X5", "X1", "X2")
+		}
+	}
+	g.p("VMOVQ X1, R8")
+	g.p("VPEXTRQ $1, X1, R9")
+	done := g.newLabel("done")
+	body := func(cur, fill int) {
+		for i := 0; i < 8; i++ {
+			g.p("VMOVDQU %d(SI), Y%d", 32*i, i)
+			g.p("VPXOR %d(SP), Y%d, Y%d", cur+32*i, i, i)
+			g.p("VPXOR Y9, Y%d, Y%d", i, i)
+		}
+		step := func(j int) {
+			g.p("MOVQ R8, %d(SP)", fill+16*j)
+			g.p("MOVQ R9, %d(SP)", fill+16*j+8)
+			if j == 0 {
+				g.p("MOVQ R12, R14")
+				g.p("MOVQ R13, DX")
+				g.p("MOVQ R8, R12")
+				g.p("MOVQ R9, R13")
+			}
+			g.p("MOVQ R9, R10")
+			g.p("SARQ $63, R10")
+			g.p("ADDQ R8, R8")
+			g.p("ADCQ R9, R9")
+			g.p("ANDQ $0x87, R10")
+			g.p("XORQ R10, R8")
+		}
+		g.afterRound = func(back int) {
+			if back >= 2 {
+				j := 2 * (9 - back)
+				step(j)
+				step(j + 1)
+			}
+		}
+		g.rounds(op, regs(yr, 0, 8), "R11", "AX", 32, "Y8", true)
+		g.afterRound = nil
+		for i := 0; i < 8; i++ {
+			g.p("VPXOR %d(SP), Y%d, Y%d", cur+32*i, i, i)
+			g.p("VMOVDQU Y%d, %d(DI)", i, 32*i)
+		}
+		g.p("ADDQ $256, SI")
+		g.p("ADDQ $256, DI")
+		g.p("SUBQ $16, CX")
+	}
+	loop := g.newLabel("loop")
 	g.lbl(loop)
+	body(0, 512)
 	g.p("CMPQ CX, $16")
 	g.p("JB %s", done)
-	for i := 0; i < 8; i++ {
-		g.p("VPXOR %d(SI), Y%d, Y%d", 32*i, 8+i, i)
-		g.p("VPXOR (DX), Y%d, Y%d", i, i)
-	}
-	g.rounds(op, regs(yr, 0, 8), "R11", "AX", 32, "", true)
-	for i := 0; i < 8; i++ {
-		g.p("VPXOR Y%d, Y%d, Y%d", 8+i, i, i)
-		g.p("VMOVDQU Y%d, %d(DI)", i, 32*i)
-	}
-	// Advance every tweak by x^16: a 2-byte left shift per lane, with the
-	// 16 bits shifted out folded back in by a carry-less multiply by 0x87.
-	for i := 0; i < 8; i++ {
-		t := yr(8 + i)
-		g.p("VPSRLDQ $14, %s, Y0", t)
-		g.p("VPSLLDQ $2, %s, %s", t, t)
-		g.p("VPCLMULQDQ $0x00, xtsPoly<>(SB), Y0, Y0")
-		g.p("VPXOR Y0, %s, %s", t, t)
-	}
-	g.p("ADDQ $256, SI")
-	g.p("ADDQ $256, DI")
-	g.p("SUBQ $16, CX")
-	g.p("JMP %s", loop)
+	body(256, 0)
+	g.p("CMPQ CX, $16")
+	g.p("JB %s", done)
+	body(512, 256)
+	g.p("CMPQ CX, $16")
+	g.p("JAE %s", loop)
 	g.lbl(done)
-	g.p("VMOVDQU X8, (BX)")
+	g.p("MOVQ R14, (BX)")
+	g.p("MOVQ DX, 8(BX)")
 	g.p("VZEROUPPER")
 	g.p("RET")
 }
