@@ -1,0 +1,758 @@
+package luks2
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/blkcrypt/blkcrypt/internal/kdf"
+	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+)
+
+// Keyslot is the decoded view of one keyslot object.
+type Keyslot struct {
+	ID       int
+	Type     string // "luks2" (others, e.g. "reencrypt", are only listed)
+	KeySize  int    // size of the stored key
+	Priority luksutil.Priority
+	// AF
+	AFType    string
+	AFStripes int
+	AFHash    string
+	// Area
+	AreaType       string
+	AreaOffset     uint64
+	AreaSize       uint64
+	AreaEncryption string
+	AreaKeySize    int
+	// KDF
+	KDF     kdf.Params // Type may be a legacy or unknown name
+	KDFSalt []byte
+	// Digest is the digest this keyslot belongs to (-1 if none).
+	Digest int
+}
+
+// Segment is the decoded view of one segment.
+type Segment struct {
+	ID         int
+	Type       string // "crypt" for the data
+	Offset     uint64
+	Size       uint64 // 0 when Dynamic
+	Dynamic    bool
+	IVTweak    uint64
+	Encryption string
+	SectorSize int
+	Flags      []string
+	Integrity  bool
+}
+
+// Digest is the decoded view of one digest.
+type Digest struct {
+	ID         int
+	Type       string
+	Keyslots   []int
+	Segments   []int
+	Hash       string
+	Iterations uint32
+	Salt       []byte
+	Value      []byte
+}
+
+// Config is the decoded config section.
+type Config struct {
+	JSONSize     uint64
+	KeyslotsSize uint64
+	Flags        []string
+	Requirements []string
+}
+
+// metadata is the validated, decoded JSON.
+type metadata struct {
+	root     *jval
+	keyslots map[int]*Keyslot
+	segments map[int]*Segment
+	digests  map[int]*Digest
+	tokens   []int
+	config   Config
+}
+
+func verr(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", luksutil.ErrCorruptHeader, fmt.Sprintf(format, a...))
+}
+
+// numbered reports whether s is a decimal number (json-c's "numbered").
+func numbered(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// strU64 is json_str_to_uint64: the whole string must be a uint64.
+func strU64(s string) (uint64, bool) {
+	n, err := strconv.ParseUint(s, 10, 64)
+	return n, err == nil
+}
+
+func contains(obj *jval, key string, k jkind) *jval {
+	v := obj.get(key)
+	if v == nil || v.kind != k {
+		return nil
+	}
+	return v
+}
+
+// containsString is json_contains_string: a non-empty string member.
+func containsString(obj *jval, key string) (string, bool) {
+	v := contains(obj, key, jStr)
+	if v == nil || v.s == "" {
+		return "", false
+	}
+	return v.s, true
+}
+
+func sectionIDs(sec *jval) []int {
+	var ids []int
+	for _, m := range sec.obj {
+		n, _ := strconv.Atoi(m.key)
+		ids = append(ids, n)
+	}
+	sort.Ints(ids)
+	return ids
+}
+
+// idOf parses an object key that passed numbered().
+func idOf(key string) (int, error) {
+	n, err := strconv.Atoi(key)
+	if err != nil || n > 1<<30 {
+		return 0, verr("id %q out of range", key)
+	}
+	return n, nil
+}
+
+// repairKDFs drops keyslot kdf members that do not belong to the kdf type,
+// like cryptsetup's LUKS2_hdr_repair (a pbkdf2 ↔ argon2 switch once left
+// them behind).
+func repairKDFs(root *jval) {
+	ks := contains(root, "keyslots", jObj)
+	if ks == nil {
+		return
+	}
+	for _, m := range ks.obj {
+		k := m.val.get("kdf")
+		if k == nil || k.kind != jObj {
+			continue
+		}
+		t := k.get("type")
+		if t == nil || t.kind != jStr {
+			continue
+		}
+		var keep []string
+		switch t.s {
+		case kdf.PBKDF2:
+			keep = []string{"type", "salt", "hash", "iterations"}
+		case kdf.Argon2i, kdf.Argon2id:
+			keep = []string{"type", "salt", "time", "memory", "cpus"}
+		default:
+			continue
+		}
+		for i := 0; i < len(k.obj); {
+			if !contains1(keep, k.obj[i].key) {
+				k.obj = append(k.obj[:i], k.obj[i+1:]...)
+				continue
+			}
+			i++
+		}
+	}
+}
+
+func contains1(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func validateRefs(arr *jval, section *jval, what string) ([]int, error) {
+	var ids []int
+	for i, e := range arr.arr {
+		if e.kind != jStr {
+			return nil, verr("illegal value type in %s array at index %d", what, i)
+		}
+		if contains(section, e.s, jObj) == nil {
+			return nil, verr("%s %q referenced but missing", what, e.s)
+		}
+		n, err := strconv.Atoi(e.s)
+		if err != nil {
+			return nil, verr("%s reference %q is not a number", what, e.s)
+		}
+		ids = append(ids, n)
+	}
+	return ids, nil
+}
+
+func isBackupSegment(seg *jval) bool {
+	f := contains(seg, "flags", jArr)
+	if f == nil {
+		return false
+	}
+	for _, e := range f.arr {
+		if e.kind == jStr && strings.HasPrefix(e.s, "backup-") {
+			return true
+		}
+	}
+	return false
+}
+
+func reencryptCandidate(flag string) bool {
+	if flag == "online-reencrypt" {
+		return true
+	}
+	rest, ok := strings.CutPrefix(flag, "online-reencrypt-v")
+	return ok && rest != "" && numbered(rest)
+}
+
+// validateMetadata checks the JSON like cryptsetup's LUKS2_hdr_validate
+// (after LUKS2_hdr_repair) and decodes it. jsonAreaSize is hdr_size-4096.
+func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
+	if root == nil || root.kind != jObj {
+		return nil, verr("metadata is not a JSON object")
+	}
+	repairKDFs(root)
+	md := &metadata{root: root, keyslots: map[int]*Keyslot{}, segments: map[int]*Segment{}, digests: map[int]*Digest{}}
+
+	// Requirements.
+	config := contains(root, "config", jObj)
+	if config == nil {
+		return nil, verr("missing config section")
+	}
+	if r := config.get("requirements"); r != nil {
+		if r.kind != jObj {
+			return nil, verr("config requirements is not an object")
+		}
+		if mand := r.get("mandatory"); mand != nil {
+			if mand.kind != jArr {
+				return nil, verr("mandatory requirements is not an array")
+			}
+			online := 0
+			for _, e := range mand.arr {
+				if e.kind != jStr {
+					return nil, verr("mandatory requirement is not a string")
+				}
+				md.config.Requirements = append(md.config.Requirements, e.s)
+				if reencryptCandidate(e.s) {
+					online++
+				}
+			}
+			if online > 1 {
+				return nil, verr("multiple online reencryption requirement flags")
+			}
+		}
+	}
+
+	keyslots := root.get("keyslots")
+	segments := root.get("segments")
+	// Tokens.
+	tokens := contains(root, "tokens", jObj)
+	if tokens == nil {
+		return nil, verr("missing tokens section")
+	}
+	for _, m := range tokens.obj {
+		if !numbered(m.key) {
+			return nil, verr("token %q is not in numbered form", m.key)
+		}
+		id, err := idOf(m.key)
+		if err != nil {
+			return nil, err
+		}
+		if keyslots == nil {
+			return nil, verr("missing keyslots section")
+		}
+		if _, ok := containsString(m.val, "type"); !ok {
+			return nil, verr("token %s has no type", m.key)
+		}
+		ka := contains(m.val, "keyslots", jArr)
+		if ka == nil {
+			return nil, verr("token %s has no keyslots array", m.key)
+		}
+		if _, err := validateRefs(ka, keyslots, "keyslot"); err != nil {
+			return nil, fmt.Errorf("token %s: %w", m.key, err)
+		}
+		md.tokens = append(md.tokens, id)
+	}
+	sort.Ints(md.tokens)
+
+	// Digests.
+	digests := contains(root, "digests", jObj)
+	if digests == nil {
+		return nil, verr("missing digests section")
+	}
+	if contains(root, "keyslots", jObj) == nil {
+		return nil, verr("keyslots section is missing or not an object")
+	}
+	if contains(root, "segments", jObj) == nil {
+		return nil, verr("segments section is missing or not an object")
+	}
+	for _, m := range digests.obj {
+		if !numbered(m.key) {
+			return nil, verr("digest %q is not in numbered form", m.key)
+		}
+		id, err := idOf(m.key)
+		if err != nil {
+			return nil, err
+		}
+		d := &Digest{ID: id}
+		var ok bool
+		if d.Type, ok = containsString(m.val, "type"); !ok {
+			return nil, verr("digest %s has no type", m.key)
+		}
+		ka, sa := contains(m.val, "keyslots", jArr), contains(m.val, "segments", jArr)
+		if ka == nil || sa == nil {
+			return nil, verr("digest %s lacks keyslots or segments arrays", m.key)
+		}
+		if d.Keyslots, err = validateRefs(ka, keyslots, "keyslot"); err != nil {
+			return nil, fmt.Errorf("digest %s: %w", m.key, err)
+		}
+		if d.Segments, err = validateRefs(sa, segments, "segment"); err != nil {
+			return nil, fmt.Errorf("digest %s: %w", m.key, err)
+		}
+		if d.Type == "pbkdf2" {
+			d.Hash, _ = containsString(m.val, "hash")
+			if it, ok := m.val.get("iterations").uint32Val(); ok {
+				d.Iterations = it
+			}
+			if s, ok := containsString(m.val, "salt"); ok {
+				d.Salt, _ = base64.StdEncoding.DecodeString(s)
+			}
+			if s, ok := containsString(m.val, "digest"); ok {
+				d.Value, _ = base64.StdEncoding.DecodeString(s)
+			}
+		}
+		md.digests[id] = d
+	}
+
+	// Segments.
+	if len(segments.obj) < 1 {
+		return nil, verr("empty segments section")
+	}
+	firstBackup := -1
+	for _, m := range segments.obj {
+		if !numbered(m.key) {
+			return nil, verr("segment %q is not in numbered form", m.key)
+		}
+		id, err := idOf(m.key)
+		if err != nil {
+			return nil, err
+		}
+		s := &Segment{ID: id}
+		var ok bool
+		var off, size string
+		if s.Type, ok = containsString(m.val, "type"); !ok {
+			return nil, verr("segment %s has no type", m.key)
+		}
+		if off, ok = containsString(m.val, "offset"); !ok {
+			return nil, verr("segment %s has no offset", m.key)
+		}
+		if size, ok = containsString(m.val, "size"); !ok {
+			return nil, verr("segment %s has no size", m.key)
+		}
+		if !numbered(off) {
+			return nil, verr("segment %s offset %q is not a number", m.key, off)
+		}
+		if s.Offset, ok = strU64(off); !ok {
+			return nil, verr("illegal segment %s offset %q", m.key, off)
+		}
+		if size == "dynamic" {
+			s.Dynamic = true
+		} else {
+			if !numbered(size) {
+				return nil, verr("segment %s size %q is not a number", m.key, size)
+			}
+			if s.Size, ok = strU64(size); !ok || s.Size == 0 {
+				return nil, verr("illegal segment %s size %q", m.key, size)
+			}
+		}
+		if s.Offset%512 != 0 || s.Size%512 != 0 {
+			return nil, verr("segment %s offset and size must be aligned to 512 bytes", m.key)
+		}
+		if f := m.val.get("flags"); f != nil {
+			if f.kind != jArr {
+				return nil, verr("segment %s flags is not an array", m.key)
+			}
+			for _, e := range f.arr {
+				if e.kind != jStr {
+					return nil, verr("segment %s flag is not a string", m.key)
+				}
+				s.Flags = append(s.Flags, e.s)
+			}
+		}
+		if isBackupSegment(m.val) {
+			if firstBackup < 0 || id < firstBackup {
+				firstBackup = id
+			}
+		} else if firstBackup >= 0 && id >= firstBackup {
+			return nil, verr("regular segment %d is behind backup segment %d", id, firstBackup)
+		}
+		if s.Type == "crypt" || s.Type == "hw-opal-crypt" {
+			if err := validateCryptSegment(m.key, m.val, s, digests); err != nil {
+				return nil, err
+			}
+		}
+		if strings.HasPrefix(s.Type, "hw-opal") && s.Dynamic {
+			return nil, verr("segment %s of type %s cannot have a dynamic size", m.key, s.Type)
+		}
+		md.segments[id] = s
+	}
+	count := len(segments.obj)
+	if firstBackup == 0 {
+		return nil, verr("no regular segment")
+	}
+	if firstBackup >= count {
+		return nil, verr("gap between the last regular segment and backup segment %d", firstBackup)
+	}
+	if firstBackup < 0 {
+		firstBackup = count
+	}
+	for i := 0; i < firstBackup; i++ {
+		if md.segments[i] == nil {
+			return nil, verr("gap at segment %d", i)
+		}
+	}
+	for i := 0; i < firstBackup; i++ {
+		a := md.segments[i]
+		if a.Dynamic && i != firstBackup-1 {
+			return nil, verr("only the last regular segment may have a dynamic size")
+		}
+		for j := 0; j < firstBackup; j++ {
+			if i == j {
+				continue
+			}
+			b := md.segments[j]
+			if !b.Dynamic && b.Offset > ^uint64(0)-b.Size {
+				return nil, verr("segment %d offset+size overflows", j)
+			}
+			if a.Offset >= b.Offset && (b.Dynamic || a.Offset < b.Offset+b.Size) {
+				return nil, verr("segments %d and %d overlap", i, j)
+			}
+		}
+	}
+	for i := firstBackup; i < count; i++ {
+		if md.segments[i] == nil {
+			return nil, verr("gap at segment %d", i)
+		}
+	}
+
+	// Keyslots.
+	for _, m := range keyslots.obj {
+		if !numbered(m.key) {
+			return nil, verr("keyslot %q is not in numbered form", m.key)
+		}
+		id, err := idOf(m.key)
+		if err != nil {
+			return nil, err
+		}
+		k := &Keyslot{ID: id, Digest: -1}
+		var ok bool
+		if k.Type, ok = containsString(m.val, "type"); !ok {
+			return nil, verr("keyslot %s has no type", m.key)
+		}
+		ksz, ok := contains(m.val, "key_size", jNum).uint32Val()
+		if !ok {
+			return nil, verr("keyslot %s has an illegal key_size", m.key)
+		}
+		k.KeySize = int(ksz)
+		k.Priority = luksutil.PriorityUnset
+		if p := m.val.get("priority"); p != nil {
+			n, ok := p.int64Val()
+			if !ok {
+				return nil, verr("keyslot %s priority is not an integer", m.key)
+			}
+			if k.Priority, ok = luksutil.PriorityFromDisk(int(n)); !ok {
+				k.Priority = luksutil.PriorityNormal
+			}
+		}
+		md.keyslots[id] = k
+	}
+
+	// Config.
+	js, ok := containsString(config, "json_size")
+	if !ok {
+		return nil, verr("config has no json_size")
+	}
+	if md.config.JSONSize, ok = strU64(js); !ok {
+		return nil, verr("illegal config json_size %q", js)
+	}
+	kss, ok := containsString(config, "keyslots_size")
+	if !ok {
+		return nil, verr("config has no keyslots_size")
+	}
+	if md.config.KeyslotsSize, ok = strU64(kss); !ok {
+		return nil, verr("illegal config keyslots_size %q", kss)
+	}
+	mdSize := md.config.JSONSize + BinHeaderSize
+	if !contains1u(MetadataSizes, mdSize) {
+		return nil, verr("unsupported LUKS2 header size %d", mdSize)
+	}
+	if md.config.KeyslotsSize%4096 != 0 || md.config.KeyslotsSize > MaxKeyslotsSize {
+		return nil, verr("unsupported LUKS2 keyslots size %d", md.config.KeyslotsSize)
+	}
+	minOff := uint64(0)
+	for _, s := range md.segments {
+		if minOff == 0 || s.Offset < minOff {
+			minOff = s.Offset
+		}
+	}
+	if minOff != 0 && (minOff < md.config.KeyslotsSize || minOff-md.config.KeyslotsSize < 2*mdSize) {
+		return nil, verr("keyslots_size %d is too large for data offset %d", md.config.KeyslotsSize, minOff)
+	}
+	if f := config.get("flags"); f != nil {
+		if f.kind != jArr {
+			return nil, verr("config flags is not an array")
+		}
+		for _, e := range f.arr {
+			if e.kind != jStr {
+				return nil, verr("config flag is not a string")
+			}
+			md.config.Flags = append(md.config.Flags, e.s)
+		}
+	}
+
+	// Keyslot areas.
+	end := 2*mdSize + md.config.KeyslotsSize
+	type iv struct {
+		id       int
+		off, len uint64
+	}
+	var areas []iv
+	for _, m := range keyslots.obj {
+		id, _ := strconv.Atoi(m.key)
+		k := md.keyslots[id]
+		area := contains(m.val, "area", jObj)
+		if area == nil {
+			return nil, verr("keyslot %s has no area", m.key)
+		}
+		if k.AreaType, ok = containsString(area, "type"); !ok {
+			return nil, verr("keyslot %s area has no type", m.key)
+		}
+		o, ok1 := containsString(area, "offset")
+		l, ok2 := containsString(area, "size")
+		if !ok1 || !ok2 || !numbered(o) || !numbered(l) {
+			return nil, verr("keyslot %s area offset or size missing or not a number", m.key)
+		}
+		if k.AreaOffset, ok1 = strU64(o); !ok1 {
+			return nil, verr("illegal keyslot %s area offset", m.key)
+		}
+		if k.AreaSize, ok2 = strU64(l); !ok2 {
+			return nil, verr("illegal keyslot %s area size", m.key)
+		}
+		areas = append(areas, iv{id, k.AreaOffset, k.AreaSize})
+	}
+	for i, a := range areas {
+		if a.off < 2*mdSize {
+			return nil, verr("keyslot %d area offset %d is inside the metadata", a.id, a.off)
+		}
+		if a.len == 0 {
+			return nil, verr("keyslot %d area length is zero", a.id)
+		}
+		if a.off > ^uint64(0)-a.len {
+			return nil, verr("keyslot %d area offset+length overflows", a.id)
+		}
+		if a.off+a.len > end {
+			return nil, verr("keyslot %d area [%d, %d] overflows the keyslots area (ends at %d)", a.id, a.off, a.off+a.len, end)
+		}
+		for j, b := range areas {
+			if i != j && a.off >= b.off && a.off < b.off+b.len {
+				return nil, verr("keyslot %d and %d areas overlap", a.id, b.id)
+			}
+		}
+	}
+
+	// JSON size.
+	if md.config.JSONSize != jsonAreaSize {
+		return nil, verr("JSON area size %d does not match the binary header (%d)", md.config.JSONSize, jsonAreaSize)
+	}
+	if n := uint64(len(marshalMetadata(root))); n > jsonAreaSize {
+		return nil, verr("JSON (%d bytes) does not fit in the %d-byte area", n, jsonAreaSize)
+	}
+
+	// Keyslot types.
+	reencrypt := 0
+	for _, m := range keyslots.obj {
+		id, _ := strconv.Atoi(m.key)
+		k := md.keyslots[id]
+		for _, d := range md.digests {
+			for _, s := range d.Keyslots {
+				if s == id {
+					if k.Digest >= 0 {
+						k.Digest = -2 // more than one
+					} else {
+						k.Digest = d.ID
+					}
+				}
+			}
+		}
+		switch k.Type {
+		case "luks2":
+			if err := validateLUKS2Keyslot(m.key, m.val, k); err != nil {
+				return nil, err
+			}
+			if k.Digest < 0 {
+				return nil, verr("keyslot %d is not assigned to exactly one digest", id)
+			}
+		case "reencrypt":
+			reencrypt++
+		}
+	}
+	online := false
+	for _, r := range md.config.Requirements {
+		if reencryptCandidate(r) {
+			online = true
+		}
+	}
+	if online && reencrypt == 0 {
+		return nil, verr("missing reencryption keyslot")
+	}
+	if reencrypt > 0 && !online {
+		return nil, verr("reencryption keyslot without the reencryption requirement")
+	}
+	if reencrypt > 1 {
+		return nil, verr("too many reencryption keyslots")
+	}
+	return md, nil
+}
+
+func contains1u(list []uint64, v uint64) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func validateCryptSegment(key string, seg *jval, s *Segment, digests *jval) error {
+	ivs, ok := containsString(seg, "iv_tweak")
+	if !ok {
+		return verr("segment %s has no iv_tweak", key)
+	}
+	if s.Encryption, ok = containsString(seg, "encryption"); !ok {
+		return verr("segment %s has no encryption", key)
+	}
+	ss := contains(seg, "sector_size", jNum)
+	if ss == nil {
+		return verr("segment %s has no sector_size", key)
+	}
+	if ig := seg.get("integrity"); ig != nil {
+		if ig.kind != jObj {
+			return verr("segment %s integrity is not an object", key)
+		}
+		for _, f := range []string{"type", "journal_encryption", "journal_integrity"} {
+			if _, ok := containsString(ig, f); !ok {
+				return verr("segment %s integrity has no %s", key, f)
+			}
+		}
+		s.Integrity = true
+	}
+	n, ok := ss.uint32Val()
+	if !ok {
+		return verr("segment %s has an illegal sector_size", key)
+	}
+	if n == 0 || n%512 != 0 {
+		return verr("segment %s has an illegal sector size %d", key, n)
+	}
+	s.SectorSize = int(n)
+	if !numbered(ivs) {
+		return verr("segment %s has an illegal iv_tweak", key)
+	}
+	if s.IVTweak, ok = strU64(ivs); !ok {
+		return verr("segment %s has an illegal iv_tweak", key)
+	}
+	if s.Size%uint64(n) != 0 {
+		return verr("segment %s size must be aligned to its sector size %d", key, n)
+	}
+	for _, d := range digests.obj {
+		if sa := contains(d.val, "segments", jArr); sa != nil {
+			for _, e := range sa.arr {
+				if e.kind == jStr && e.s == key {
+					return nil
+				}
+			}
+		}
+	}
+	return verr("crypt segment %s is not assigned to a key digest", key)
+}
+
+func validateLUKS2Keyslot(key string, ks *jval, k *Keyslot) error {
+	kd := contains(ks, "kdf", jObj)
+	afo := contains(ks, "af", jObj)
+	area := contains(ks, "area", jObj)
+	if kd == nil || afo == nil || area == nil {
+		return verr("keyslot %s lacks kdf, af or area objects", key)
+	}
+	t, ok := containsString(kd, "type")
+	if !ok {
+		return verr("keyslot %s kdf has no type", key)
+	}
+	k.KDF.Type = t
+	switch t {
+	case kdf.PBKDF2:
+		h, okh := containsString(kd, "hash")
+		it := contains(kd, "iterations", jNum)
+		_, oks := containsString(kd, "salt")
+		if len(kd.obj) != 4 || !okh || it == nil || !oks {
+			return verr("keyslot %s has a malformed pbkdf2 kdf", key)
+		}
+		k.KDF.Hash = h
+		k.KDF.Iterations, _ = it.uint32Val()
+	case kdf.Argon2i, kdf.Argon2id:
+		tm, mem, cpus := contains(kd, "time", jNum), contains(kd, "memory", jNum), contains(kd, "cpus", jNum)
+		_, oks := containsString(kd, "salt")
+		if len(kd.obj) != 5 || tm == nil || mem == nil || cpus == nil || !oks {
+			return verr("keyslot %s has a malformed %s kdf", key, t)
+		}
+		k.KDF.Iterations, _ = tm.uint32Val()
+		k.KDF.MemoryKiB, _ = mem.uint32Val()
+		k.KDF.Parallel, _ = cpus.uint32Val()
+	}
+	if s, ok := containsString(kd, "salt"); ok {
+		k.KDFSalt, _ = base64.StdEncoding.DecodeString(s)
+	}
+	at, ok := containsString(afo, "type")
+	if !ok || at != "luks1" {
+		return verr("keyslot %s has an unsupported af type", key)
+	}
+	k.AFType = at
+	if k.AFHash, ok = containsString(afo, "hash"); !ok {
+		return verr("keyslot %s af has no hash", key)
+	}
+	st := contains(afo, "stripes", jNum)
+	if st == nil {
+		return verr("keyslot %s af has no stripes", key)
+	}
+	if n, ok := st.uint32Val(); ok {
+		k.AFStripes = int(n)
+	}
+	if k.AreaType != "raw" {
+		return verr("keyslot %s has an unsupported area type", key)
+	}
+	if k.AreaEncryption, ok = containsString(area, "encryption"); !ok {
+		return verr("keyslot %s area has no encryption", key)
+	}
+	ak := contains(area, "key_size", jNum)
+	if ak == nil {
+		return verr("keyslot %s area has no key_size", key)
+	}
+	if n, ok := ak.uint32Val(); ok {
+		k.AreaKeySize = int(n)
+	}
+	return nil
+}
+
+var errNotFound = errors.New("not found")
