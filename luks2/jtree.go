@@ -401,9 +401,9 @@ func (v *jval) uint32Val() (uint32, bool) {
 	return uint32(n), true
 }
 
-func jstr(s string) *jval   { return &jval{kind: jStr, s: s} }
-func jint(n int64) *jval    { return &jval{kind: jNum, s: strconv.FormatInt(n, 10)} }
-func ju64s(n uint64) *jval  { return jstr(strconv.FormatUint(n, 10)) }
+func jstr(s string) *jval  { return &jval{kind: jStr, s: s} }
+func jint(n int64) *jval   { return &jval{kind: jNum, s: strconv.FormatInt(n, 10)} }
+func ju64s(n uint64) *jval { return jstr(strconv.FormatUint(n, 10)) }
 func jobj(m ...jmember) *jval {
 	return &jval{kind: jObj, obj: m}
 }
