@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Sequential read and write of one LUKS1 aes-xts-plain64 image (made by
+# qemu-img) through NBD with nbdcopy over loopback, served by blkcrypt,
+# nbdkit's luks filter, qemu-nbd, and an unencrypted nbdkit file export of
+# the same size. One run, same client; prints a Markdown table.
+#   bench/nbd-compare.sh [SIZE_MIB]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+size_mib=${1:-256}
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+go build -o "$work/blkcrypt" ./cmd/blkcrypt
+printf 'bench-passphrase' > "$work/pass"
+qemu-img create -q --object secret,id=s0,file="$work/pass" -f luks \
+  -o key-secret=s0,cipher-alg=aes-256,cipher-mode=xts,ivgen-alg=plain64,hash-alg=sha256,iter-time=10 \
+  "$work/luks.img" "${size_mib}M"
+truncate -s "${size_mib}M" "$work/plain.img"
+head -c $((size_mib << 20)) /dev/urandom > "$work/src"
+port=$((20000 + RANDOM % 20000))
+
+# time_copy SRC DST: seconds for nbdcopy SRC DST
+time_copy() {
+  local t0 t1
+  t0=$(date +%s.%N)
+  nbdcopy --flush "$1" "$2"
+  t1=$(date +%s.%N)
+  echo "$t0 $t1" | awk '{print $2-$1}'
+}
+
+wait_port() {
+  for _ in $(seq 100); do nbdinfo --size "nbd://127.0.0.1:$port" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  echo "server on $port did not come up" >&2; return 1
+}
+
+declare -A rd wr
+run_server() { # name, command...
+  local name=$1; shift
+  "$@" & local pid=$!
+  wait_port
+  local uri="nbd://127.0.0.1:$port"
+  wr[$name]=$(time_copy "$work/src" "$uri")
+  rd[$name]=$(time_copy "$uri" "$work/out")
+  kill $pid; wait $pid 2>/dev/null || true
+  port=$((port + 1))
+}
+
+run_server blkcrypt "$work/blkcrypt" serve "$work/luks.img" --key-file "$work/pass" --listen "127.0.0.1:$port"
+run_server nbdkit-luks nbdkit -f -p "$port" -i 127.0.0.1 --filter=luks file "$work/luks.img" passphrase=+"$work/pass"
+run_server qemu-nbd qemu-nbd -t -p "$port" -b 127.0.0.1 --object secret,id=s0,file="$work/pass" --image-opts "driver=luks,key-secret=s0,file.filename=$work/luks.img" -x ""
+run_server nbdkit-file nbdkit -f -p "$port" -i 127.0.0.1 file "$work/plain.img"
+
+mbps() { echo "$size_mib $1" | awk '{printf "%.0f", $1*1.048576/$2}'; }
+echo "| server | read MB/s | write MB/s | read vs blkcrypt | write vs blkcrypt |"
+echo "|---|---|---|---|---|"
+for s in blkcrypt nbdkit-luks qemu-nbd nbdkit-file; do
+  r=$(mbps "${rd[$s]}"); w=$(mbps "${wr[$s]}")
+  rb=$(mbps "${rd[blkcrypt]}"); wb=$(mbps "${wr[blkcrypt]}")
+  echo "| $s | $r | $w | $(echo "$rb $r" | awk '{printf "%.2f×", $1/$2}') | $(echo "$wb $w" | awk '{printf "%.2f×", $1/$2}') |"
+done
+echo
+echo "($size_mib MiB image, nbdcopy --flush, loopback TCP; 'vs blkcrypt' = blkcrypt's speed divided by that server's.)"
