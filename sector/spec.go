@@ -61,7 +61,7 @@ func (s *Spec) innerCAPI() string {
 // ivModes lists the IV generators and whether they take an option.
 var ivModes = map[string]struct{ opts, needsOpts bool }{
 	"plain": {}, "plain64": {}, "plain64be": {}, "null": {}, "benbi": {}, "eboiv": {},
-	"essiv": {true, true}, "lmk": {}, "tcw": {}, "elephant": {true, true}, "random": {},
+	"essiv": {true, true}, "lmk": {}, "tcw": {}, "elephant": {}, "random": {},
 }
 
 const maxSpecLen = 256
@@ -95,6 +95,9 @@ func ParseSpec(spec string) (*Spec, error) {
 			return nil, fmt.Errorf("%w: %q: %w", ErrInvalidSpec, spec, err)
 		}
 		s.CAPI = n.String()
+		if s.IVMode == "lmk" || strings.HasPrefix(s.IVMode, "lmk:") {
+			s.KeyCount = 64 // dm-crypt: the capi: form of lmk always takes 64 keys
+		}
 		if s.IVMode == "" && n.Ident != "ecb" {
 			return nil, fmt.Errorf("%w: %q: IV mechanism required for %s", ErrInvalidSpec, spec, s.CAPI)
 		}
