@@ -60,11 +60,6 @@ func newLMK(c *Cipher, alg *capi.Alg, key []byte) (dataMode, error) {
 	if c.opts.SectorSize != 512 {
 		return nil, fmt.Errorf("%w: %s: lmk works on 512-byte sectors only, not %d", ErrInvalidOptions, s, c.opts.SectorSize)
 	}
-	if s.Cipher == "" {
-		// dm-crypt always allocates 64 transforms for "capi:...-lmk"
-		// (crypt_ctr_cipher_new); Spec.KeyCount is 1 for the capi form.
-		return nil, fmt.Errorf("%w: %s: lmk in the capi: form needs 64 subkeys; use the legacy form cipher:64-cbc-lmk", ErrUnsupported, s)
-	}
 	if c.ivSize == 0 || c.ivSize > 16 {
 		return nil, fmt.Errorf("%w: %s: lmk needs an IV of 1 to 16 bytes, %s has %d", ErrInvalidSpec, s, s.CAPI, c.ivSize)
 	}

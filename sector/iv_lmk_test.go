@@ -284,7 +284,7 @@ func TestLMKRejects(t *testing.T) {
 	if _, err := New("aes:64-cbc-lmk", key, Options{SectorSize: 4096}); !errors.Is(err, ErrInvalidOptions) {
 		t.Errorf("4096-byte sectors: %v", err)
 	}
-	if _, err := New("capi:cbc(aes)-lmk", key, Options{}); err == nil {
+	if _, err := New("capi:cbc(aes)-lmk", key[:16], Options{}); err == nil {
 		t.Error("capi: lmk accepted with one subkey (dm-crypt uses 64)")
 	}
 	if _, err := New("aes:64-cbc-lmk", key[:64*16-1], Options{}); err == nil {

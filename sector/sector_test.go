@@ -283,3 +283,26 @@ func BenchmarkBreakEven(b *testing.B) {
 		})
 	}
 }
+
+// TestCAPILMKMatchesLegacy: "capi:cbc(aes)-lmk" takes 64 keys, like
+// "aes:64-cbc-lmk" (dm-crypt's crypt_ctr_cipher_new).
+func TestCAPILMKMatchesLegacy(t *testing.T) {
+	key := make([]byte, 64*16)
+	rand.Read(key)
+	a, err := New("capi:cbc(aes)-lmk", key, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New("aes:64-cbc-lmk", key, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := make([]byte, 8*512)
+	rand.Read(src)
+	x, y := make([]byte, len(src)), make([]byte, len(src))
+	a.EncryptSectors(x, src, 100)
+	b.EncryptSectors(y, src, 100)
+	if !bytes.Equal(x, y) {
+		t.Fatal("capi: lmk differs from the legacy form")
+	}
+}
