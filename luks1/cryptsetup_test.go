@@ -45,6 +45,7 @@ func TestUnlockCryptsetupImages(t *testing.T) {
 		{"aes-cbc-plain64", 192, "sha256"},
 	} {
 		t.Run(fmt.Sprintf("%s-%d-%s", tc.cipher, tc.bits, tc.hash), func(t *testing.T) {
+			cs := cs.With(t)
 			img := lukstest.NewImage(t, dir, fmt.Sprintf("cs%d.img", i), imgSize)
 			pass := []byte(fmt.Sprintf("pass phrase %d", i))
 			out, err := cs.Run("luksFormat", "--type", "luks1", "--batch-mode", "--cipher", tc.cipher,
@@ -100,6 +101,7 @@ func TestCryptsetupReadsOurImages(t *testing.T) {
 		{luks1.FormatOptions{Cipher: "aes-cbc-essiv:sha256", Hash: "whirlpool", UUID: "01234567-89ab-cdef-0123-456789abcdef"}, 128},
 	} {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			cs := cs.With(t)
 			img := lukstest.NewImage(t, dir, fmt.Sprintf("our%d.img", i), imgSize)
 			dev := lukstest.Open(t, img)
 			key := randKey(tc.bits / 8)

@@ -289,3 +289,10 @@ func (c *Cryptsetup) VolumeKey(img string, pass []byte) []byte {
 	}
 	return key
 }
+
+// With returns a runner that reports failures to t (for subtests).
+func (c *Cryptsetup) With(t testing.TB) *Cryptsetup {
+	d := *c
+	d.t = t
+	return &d
+}
