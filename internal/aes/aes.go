@@ -446,10 +446,14 @@ func (x *XTS) DecryptSectors(dst, src []byte, sectorSize int, ivs []byte) {
 }
 
 func (x *XTS) sectors(enc bool, dst, src []byte, ss int, ivs []byte, n int) {
-	var tw [sectorChunk * 16]byte
+	var tw [(sectorChunk + 1) * 16]byte // one spare entry for archXTSSectors
 	for s := 0; s < n; s += sectorChunk {
 		k := min(sectorChunk, n-s)
 		x.tweak.ecb(true, tw[:16*k], ivs[16*s:16*(s+k)])
+		o := s * ss
+		if x.data.impl != implGeneric && archXTSSectors(x.data, enc, dst[o:o+k*ss], src[o:o+k*ss], ss, tw[:]) {
+			continue
+		}
 		for j := 0; j < k; j++ {
 			o := (s + j) * ss
 			x.data.xtsBlocks(enc, dst[o:o+ss], src[o:o+ss], (*[16]byte)(tw[16*j:]))

@@ -117,6 +117,12 @@ func xtsEncVAES(nr int, yk *byte, dst, src *byte, n int, tweak *[16]byte)
 //go:noescape
 func xtsDecVAES(nr int, yk *byte, dst, src *byte, n int, tweak *[16]byte)
 
+//go:noescape
+func xtsEncSectorsVAES(nr int, yk *byte, dst, src *byte, n, ips int, tws *byte)
+
+//go:noescape
+func xtsDecSectorsVAES(nr int, yk *byte, dst, src *byte, n, ips int, tws *byte)
+
 func (b *Block) xkEnc() *byte { return &b.xk[0] }
 func (b *Block) xkDec() *byte { return &b.xk[xkDecOff] }
 func (b *Block) ykEnc() *byte { return &b.yk[0] }
@@ -229,4 +235,21 @@ func archXTS(b *Block, enc bool, dst, src []byte, t *[16]byte) {
 	} else {
 		xtsDecAESNI(b.rounds, b.xkDec(), ptr(dst), ptr(src), n, t)
 	}
+}
+
+// archXTSSectors handles a batch of whole sectors whose encrypted tweaks are
+// in tws (len(tws) >= 16*(nsectors+1): the kernel may read one spare entry).
+// It reports false if the implementation has no multi-sector kernel for
+// this sector size.
+func archXTSSectors(b *Block, enc bool, dst, src []byte, ss int, tws []byte) bool {
+	if b.impl != implVAES || ss%512 != 0 {
+		return false
+	}
+	n := len(src) / 16
+	if enc {
+		xtsEncSectorsVAES(b.rounds, b.ykEnc(), ptr(dst), ptr(src), n, ss/256, &tws[0])
+	} else {
+		xtsDecSectorsVAES(b.rounds, b.ykDec(), ptr(dst), ptr(src), n, ss/256, &tws[0])
+	}
+	return true
 }

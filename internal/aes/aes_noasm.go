@@ -19,3 +19,5 @@ func archEncESSIVCBC(b, ivKey *Block, dst, src []byte, iv *[16]byte)          { 
 func archDecESSIVCBC(b, ivKey *Block, dst, src []byte, iv *[16]byte)          { unreachable() }
 func archEncCBCSectors(b *Block, dst, src []byte, sectorSize int, ivs []byte) { unreachable() }
 func archXTS(b *Block, enc bool, dst, src []byte, t *[16]byte)                { unreachable() }
+
+func archXTSSectors(b *Block, enc bool, dst, src []byte, ss int, tws []byte) bool { return false }

@@ -326,6 +326,42 @@ func TestXTSSectors(t *testing.T) {
 	})
 }
 
+// TestXTSSectorShapes covers the multi-sector kernels' boundaries: sector
+// sizes that are and are not multiples of 512 and batches around the tweak
+// chunk size.
+func TestXTSSectorShapes(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, impl string) {
+		r := rand.New(rand.NewPCG(15, 16))
+		for _, ss := range []int{256, 512, 1024, 1536, 2048, 4096} {
+			for _, nsec := range []int{1, 2, 3, 63, 64, 65, 130} {
+				if ss*nsec > 1<<19 {
+					continue
+				}
+				key := randBytes(r, 64)
+				x := xtsPair(t, impl, key)
+				ref, _ := xts.NewCipher(stdaes.NewCipher, key)
+				pt := randBytes(r, ss*nsec)
+				ivs := make([]byte, 16*nsec)
+				want := make([]byte, len(pt))
+				base := r.Uint64() >> 1
+				for s := 0; s < nsec; s++ {
+					binary.LittleEndian.PutUint64(ivs[16*s:], base+uint64(s))
+					ref.Encrypt(want[s*ss:(s+1)*ss], pt[s*ss:(s+1)*ss], base+uint64(s))
+				}
+				got := make([]byte, len(pt))
+				x.EncryptSectors(got, pt, ss, ivs)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("EncryptSectors %d sectors of %d: mismatch", nsec, ss)
+				}
+				x.DecryptSectors(got, got, ss, ivs)
+				if !bytes.Equal(got, pt) {
+					t.Fatalf("DecryptSectors %d sectors of %d: mismatch", nsec, ss)
+				}
+			}
+		}
+	})
+}
+
 // TestVsGeneric cross-checks every implementation with generic on random
 // non-multiple XTS lengths and odd batch shapes.
 func TestXTSStealingVsGeneric(t *testing.T) {

@@ -720,21 +720,41 @@ func (g *gen) mulxPow(src, dst string, k int, t0, t1, t2 string) {
 // Registers: Y8 round key, Y9 round key 0; R8:R9 scalar tweak (lo:hi), R10
 // scratch; R12:R13 and R14:DX the first tweaks of the two most recently
 // filled buffers (R14:DX is the result tweak on exit).
-func (g *gen) xtsVAES(name, op string) {
-	g.begin(name, 768, "XTS on n whole blocks (n a multiple of 16), 16 in flight. *tweak is the encrypted\ntweak of the first block and is advanced to that of the block after the last.",
-		"nr", "yk", "dst", "src", "n", "tweak")
+//
+// With sectors set it is the multi-sector form: consecutive sectors of
+// 256*ips bytes (ips >= 2) whose encrypted tweaks are at tws (one 16-byte
+// entry per sector plus one readable spare). The data side does not see
+// sector boundaries at all; the scalar generator restarts from the next
+// entry of tws every ips iterations (R12 counts down, R13 walks tws).
+func (g *gen) xtsVAES(name, op string, sectors bool) {
+	if sectors {
+		g.begin(name, 784, "XTS over n/(16*ips) consecutive sectors of 256*ips bytes (ips >= 2), 16 blocks\nin flight across sector boundaries; tws holds the encrypted tweak of every sector\nfollowed by one spare readable entry.",
+			"nr", "yk", "dst", "src", "n", "ips", "tws")
+	} else {
+		g.begin(name, 768, "XTS on n whole blocks (n a multiple of 16), 16 in flight. *tweak is the encrypted\ntweak of the first block and is advanced to that of the block after the last.",
+			"nr", "yk", "dst", "src", "n", "tweak")
+	}
 	g.arg("nr", "AX")
 	g.arg("yk", "DX")
 	g.arg("dst", "DI")
 	g.arg("src", "SI")
 	g.arg("n", "CX")
-	g.arg("tweak", "BX")
 	g.keyEnd("R11", "DX", "AX", 32)
 	g.p("VMOVDQU (DX), Y9")
 	// Buffer 0: Y10 = [T, T*x], pair i = Y10 * x^(2i).
-	g.p("VMOVDQU (BX), X10")
-	g.p("VMOVQ X10, R14")
-	g.p("VPEXTRQ $1, X10, DX")
+	if sectors {
+		g.arg("ips", "R12")
+		g.p("MOVQ R12, 768(SP)")
+		g.p("SUBQ $2, R12")
+		g.arg("tws", "R13")
+		g.p("VMOVDQU (R13), X10")
+		g.p("ADDQ $16, R13")
+	} else {
+		g.arg("tweak", "BX")
+		g.p("VMOVDQU (BX), X10")
+		g.p("VMOVQ X10, R14")
+		g.p("VPEXTRQ $1, X10, DX")
+	}
 	g.p("VPSHUFD $0x13, X10, X0")
 	g.p("VPSRAD $31, X0, X0")
 	g.p("VPAND xtsMask<>(SB), X0, X0")
@@ -759,8 +779,10 @@ func (g *gen) xtsVAES(name, op string) {
 		mul16(pairs[i], d, "Y8")
 		g.p("VMOVDQU %s, %d(SP)", d, 256+32*i)
 		if i == 0 {
-			g.p("VMOVQ X5, R12")
-			g.p("VPEXTRQ $1, X5, R13")
+			if !sectors {
+				g.p("VMOVQ X5, R12")
+				g.p("VPEXTRQ $1, X5, R13")
+			}
 			// Scalar generator state: T * x^32.
 			mul16("X5", "X1", "X2")
 		}
@@ -775,9 +797,25 @@ func (g *gen) xtsVAES(name, op string) {
 			g.p("VPXOR Y9, Y%d, Y%d", i, i)
 		}
 		step := func(j int) {
-			g.p("MOVQ R8, %d(SP)", fill+16*j)
-			g.p("MOVQ R9, %d(SP)", fill+16*j+8)
-			if j == 0 {
+			if j != 0 || !sectors {
+				g.p("MOVQ R8, %d(SP)", fill+16*j)
+				g.p("MOVQ R9, %d(SP)", fill+16*j+8)
+			}
+			if j == 0 && sectors {
+				// Next sector's tweak once this one's are all generated.
+				ok := g.newLabel("same")
+				g.p("TESTQ R12, R12")
+				g.p("JNE %s", ok)
+				g.p("MOVQ (R13), R8")
+				g.p("MOVQ 8(R13), R9")
+				g.p("ADDQ $16, R13")
+				g.p("MOVQ 768(SP), R12")
+				g.lbl(ok)
+				g.p("DECQ R12")
+				g.p("MOVQ R8, %d(SP)", fill+16*j)
+				g.p("MOVQ R9, %d(SP)", fill+16*j+8)
+			}
+			if j == 0 && !sectors {
 				g.p("MOVQ R12, R14")
 				g.p("MOVQ R13, DX")
 				g.p("MOVQ R8, R12")
@@ -819,8 +857,10 @@ func (g *gen) xtsVAES(name, op string) {
 	g.p("CMPQ CX, $16")
 	g.p("JAE %s", loop)
 	g.lbl(done)
-	g.p("MOVQ R14, (BX)")
-	g.p("MOVQ DX, 8(BX)")
+	if !sectors {
+		g.p("MOVQ R14, (BX)")
+		g.p("MOVQ DX, 8(BX)")
+	}
 	g.p("VZEROUPPER")
 	g.p("RET")
 }
@@ -883,8 +923,10 @@ func main() {
 	g.cbcDecVAES("decCBCVAES")
 	g.cbcMBVAES("encCBCMB16VAES")
 	g.cbcMBStagedVAES("encCBCMB16StagedVAES")
-	g.xtsVAES("xtsEncVAES", "AESENC")
-	g.xtsVAES("xtsDecVAES", "AESDEC")
+	g.xtsVAES("xtsEncVAES", "AESENC", false)
+	g.xtsVAES("xtsDecVAES", "AESDEC", false)
+	g.xtsVAES("xtsEncSectorsVAES", "AESENC", true)
+	g.xtsVAES("xtsDecSectorsVAES", "AESDEC", true)
 	if err := os.WriteFile(*out, g.buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
