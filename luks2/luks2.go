@@ -159,6 +159,10 @@ func parseArea(area []byte) (*metadata, error) {
 // damaged copy is reported by NeedsRepair and fixed by Repair or by the
 // next write. The device must hold both copies and all keyslot areas.
 func Read(dev Device) (*Header, error) {
+	var first [8]byte
+	if _, err := dev.ReadAt(first[:], 0); err == nil && [MagicLen]byte(first[:MagicLen]) == MagicPrimary && first[6] == 0 && first[7] == 1 {
+		return nil, fmt.Errorf("%w: the device has a LUKS1 header", ErrNotLUKS)
+	}
 	p := readCopy(dev, 0, false)
 	var s copyRead
 	if p.state == hdrOK || p.state == hdrObsolete {

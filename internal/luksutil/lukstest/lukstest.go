@@ -29,6 +29,9 @@ type FaultDevice struct {
 	luksutil.Device
 	Limit  int
 	Writes int // writes attempted so far
+	// Tear makes the failing write land partly: its first half, in whole
+	// 512-byte sectors, reaches the device (a torn multi-sector write).
+	Tear   bool
 	failed bool
 }
 
@@ -37,6 +40,11 @@ func (f *FaultDevice) WriteAt(p []byte, off int64) (int, error) {
 	n := f.Writes
 	f.Writes++
 	if f.failed || f.Limit >= 0 && n >= f.Limit {
+		if !f.failed && f.Tear {
+			if k := len(p) / 2 &^ 511; k > 0 {
+				f.Device.WriteAt(p[:k], off)
+			}
+		}
 		f.failed = true
 		return 0, ErrInjected
 	}
