@@ -488,3 +488,47 @@ func ExampleXTS_EncryptSectors() {
 	fmt.Println(bytes.Equal(buf, make([]byte, 1024)))
 	// Output: true
 }
+
+// TestStackGrowth calls the kernels at many stack depths in fresh
+// goroutines so that some calls hit a stack-growth check (the kernels with
+// large frames are not NOSPLIT and may move the stack on entry).
+func TestStackGrowth(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, impl string) {
+		key := bytes.Repeat([]byte{7}, 64)
+		x := xtsPair(t, impl, key)
+		k := mustNew(t, impl, key[:32])
+		pt := bytes.Repeat([]byte{1, 2, 3}, 2048*16)[:2048*16]
+		ivs := make([]byte, 16*16)
+		want := make([]byte, len(pt))
+		x.EncryptSectors(want, pt, 2048, ivs)
+		wantCBC := make([]byte, len(pt))
+		k.EncryptCBCSectors(wantCBC, pt, 2048, ivs)
+		var recurse func(d int, f func())
+		recurse = func(d int, f func()) {
+			var pad [64]byte
+			if d > 0 {
+				recurse(d-1, f)
+			} else {
+				f()
+			}
+			_ = pad
+		}
+		for d := 0; d < 200; d += 3 {
+			done := make(chan bool)
+			go func() {
+				recurse(d, func() {
+					var tw [16]byte
+					got := make([]byte, len(pt))
+					x.EncryptSectors(got, pt, 2048, ivs)
+					x.Encrypt(got[:2048], pt[:2048], &tw)
+					ok := bytes.Equal(got, want)
+					k.EncryptCBCSectors(got, pt, 2048, ivs)
+					done <- ok && bytes.Equal(got, wantCBC)
+				})
+			}()
+			if !<-done {
+				t.Fatalf("depth %d: mismatch", d)
+			}
+		}
+	})
+}
