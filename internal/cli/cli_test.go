@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -188,5 +189,31 @@ func TestSpeedCommand(t *testing.T) {
 	_ = lines
 	if code, _, _ := run(t, nil, "speed", "cbc(nosuch)"); code != 1 {
 		t.Fatalf("speed of an unknown algorithm exits %d", code)
+	}
+}
+
+// TestBenchmarkLayout checks the cryptsetup benchmark layout: PBKDF lines,
+// the cipher table header and one row per cipher and key size, and the
+// engine line.
+func TestBenchmarkLayout(t *testing.T) {
+	code, out, e := run(t, nil, "benchmark", "--sec", "0.01", "--iter-time", "50", "--pbkdf-memory", "8192")
+	if code != 0 {
+		t.Fatalf("benchmark: %d %s", code, e)
+	}
+	for _, want := range []string{"PBKDF2-sha256", "iterations per second for 256-bit key", "argon2id", "#     Algorithm |       Key |      Encryption |      Decryption", "break-even"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("benchmark output lacks %q:\n%s", want, out)
+		}
+	}
+	rows := regexp.MustCompile(`(?m)^\s+(aes|serpent|twofish)-(cbc|xts)\s+(128|256|512)b\s+[0-9.]+ MiB/s\s+[0-9.]+ MiB/s$`).FindAllString(out, -1)
+	if len(rows) != 12 {
+		t.Fatalf("%d cipher rows, want 12:\n%s", len(rows), out)
+	}
+	code, out, _ = run(t, nil, "benchmark", "--cipher", "aes-cbc-essiv:sha256", "--key-size", "256", "--sec", "0.01")
+	if code != 0 || !strings.Contains(out, "aes-cbc      256b") {
+		t.Fatalf("single spec: %d %s", code, out)
+	}
+	if code, _, _ := run(t, nil, "benchmark", "--cipher", "nosuch-xts-plain64", "--sec", "0.01"); code != 1 {
+		t.Fatalf("unknown cipher exits %d", code)
 	}
 }
