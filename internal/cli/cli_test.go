@@ -217,3 +217,17 @@ func TestBenchmarkLayout(t *testing.T) {
 		t.Fatalf("unknown cipher exits %d", code)
 	}
 }
+
+// TestDemo runs the README's first command in-process: it must format,
+// write, read back, serve over NBD and exit 0 without a terminal.
+func TestDemo(t *testing.T) {
+	code, out, e := run(t, nil, "demo", "--dir", t.TempDir())
+	if code != 0 {
+		t.Fatalf("demo: exit %d: %s", code, e)
+	}
+	for _, want := range []string{"$ blkcrypt format", "$ blkcrypt serve", "nbdinfo nbd://127.0.0.1:", "sha256sum"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+}
