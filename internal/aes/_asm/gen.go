@@ -617,12 +617,15 @@ func (g *gen) cbcMBVAES(name string) {
 
 // cbcMBStagedVAES is cbcMBVAES for sector sizes that are multiples of 2 KiB.
 // There the 16 lanes' blocks all fall into the same few L1 cache sets and
-// a direct kernel thrashes the cache. This variant moves 64 bytes (one cache
-// line) of every lane at a time through a contiguous 1 KiB stack buffer,
-// laid out so that each step reads and writes one YMM register per lane
-// pair. ss must be a multiple of 64.
+// the direct kernel thrashes the cache. This variant moves 64 bytes (one
+// cache line) of every lane at a time through 1 KiB stack buffers laid out
+// so that each step reads and writes one YMM register per lane pair. Two
+// buffers are used in turn: while the AES rounds run on chunk k in one
+// buffer, the other is drained to dst (results of chunk k-1) and refilled
+// from src (chunk k+1), those copies interleaved with the rounds.
+// ss must be a multiple of 64.
 func (g *gen) cbcMBStagedVAES(name string) {
-	g.begin(name, 1024, "CBC encryption of 16 consecutive sectors of ss bytes (ss a multiple of 64),\nstaged one cache line per lane at a time; ivs holds the 16 IVs.",
+	g.begin(name, 2048, "CBC encryption of 16 consecutive sectors of ss bytes (ss a multiple of 64),\nstaged one cache line per lane at a time; ivs holds the 16 IVs.",
 		"nr", "yk", "dst", "src", "ss", "ivs")
 	g.arg("nr", "AX")
 	g.arg("yk", "R12")
@@ -631,63 +634,100 @@ func (g *gen) cbcMBStagedVAES(name string) {
 	g.arg("ivs", "R13")
 	g.laneSetup()
 	g.keyEnd("R11", "R12", "AX", 32)
-	g.p("LEAQ (SI)(BX*8), R9")
-	g.p("LEAQ (DI)(BX*8), R10")
-	g.p("MOVQ BX, R14")
-	g.p("SHRQ $6, R14")
 	for i := 0; i < 8; i++ {
 		g.p("VMOVDQU %d(R13), Y%d", 32*i, i)
 	}
 	g.p("VMOVDQU (R12), Y15")
-	lane := func(src, hi string, j int) string {
+	g.p("LEAQ (SI)(BX*8), R9")
+	g.p("LEAQ (DI)(BX*8), R10")
+	g.p("MOVQ BX, R14")
+	g.p("SHRQ $6, R14")
+	g.p("LEAQ 0(SP), R12")
+	g.p("LEAQ 1024(SP), R13")
+	lane := func(base, hi string, j int) string {
 		if j < 8 {
-			return laneAddr(src, j)
+			return laneAddr(base, j)
 		}
 		return laneAddr(hi, j-8)
 	}
 	at := func(off int, a string) string {
-		// a is "(base)(idx*s)" or "(base)"; prefix the displacement.
 		if off == 0 {
 			return a
 		}
 		return fmt.Sprintf("%d%s", off, a)
 	}
+	tmp := 0
+	nextTmp := func() int { tmp = (tmp + 1) % 5; return 10 + tmp }
+	// fill copies chunk (SI+off) of lane pair i into buffer buf.
+	fill := func(i int, buf string, off int) {
+		for s := 0; s < 4; s++ {
+			t := nextTmp()
+			g.p("VMOVDQU %s, X%d", at(off+16*s, lane("SI", "R9", 2*i)), t)
+			g.p("VINSERTI128 $1, %s, Y%d, Y%d", at(off+16*s, lane("SI", "R9", 2*i+1)), t, t)
+			g.p("VMOVDQU Y%d, %d(%s)", t, 256*s+32*i, buf)
+		}
+	}
+	// drain copies lane pair i of buffer buf to chunk (DI+off).
+	drain := func(i int, buf string, off int) {
+		for s := 0; s < 4; s++ {
+			t := nextTmp()
+			g.p("VMOVDQU %d(%s), Y%d", 256*s+32*i, buf, t)
+			g.p("VMOVDQU X%d, %s", t, at(off+16*s, lane("DI", "R10", 2*i)))
+			g.p("VEXTRACTI128 $1, Y%d, %s", t, at(off+16*s, lane("DI", "R10", 2*i+1)))
+		}
+	}
+	for i := 0; i < 8; i++ {
+		fill(i, "R12", 0)
+	}
 	loop := g.newLabel("loop")
 	g.lbl(loop)
-	// Copy in: one YMM store per lane pair and step, so that the loads
-	// below are forwarded from exactly one store.
+	var pieces []func()
 	for i := 0; i < 8; i++ {
-		for s := 0; s < 4; s++ {
-			t := 10 + (4*i+s)%5
-			g.p("VMOVDQU %s, X%d", at(16*s, lane("SI", "R9", 2*i)), t)
-			g.p("VINSERTI128 $1, %s, Y%d, Y%d", at(16*s, lane("SI", "R9", 2*i+1)), t, t)
-			g.p("VMOVDQU Y%d, %d(SP)", t, 256*s+32*i)
-		}
+		i := i
+		pieces = append(pieces, func() {
+			skip := g.newLabel("nodrain")
+			g.p("CMPQ DI, dst+16(FP)")
+			g.p("JEQ %s", skip)
+			drain(i, "R13", -64)
+			g.lbl(skip)
+		}, func() {
+			skip := g.newLabel("nofill")
+			g.p("CMPQ R14, $1")
+			g.p("JEQ %s", skip)
+			fill(i, "R13", 64)
+			g.lbl(skip)
+		})
 	}
 	for s := 0; s < 4; s++ {
 		for i := 0; i < 8; i++ {
-			g.p("VPXOR %d(SP), Y15, Y9", 256*s+32*i)
+			g.p("VPXOR %d(R12), Y15, Y9", 256*s+32*i)
 			g.p("VPXOR Y9, Y%d, Y%d", i, i)
 		}
+		g.afterRound = func(back int) {
+			if back%2 == 1 && back >= 3 && len(pieces) > 0 { // 4 per step
+				pieces[0]()
+				pieces = pieces[1:]
+			}
+		}
 		g.rounds("AESENC", regs(yr, 0, 8), "R11", "AX", 32, "Y8", true)
+		g.afterRound = nil
 		for i := 0; i < 8; i++ {
-			g.p("VMOVDQU Y%d, %d(SP)", i, 256*s+32*i)
+			g.p("VMOVDQU Y%d, %d(R12)", i, 256*s+32*i)
 		}
 	}
-	for i := 0; i < 8; i++ {
-		for s := 0; s < 4; s++ {
-			t := 10 + (4*i+s)%5
-			g.p("VMOVDQU %d(SP), Y%d", 256*s+32*i, t)
-			g.p("VMOVDQU X%d, %s", t, at(16*s, lane("DI", "R10", 2*i)))
-			g.p("VEXTRACTI128 $1, Y%d, %s", t, at(16*s, lane("DI", "R10", 2*i+1)))
-		}
+	if len(pieces) != 0 {
+		log.Fatal("staged: pieces left over")
 	}
 	g.p("ADDQ $64, SI")
 	g.p("ADDQ $64, DI")
 	g.p("ADDQ $64, R9")
 	g.p("ADDQ $64, R10")
+	g.p("XCHGQ R12, R13")
 	g.p("DECQ R14")
 	g.p("JNE %s", loop)
+	for i := 0; i < 8; i++ {
+		drain(i, "R13", -64)
+	}
 	g.p("VZEROUPPER")
 	g.p("RET")
 }
