@@ -750,29 +750,44 @@ func (g *gen) mulxPow(src, dst string, k int, t0, t1, t2 string) {
 // VPCLMULQDQ and the vector shuffles needed to step tweaks compete with
 // VAESENC for the same vector pipes, so the tweaks are generated with
 // scalar instructions instead (multiply by x: add-with-carry and a masked
-// 0x87), interleaved with the AES rounds. They go through three 256-byte
-// tweak buffers in the stack frame: iteration k reads buffer k%3 and fills
-// buffer (k+2)%3, so the scalar stores have retired long before the AES
-// side reads each tweak pair with one 32-byte load (a load that needs
-// several in-flight stores cannot be forwarded and would stall). The first
-// two buffers are computed with vector instructions.
+// 0x87), interleaved with the AES rounds, two iterations ahead: iteration k
+// reads the 256 bytes of tweaks written during iteration k-2 (a 32-byte load
+// that needs several in-flight 8-byte stores cannot be forwarded and would
+// stall). The first two iterations' tweaks are computed with vector
+// instructions.
 //
-// Registers: Y8 round key, Y9 round key 0; R8:R9 scalar tweak (lo:hi), R10
-// scratch; R12:R13 and R14:DX the first tweaks of the two most recently
-// filled buffers (R14:DX is the result tweak on exit).
+// Where the tweaks go matters: a load whose address matches an in-flight
+// store in the low 12 bits is held back as if it depended on it. The tweak
+// buffers therefore live in a page-sized ring in the stack frame, each at the
+// page offset of the source data 512 bytes after the iteration that reads
+// it, so they never alias the source loads or (in place) the stores around
+// them, wherever src and the stack happen to be.
 //
 // With sectors set it is the multi-sector form: consecutive sectors of
 // 256*ips bytes (ips >= 2) whose encrypted tweaks are at tws (one 16-byte
 // entry per sector plus one readable spare). The data side does not see
-// sector boundaries at all; the scalar generator restarts from the next
-// entry of tws every ips iterations (R12 counts down, R13 walks tws).
+// sector boundaries; the scalar generator restarts from the next entry of
+// tws every ips iterations (R12 counts down, R13 walks tws).
+//
+// Registers: Y8 round key, Y9 round key 0; R8:R9 scalar tweak (lo:hi), R10
+// scratch, R14 tweaks read by this iteration, DX tweaks being written.
 func (g *gen) xtsVAES(name, op string, sectors bool) {
+	const ring = 16 // frame offset of the ring (below: ips)
+	const frame = ring + 4096 + 256
 	if sectors {
-		g.begin(name, 784, "XTS over n/(16*ips) consecutive sectors of 256*ips bytes (ips >= 2), 16 blocks\nin flight across sector boundaries; tws holds the encrypted tweak of every sector\nfollowed by one spare readable entry.",
+		g.begin(name, frame, "XTS over n/(16*ips) consecutive sectors of 256*ips bytes (ips >= 2), 16 blocks\nin flight across sector boundaries; tws holds the encrypted tweak of every sector\nfollowed by one spare readable entry.",
 			"nr", "yk", "dst", "src", "n", "ips", "tws")
 	} else {
-		g.begin(name, 768, "XTS on n whole blocks (n a multiple of 16), 16 in flight. *tweak is the encrypted\ntweak of the first block and is advanced to that of the block after the last.",
+		g.begin(name, frame, "XTS on n whole blocks (n a multiple of 16), 16 in flight. *tweak is the encrypted\ntweak of the first block and is advanced to that of the block after the last.",
 			"nr", "yk", "dst", "src", "n", "tweak")
+	}
+	// ringAt sets reg to the ring slot with the page offset of SI+off.
+	ringAt := func(reg string, off int) {
+		g.p("LEAQ %d(SI), %s", off, reg)
+		g.p("LEAQ %d(SP), R10", ring)
+		g.p("SUBQ R10, %s", reg)
+		g.p("ANDQ $4095, %s", reg)
+		g.p("ADDQ R10, %s", reg)
 	}
 	g.arg("nr", "AX")
 	g.arg("yk", "DX")
@@ -781,10 +796,9 @@ func (g *gen) xtsVAES(name, op string, sectors bool) {
 	g.arg("n", "CX")
 	g.keyEnd("R11", "DX", "AX", 32)
 	g.p("VMOVDQU (DX), Y9")
-	// Buffer 0: Y10 = [T, T*x], pair i = Y10 * x^(2i).
 	if sectors {
 		g.arg("ips", "R12")
-		g.p("MOVQ R12, 768(SP)")
+		g.p("MOVQ R12, 0(SP)")
 		g.p("SUBQ $2, R12")
 		g.arg("tws", "R13")
 		g.p("VMOVDQU (R13), X10")
@@ -792,22 +806,23 @@ func (g *gen) xtsVAES(name, op string, sectors bool) {
 	} else {
 		g.arg("tweak", "BX")
 		g.p("VMOVDQU (BX), X10")
-		g.p("VMOVQ X10, R14")
-		g.p("VPEXTRQ $1, X10, DX")
 	}
+	ringAt("R14", 512) // tweaks of iteration 0
+	ringAt("DX", 768)  // tweaks of iteration 1
+	// Iteration 0: Y10 = [T, T*x], pair i = Y10 * x^(2i).
 	g.p("VPSHUFD $0x13, X10, X0")
 	g.p("VPSRAD $31, X0, X0")
 	g.p("VPAND xtsMask<>(SB), X0, X0")
 	g.p("VPADDQ X10, X10, X1")
 	g.p("VPXOR X0, X1, X1")
 	g.p("VINSERTI128 $1, X1, Y10, Y10")
-	g.p("VMOVDQU Y10, 0(SP)")
+	g.p("VMOVDQU Y10, 0(R14)")
 	pairs := []string{"Y10", "Y11", "Y12", "Y13", "Y14", "Y15", "Y3", "Y4"}
 	for i := 1; i < 8; i++ {
 		g.mulxPow("Y10", pairs[i], 2*i, "Y0", "Y1", "Y2")
-		g.p("VMOVDQU %s, %d(SP)", pairs[i], 32*i)
+		g.p("VMOVDQU %s, %d(R14)", pairs[i], 32*i)
 	}
-	// Buffer 1: every pair of buffer 0 times x^16.
+	// Iteration 1: every pair of iteration 0 times x^16.
 	mul16 := func(src, dst, tmp string) {
 		g.p("VPSRLDQ $14, %s, %s", src, tmp)
 		g.p("VPSLLDQ $2, %s, %s", src, dst)
@@ -817,89 +832,68 @@ func (g *gen) xtsVAES(name, op string, sectors bool) {
 	for i := 0; i < 8; i++ {
 		d := yr(5 + i%3)
 		mul16(pairs[i], d, "Y8")
-		g.p("VMOVDQU %s, %d(SP)", d, 256+32*i)
+		g.p("VMOVDQU %s, %d(DX)", d, 32*i)
 		if i == 0 {
-			if !sectors {
-				g.p("VMOVQ X5, R12")
-				g.p("VPEXTRQ $1, X5, R13")
-			}
 			// Scalar generator state: T * x^32.
 			mul16("X5", "X1", "X2")
 		}
 	}
 	g.p("VMOVQ X1, R8")
 	g.p("VPEXTRQ $1, X1, R9")
-	done := g.newLabel("done")
-	body := func(cur, fill int) {
-		for i := 0; i < 8; i++ {
-			g.p("VMOVDQU %d(SI), Y%d", 32*i, i)
-			g.p("VPXOR %d(SP), Y%d, Y%d", cur+32*i, i, i)
-			g.p("VPXOR Y9, Y%d, Y%d", i, i)
-		}
-		step := func(j int) {
-			if j != 0 || !sectors {
-				g.p("MOVQ R8, %d(SP)", fill+16*j)
-				g.p("MOVQ R9, %d(SP)", fill+16*j+8)
-			}
-			if j == 0 && sectors {
-				// Next sector's tweak once this one's are all generated.
-				ok := g.newLabel("same")
-				g.p("TESTQ R12, R12")
-				g.p("JNE %s", ok)
-				g.p("MOVQ (R13), R8")
-				g.p("MOVQ 8(R13), R9")
-				g.p("ADDQ $16, R13")
-				g.p("MOVQ 768(SP), R12")
-				g.lbl(ok)
-				g.p("DECQ R12")
-				g.p("MOVQ R8, %d(SP)", fill+16*j)
-				g.p("MOVQ R9, %d(SP)", fill+16*j+8)
-			}
-			if j == 0 && !sectors {
-				g.p("MOVQ R12, R14")
-				g.p("MOVQ R13, DX")
-				g.p("MOVQ R8, R12")
-				g.p("MOVQ R9, R13")
-			}
-			g.p("MOVQ R9, R10")
-			g.p("SARQ $63, R10")
-			g.p("ADDQ R8, R8")
-			g.p("ADCQ R9, R9")
-			g.p("ANDQ $0x87, R10")
-			g.p("XORQ R10, R8")
-		}
-		g.afterRound = func(back int) {
-			if back >= 2 {
-				j := 2 * (9 - back)
-				step(j)
-				step(j + 1)
-			}
-		}
-		g.rounds(op, regs(yr, 0, 8), "R11", "AX", 32, "Y8", true)
-		g.afterRound = nil
-		for i := 0; i < 8; i++ {
-			g.p("VPXOR %d(SP), Y%d, Y%d", cur+32*i, i, i)
-			g.p("VMOVDQU Y%d, %d(DI)", i, 32*i)
-		}
-		g.p("ADDQ $256, SI")
-		g.p("ADDQ $256, DI")
-		g.p("SUBQ $16, CX")
-	}
-	loop := g.newLabel("loop")
+	loop, done := g.newLabel("loop"), g.newLabel("done")
 	g.lbl(loop)
-	body(0, 512)
-	g.p("CMPQ CX, $16")
-	g.p("JB %s", done)
-	body(256, 0)
-	g.p("CMPQ CX, $16")
-	g.p("JB %s", done)
-	body(512, 256)
-	g.p("CMPQ CX, $16")
-	g.p("JAE %s", loop)
+	ringAt("DX", 1024) // tweaks of iteration k+2
+	for i := 0; i < 8; i++ {
+		g.p("VMOVDQU %d(SI), Y%d", 32*i, i)
+		g.p("VPXOR %d(R14), Y%d, Y%d", 32*i, i, i)
+		g.p("VPXOR Y9, Y%d, Y%d", i, i)
+	}
+	step := func(j int) {
+		if j == 0 && sectors {
+			// Next sector's tweak once this one's are all generated.
+			ok := g.newLabel("same")
+			g.p("TESTQ R12, R12")
+			g.p("JNE %s", ok)
+			g.p("MOVQ (R13), R8")
+			g.p("MOVQ 8(R13), R9")
+			g.p("ADDQ $16, R13")
+			g.p("MOVQ 0(SP), R12")
+			g.lbl(ok)
+			g.p("DECQ R12")
+		}
+		g.p("MOVQ R8, %d(DX)", 16*j)
+		g.p("MOVQ R9, %d(DX)", 16*j+8)
+		g.p("MOVQ R9, R10")
+		g.p("SARQ $63, R10")
+		g.p("ADDQ R8, R8")
+		g.p("ADCQ R9, R9")
+		g.p("ANDQ $0x87, R10")
+		g.p("XORQ R10, R8")
+	}
+	g.afterRound = func(back int) {
+		if back >= 2 {
+			j := 2 * (9 - back)
+			step(j)
+			step(j + 1)
+		}
+	}
+	g.rounds(op, regs(yr, 0, 8), "R11", "AX", 32, "Y8", true)
+	g.afterRound = nil
+	for i := 0; i < 8; i++ {
+		g.p("VPXOR %d(R14), Y%d, Y%d", 32*i, i, i)
+		g.p("VMOVDQU Y%d, %d(DI)", i, 32*i)
+	}
+	g.p("ADDQ $256, SI")
+	g.p("ADDQ $256, DI")
+	ringAt("R14", 512) // tweaks of the next iteration
+	g.p("SUBQ $16, CX")
+	g.p("JNE %s", loop)
 	g.lbl(done)
 	if !sectors {
-		g.p("MOVQ R14, (BX)")
-		g.p("MOVQ DX, 8(BX)")
+		g.p("MOVQ 0(R14), R8")
+		g.p("MOVQ 8(R14), R9")
+		g.p("MOVQ R8, (BX)")
+		g.p("MOVQ R9, 8(BX)")
 	}
 	g.p("VZEROUPPER")
 	g.p("RET")
