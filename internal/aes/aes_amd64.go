@@ -97,6 +97,12 @@ func xtsEncAESNI(nr int, xk *byte, dst, src *byte, n int, tweak *[16]byte)
 func xtsDecAESNI(nr int, xk *byte, dst, src *byte, n int, tweak *[16]byte)
 
 //go:noescape
+func xtsEncRingAESNI(nr int, xk *byte, dst, src *byte, n int, tweak *[16]byte)
+
+//go:noescape
+func xtsDecRingAESNI(nr int, xk *byte, dst, src *byte, n int, tweak *[16]byte)
+
+//go:noescape
 func encECBVAES(nr int, yk *byte, dst, src *byte, n int)
 
 //go:noescape
@@ -232,9 +238,14 @@ func archXTS(b *Block, enc bool, dst, src []byte, t *[16]byte) {
 		}
 		dst, src, n = dst[16*m:], src[16*m:], n-m
 	}
-	if enc {
+	switch {
+	case n >= 16 && enc:
+		xtsEncRingAESNI(b.rounds, b.xkEnc(), ptr(dst), ptr(src), n, t)
+	case n >= 16:
+		xtsDecRingAESNI(b.rounds, b.xkDec(), ptr(dst), ptr(src), n, t)
+	case enc:
 		xtsEncAESNI(b.rounds, b.xkEnc(), ptr(dst), ptr(src), n, t)
-	} else {
+	default:
 		xtsDecAESNI(b.rounds, b.xkDec(), ptr(dst), ptr(src), n, t)
 	}
 }
