@@ -548,13 +548,11 @@ func (h *Header) openKeyslot(dev Device, k *Keyslot, passphrase []byte) ([]byte,
 	default:
 		return nil, fmt.Errorf("%w: keyslot %d kdf type %q", ErrUnsupported, k.ID, k.KDF.Type)
 	}
-	if k.AFStripes != 4000 {
-		// cryptsetup always reads 4000 stripes, whatever the metadata says.
-		return nil, fmt.Errorf("%w: keyslot %d has %d AF stripes (only 4000 exist in practice)", ErrUnsupported, k.ID, k.AFStripes)
-	}
+	// cryptsetup splits and merges LUKS2 keyslots with 4000 stripes
+	// whatever af.stripes says; so do we.
 	spec := luksutil.AreaSpec{
 		Cipher: k.AreaEncryption, KeySize: k.AreaKeySize, Offset: int64(k.AreaOffset),
-		KeyLen: k.KeySize, Stripes: k.AFStripes, AFHash: k.AFHash,
+		KeyLen: k.KeySize, Stripes: stripes, AFHash: k.AFHash,
 	}
 	if uint64(spec.MaterialLen()) > k.AreaSize {
 		return nil, fmt.Errorf("%w: keyslot %d material does not fit its area", ErrCorruptHeader, k.ID)
@@ -617,23 +615,17 @@ func (h *Header) Unlock(dev Device, passphrase []byte, slot int) ([]byte, int, e
 		}
 		return key, slot, nil
 	}
-	for _, prio := range []luksutil.Priority{PriorityPrefer, PriorityNormal} {
-		for _, id := range h.keyslotIDs() {
-			k := h.md.keyslots[id]
-			p := k.Priority
-			if p == PriorityUnset {
-				p = PriorityNormal
-			}
-			if p != prio || !h.bound(k) {
-				continue
-			}
-			key, err := h.openKeyslot(dev, k, passphrase)
-			if err == nil {
-				return key, id, nil
-			}
-			if !errors.Is(err, ErrWrongPassphrase) {
-				return nil, -1, err
-			}
+	for _, id := range h.byPriority() {
+		k := h.md.keyslots[id]
+		if !h.bound(k) {
+			continue
+		}
+		key, err := h.openKeyslot(dev, k, passphrase)
+		if err == nil {
+			return key, id, nil
+		}
+		if !errors.Is(err, ErrWrongPassphrase) {
+			return nil, -1, err
 		}
 	}
 	return nil, -1, ErrWrongPassphrase
@@ -643,12 +635,14 @@ func (h *Header) Unlock(dev Device, passphrase []byte, slot int) ([]byte, int, e
 // (cryptsetup's --unbound): it returns the stored key, the keyslot, and
 // whether that key is the volume key.
 func (h *Header) UnlockUnbound(dev Device, passphrase []byte, slot int) ([]byte, int, bool, error) {
-	try := h.keyslotIDs()
+	var try []int
 	if slot != AnySlot {
 		if _, err := h.keyslot(slot); err != nil {
 			return nil, -1, false, err
 		}
 		try = []int{slot}
+	} else {
+		try = h.byPriority()
 	}
 	for _, id := range try {
 		k := h.md.keyslots[id]
@@ -664,4 +658,22 @@ func (h *Header) UnlockUnbound(dev Device, passphrase []byte, slot int) ([]byte,
 		}
 	}
 	return nil, -1, false, ErrWrongPassphrase
+}
+
+// byPriority lists keyslot ids as an AnySlot unlock tries them: priority
+// "prefer" first, then "normal" (or unset); "ignore" never.
+func (h *Header) byPriority() []int {
+	var out []int
+	for _, prio := range []luksutil.Priority{PriorityPrefer, PriorityNormal} {
+		for _, id := range h.keyslotIDs() {
+			p := h.md.keyslots[id].Priority
+			if p == PriorityUnset {
+				p = PriorityNormal
+			}
+			if p == prio {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
 }

@@ -1,0 +1,94 @@
+package luks2
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/blkcrypt/blkcrypt/internal/kdf"
+	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/internal/luksutil/lukstest"
+)
+
+var fastOpts = luksutil.KeyslotOptions{Slot: AnySlot, PBKDF: kdf.Options{Type: kdf.PBKDF2, Iterations: 1000}}
+
+func TestPriorities(t *testing.T) {
+	dev := luksutil.NewMemDevice(20<<20, nil)
+	key := bytes.Repeat([]byte{7}, 64)
+	h, err := Format(dev, key, []byte("same"), FormatOptions{Keyslot: fastOpts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Three keyslots with the same passphrase: which one opens shows the
+	// order in which keyslots are tried.
+	for i := 0; i < 2; i++ {
+		if _, err := h.AddKey(dev, key, []byte("same"), fastOpts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func() int {
+		_, s, err := h.Unlock(dev, []byte("same"), AnySlot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if s := open(); s != 0 {
+		t.Fatalf("normal priorities: slot %d", s)
+	}
+	if err := h.SetPriority(dev, 2, PriorityPrefer); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.SetPriority(dev, 0, PriorityIgnore); err != nil {
+		t.Fatal(err)
+	}
+	h, _ = Read(dev)
+	if s := open(); s != 2 {
+		t.Fatalf("prefer: slot %d", s)
+	}
+	if err := h.SetPriority(dev, 2, PriorityIgnore); err != nil {
+		t.Fatal(err)
+	}
+	if s := open(); s != 1 {
+		t.Fatalf("ignore: slot %d", s)
+	}
+	if _, s, err := h.Unlock(dev, []byte("same"), 0); err != nil || s != 0 {
+		t.Fatalf("an ignored keyslot still opens when named: %v", err)
+	}
+	if got := h.Keyslots()[0].Priority; got != PriorityIgnore {
+		t.Fatalf("priority %v", got)
+	}
+	if !bytes.Contains(h.JSON(), []byte(`"priority":0`)) {
+		t.Fatalf("JSON lacks the priority: %s", h.JSON())
+	}
+}
+
+func TestReencryptionRefused(t *testing.T) {
+	dir := lukstest.Extract(t, "luks2_valid_hdr.img.xz")
+	base, err := os.ReadFile(filepath.Join(dir, "luks2_valid_hdr.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &vimg{t: t, buf: base}
+	m.edit(func(r *jval) {
+		s := path(r, "segments", "0")
+		s.set("size", jstr("512"))
+		o, _ := strconv.ParseUint(s.get("offset").s, 10, 64)
+		r.get("segments").set("1", jobj(jmember{"type", jstr("linear")}, jmember{"offset", ju64s(o + 512)}, jmember{"size", jstr("dynamic")}))
+	})
+	dev := luksutil.NewMemDevice(0, m.buf)
+	h, err := Read(dev)
+	if err != nil {
+		t.Fatalf("two segments must still load: %v", err)
+	}
+	if _, _, err := h.Unlock(dev, []byte("x"), AnySlot); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("unlock during reencryption: %v", err)
+	}
+	if err := h.RemoveKey(dev, 0); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("write during reencryption: %v", err)
+	}
+	t.Logf("refused: %v", h.Reencryption())
+}
