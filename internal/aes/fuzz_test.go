@@ -107,7 +107,7 @@ func FuzzXTS(f *testing.F) {
 	f.Add(uint64(4), uint8(1), uint16(271), uint16(272), uint8(33))
 	f.Fuzz(func(t *testing.T, seed uint64, keySel uint8, length uint16, ssBlocks uint16, nsec uint8) {
 		r := rand.New(rand.NewPCG(seed, 0x7e5))
-		key := randBytes(r, 2*[]int{16, 32}[int(keySel)%2])
+		key := randBytes(r, 2*keySizes[int(keySel)%3])
 		n := 16 + int(length)%8192
 		pt := randBytes(r, n)
 		iv := [16]byte(randBytes(r, 16))
