@@ -92,3 +92,43 @@ func TestReencryptionRefused(t *testing.T) {
 	}
 	t.Logf("refused: %v", h.Reencryption())
 }
+
+func TestDuplicateIDsRefused(t *testing.T) {
+	dev := luksutil.NewMemDevice(20<<20, nil)
+	if _, err := Format(dev, bytes.Repeat([]byte{1}, 64), []byte("p"), FormatOptions{Keyslot: fastOpts}); err != nil {
+		t.Fatal(err)
+	}
+	m := &vimg{t: t, buf: dev.Buf}
+	text := marshalMetadata(m.root(0))
+	i := bytes.Index(text, []byte(`"keyslots":{"0":`))
+	j := bytes.Index(text, []byte(`},"tokens"`))
+	ks := text[i+len(`"keyslots":{`) : j]
+	dup := append(append(append([]byte{}, text[:j]...), ','), ks...)
+	dup = append(dup, text[j:]...)
+	m.setText(0, dup, 0x4000)
+	m.kill(1)
+	_, err := Read(luksutil.NewMemDevice(0, m.buf))
+	if !errors.Is(err, ErrCorruptHeader) {
+		t.Fatalf("duplicate keyslot id: %v", err)
+	}
+	t.Logf("refused: %v", err)
+}
+
+func TestDetachedHeader(t *testing.T) {
+	cs := lukstest.NeedCryptsetup(t)
+	dir := t.TempDir()
+	hdr := lukstest.NewImage(t, dir, "hdr.img", 16<<20)
+	data := lukstest.NewImage(t, dir, "data.img", 8<<20)
+	key := bytes.Repeat([]byte{9}, 64)
+	dev := lukstest.Open(t, hdr)
+	h, err := Format(dev, key, []byte("detached"), FormatOptions{Detached: true, Keyslot: fastOpts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.DataOffset() != 0 || h.SectorSize() != 512 {
+		t.Fatalf("detached: offset %d sector %d", h.DataOffset(), h.SectorSize())
+	}
+	if _, err := cs.Run("open", "--test-passphrase", "--header", hdr, "--key-file", cs.KeyFile([]byte("detached")), data); err != nil {
+		t.Fatalf("cryptsetup refuses the detached header: %v", err)
+	}
+}
