@@ -7,6 +7,7 @@ import (
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/luks1"
+	"github.com/blkcrypt/blkcrypt/luks2"
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 
@@ -41,6 +42,7 @@ type OpenOptions struct {
 // headerReaders tries each LUKS version in turn; luks2 registers itself.
 var headerReaders = []func(luksutil.Device) (luksutil.Header, error){
 	func(d luksutil.Device) (luksutil.Header, error) { return luks1.Read(d) },
+	func(d luksutil.Device) (luksutil.Header, error) { return luks2.Read(d) },
 }
 
 // ReadHeader reads and validates the LUKS header on dev, whatever its
@@ -131,7 +133,11 @@ func UnlockKey(h Header, hdrDev luksutil.Device, passphrase []byte, opts OpenOpt
 
 // NewLUKSVolume makes the decrypted view of a LUKS payload on data.
 func NewLUKSVolume(h Header, data luksutil.Device, key []byte, readOnly bool) (*Volume, error) {
-	c, err := sector.New(h.Cipher(), key, sector.Options{SectorSize: h.SectorSize()})
+	var ivOff uint64
+	if t, ok := h.(interface{ IVTweak() uint64 }); ok {
+		ivOff = t.IVTweak() // LUKS2 segment iv_tweak, dm-crypt's iv_offset
+	}
+	c, err := sector.New(h.Cipher(), key, sector.Options{SectorSize: h.SectorSize(), IVOffset: ivOff})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", luksutil.ErrUnsupported, err)
 	}

@@ -37,18 +37,23 @@ func volumeKeyOf(dump string) string {
 // TestLUKS1WithCryptsetupAndQemu: a LUKS1 volume blkcrypt makes is parsed
 // by cryptsetup, every keyslot we add opens in cryptsetup and every one we
 // remove stops opening, the volume keys agree, and qemu-img reads our data.
-func TestLUKS1WithCryptsetupAndQemu(t *testing.T) {
+func TestLUKS1WithCryptsetupAndQemu(t *testing.T) { testLUKSWithCryptsetup(t, "luks1") }
+
+// TestLUKS2WithCryptsetup is the same for LUKS2 (qemu-img reads only LUKS1).
+func TestLUKS2WithCryptsetup(t *testing.T) { testLUKSWithCryptsetup(t, "luks2") }
+
+func testLUKSWithCryptsetup(t *testing.T, typ string) {
 	needTool(t, "qemu-img", "qemu-utils")
 	dir := t.TempDir()
-	img := filepath.Join(dir, "luks1.img")
+	img := filepath.Join(dir, typ+".img")
 	p1 := writeFile(t, dir, "p1", []byte("first passphrase"))
 	p2 := writeFile(t, dir, "p2", []byte("second passphrase"))
 	p3 := writeFile(t, dir, "p3", []byte("third passphrase"))
-	fast := []string{"--pbkdf-force-iterations", "1000"}
-	if code, _, e := run(t, nil, append([]string{"luksFormat", img, "--type", "luks1", "--size", "8388608", "--key-file", p1, "-q"}, fast...)...); code != 0 {
+	fast := []string{"--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"}
+	if code, _, e := run(t, nil, append([]string{"luksFormat", img, "--type", typ, "--size", "33554432", "--key-file", p1, "-q"}, fast...)...); code != 0 {
 		t.Fatalf("format: %s", e)
 	}
-	if out, err := cryptsetup(t, "luksDump", img); err != nil || !strings.Contains(out, "Version:       \t1") {
+	if out, err := cryptsetup(t, "luksDump", img); err != nil || !strings.Contains(out, "Version:       \t"+typ[4:]) {
 		t.Fatalf("cryptsetup luksDump: %v\n%s", err, out)
 	}
 	for _, c := range []struct {
@@ -94,6 +99,14 @@ func TestLUKS1WithCryptsetupAndQemu(t *testing.T) {
 	if code, _, e := run(t, nil, "write", img, "-i", in, "--key-file", p1); code != 0 {
 		t.Fatal(e)
 	}
+	if typ == "luks1" {
+		checkQemuReads(t, img, p1, data)
+	}
+	wrongPassphraseWritesNothing(t, img, p2)
+}
+
+func checkQemuReads(t *testing.T, img, p1 string, data []byte) {
+	dir := t.TempDir()
 	out := filepath.Join(dir, "out.raw")
 	if o, err := exec.Command("qemu-img", "convert", "--object", "secret,id=s0,file="+p1, "--image-opts",
 		"driver=luks,key-secret=s0,file.filename="+img, "-O", "raw", out).CombinedOutput(); err != nil {
@@ -103,7 +116,12 @@ func TestLUKS1WithCryptsetupAndQemu(t *testing.T) {
 	if !bytes.Equal(got[:len(data)], data) {
 		t.Fatal("qemu-img decrypts our data to something else")
 	}
-	// A wrong passphrase exits 2 and leaves the file unchanged.
+}
+
+// wrongPassphraseWritesNothing: a wrong passphrase exits 2 from every verb
+// and leaves the file unchanged, byte for byte.
+func wrongPassphraseWritesNothing(t *testing.T, img, p2 string) {
+	dir := t.TempDir()
 	before := fileSum(t, img)
 	wrong := writeFile(t, dir, "wrong", []byte("wrong"))
 	for _, args := range [][]string{{"test-passphrase", img}, {"read", img}, {"add-key", img, p2}, {"remove-key", img}, {"change-key", img, p2}, {"dump", img, "--dump-volume-key"}} {

@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/luks2"
+)
+
+func init() {
+	formatLUKS2 = doFormatLUKS2
+	dumpLUKS2 = doDumpLUKS2
+}
+
+func doFormatLUKS2(p *parsed, hdr luksutil.Device, dataPath string, key, pass []byte, cipher string, ks luksutil.KeyslotOptions) error {
+	ss := int(p.int("sector-size", 0))
+	_, err := luks2.Format(hdr, key, pass, luks2.FormatOptions{
+		Cipher:     cipher,
+		SectorSize: ss,
+		UUID:       p.str("uuid"),
+		Label:      p.str("label"),
+		Detached:   p.str("header") != "",
+		Keyslot:    ks,
+	})
+	return err
+}
+
+func doDumpLUKS2(w io.Writer, p *parsed, dev string, hh blkcrypt.Header) error {
+	h, ok := hh.(*luks2.Header)
+	if !ok {
+		return usageErr("not a LUKS2 header")
+	}
+	if p.bool("json") {
+		fmt.Fprintf(w, "%s\n", strings.TrimRight(string(h.JSON()), "\x00"))
+		return nil
+	}
+	orNone := func(s, none string) string {
+		if s == "" {
+			return none
+		}
+		return s
+	}
+	cfg := h.Config()
+	fmt.Fprintf(w, "LUKS header information\nVersion:       \t2\nEpoch:         \t%d\nMetadata area: \t%d [bytes]\nKeyslots area: \t%d [bytes]\n",
+		h.SeqID(), h.MetadataSize(), h.KeyslotsSize())
+	fmt.Fprintf(w, "UUID:          \t%s\nLabel:         \t%s\nSubsystem:     \t%s\nFlags:       \t%s\n",
+		h.UUID(), orNone(h.Label(), "(no label)"), orNone(h.Subsystem(), "(no subsystem)"), orNone(strings.Join(cfg.Flags, " "), "(no flags)"))
+	if len(cfg.Requirements) > 0 {
+		fmt.Fprintf(w, "Requirements:\t%s\n", strings.Join(cfg.Requirements, " "))
+	}
+	fmt.Fprintf(w, "\nData segments:\n")
+	for _, s := range h.Segments() {
+		fmt.Fprintf(w, "  %d: %s\n\toffset: %d [bytes]\n", s.ID, s.Type, s.Offset)
+		if s.Dynamic {
+			fmt.Fprintf(w, "\tlength: (whole device)\n")
+		} else {
+			fmt.Fprintf(w, "\tlength: %d [bytes]\n", s.Size)
+		}
+		fmt.Fprintf(w, "\tcipher: %s\n\tsector: %d [bytes]\n", s.Encryption, s.SectorSize)
+		if len(s.Flags) > 0 {
+			fmt.Fprintf(w, "\tflags : %s\n", strings.Join(s.Flags, " "))
+		}
+	}
+	fmt.Fprintf(w, "\nKeyslots:\n")
+	for _, k := range h.Keyslots() {
+		fmt.Fprintf(w, "  %d: %s\n", k.ID, k.Type)
+		if k.Digest < 0 {
+			fmt.Fprintf(w, "\tKey:        %d bits (unbound)\n", k.KeySize*8)
+		} else {
+			fmt.Fprintf(w, "\tKey:        %d bits\n", k.KeySize*8)
+		}
+		fmt.Fprintf(w, "\tPriority:   %s\n\tCipher:     %s\n\tCipher key: %d bits\n\tPBKDF:      %s\n", k.Priority, k.AreaEncryption, k.AreaKeySize*8, strings.ToLower(k.KDF.Type))
+		if strings.EqualFold(k.KDF.Type, "pbkdf2") {
+			fmt.Fprintf(w, "\tHash:       %s\n\tIterations: %d\n", k.KDF.Hash, k.KDF.Iterations)
+		} else {
+			fmt.Fprintf(w, "\tTime cost:  %d\n\tMemory:     %d\n\tThreads:    %d\n", k.KDF.Iterations, k.KDF.MemoryKiB, k.KDF.Parallel)
+		}
+		fmt.Fprint(w, "\tSalt:       ")
+		hexDump(w, k.KDFSalt, "\t            ")
+		fmt.Fprintf(w, "\tAF stripes: %d\n\tAF hash:    %s\n\tArea offset:%d [bytes]\n\tArea length:%d [bytes]\n", k.AFStripes, k.AFHash, k.AreaOffset, k.AreaSize)
+		if k.Digest >= 0 {
+			fmt.Fprintf(w, "\tDigest ID:  %d\n", k.Digest)
+		}
+	}
+	fmt.Fprintf(w, "Tokens:\n")
+	for id, t := range h.Tokens() {
+		typ := "unknown"
+		if i := strings.Index(string(t), `"type"`); i >= 0 {
+			rest := string(t[i+6:])
+			if a := strings.IndexByte(rest, '"'); a >= 0 {
+				if b := strings.IndexByte(rest[a+1:], '"'); b >= 0 {
+					typ = rest[a+1 : a+1+b]
+				}
+			}
+		}
+		fmt.Fprintf(w, "  %d: %s\n", id, typ)
+	}
+	fmt.Fprintf(w, "Digests:\n")
+	for _, d := range h.Digests() {
+		fmt.Fprintf(w, "  %d: %s\n\tHash:       %s\n\tIterations: %d\n\tSalt:       ", d.ID, d.Type, d.Hash, d.Iterations)
+		hexDump(w, d.Salt, "\t            ")
+		fmt.Fprint(w, "\tDigest:     ")
+		hexDump(w, d.Value, "\t            ")
+	}
+	_ = hex.EncodeToString
+	return nil
+}
