@@ -407,6 +407,104 @@ func (g *gen) cbcMBAESNI(name string, L int) {
 	g.p("RET")
 }
 
+// cbcMBStagedAESNI is cbcMBAESNI (8 lanes) with the cache-line staging of
+// cbcMBStagedVAES: 64 bytes of every lane at a time go through 512-byte
+// stack buffers (two, used in turn), so that lanes 4 KiB apart do not evict
+// each other's lines from L1. ss must be a multiple of 64.
+func (g *gen) cbcMBStagedAESNI(name string) {
+	g.begin(name, 1024, "CBC encryption of 8 consecutive sectors of ss bytes (ss a multiple of 64),\nstaged one cache line per lane at a time; ivs holds the 8 IVs.",
+		"nr", "xk", "dst", "src", "ss", "ivs")
+	g.arg("nr", "AX")
+	g.arg("xk", "R12")
+	g.arg("dst", "DI")
+	g.arg("src", "SI")
+	g.arg("ivs", "R13")
+	g.laneSetup()
+	g.keyEnd("R11", "R12", "AX", 16)
+	for j := 0; j < 8; j++ {
+		g.p("MOVOU %d(R13), X%d", 16*j, j)
+	}
+	g.p("MOVOU (R12), X15")
+	g.p("MOVQ BX, R14")
+	g.p("SHRQ $6, R14")
+	g.p("LEAQ 0(SP), R12")
+	g.p("LEAQ 512(SP), R13")
+	at := func(off int, a string) string {
+		if off == 0 {
+			return a
+		}
+		return fmt.Sprintf("%d%s", off, a)
+	}
+	tmp := 0
+	nextTmp := func() int { tmp = (tmp + 1) % 5; return 10 + tmp }
+	fill := func(j int, buf string, off int) {
+		for s := 0; s < 4; s++ {
+			t := nextTmp()
+			g.p("MOVOU %s, X%d", at(off+16*s, laneAddr("SI", j)), t)
+			g.p("MOVOU X%d, %d(%s)", t, 128*s+16*j, buf)
+		}
+	}
+	drain := func(j int, buf string, off int) {
+		for s := 0; s < 4; s++ {
+			t := nextTmp()
+			g.p("MOVOU %d(%s), X%d", 128*s+16*j, buf, t)
+			g.p("MOVOU X%d, %s", t, at(off+16*s, laneAddr("DI", j)))
+		}
+	}
+	for j := 0; j < 8; j++ {
+		fill(j, "R12", 0)
+	}
+	loop := g.newLabel("loop")
+	g.lbl(loop)
+	var pieces []func()
+	for j := 0; j < 8; j++ {
+		j := j
+		pieces = append(pieces, func() {
+			skip := g.newLabel("nodrain")
+			g.p("CMPQ DI, dst+16(FP)")
+			g.p("JEQ %s", skip)
+			drain(j, "R13", -64)
+			g.lbl(skip)
+		}, func() {
+			skip := g.newLabel("nofill")
+			g.p("CMPQ R14, $1")
+			g.p("JEQ %s", skip)
+			fill(j, "R13", 64)
+			g.lbl(skip)
+		})
+	}
+	for s := 0; s < 4; s++ {
+		for j := 0; j < 8; j++ {
+			g.p("MOVOU %d(R12), X9", 128*s+16*j)
+			g.p("PXOR X15, X9")
+			g.p("PXOR X9, X%d", j)
+		}
+		g.afterRound = func(back int) {
+			if back%2 == 1 && back >= 3 && len(pieces) > 0 {
+				pieces[0]()
+				pieces = pieces[1:]
+			}
+		}
+		g.rounds("AESENC", regs(xr, 0, 8), "R11", "AX", 16, "X8", false)
+		g.afterRound = nil
+		for j := 0; j < 8; j++ {
+			g.p("MOVOU X%d, %d(R12)", j, 128*s+16*j)
+		}
+	}
+	if len(pieces) != 0 {
+		log.Fatal("staged: pieces left over")
+	}
+	g.p("ADDQ $64, SI")
+	g.p("ADDQ $64, DI")
+	g.p("XCHGQ R12, R13")
+	g.p("DECQ R14")
+	g.p("JNE %s", loop)
+	for j := 0; j < 8; j++ {
+		drain(j, "R13", -64)
+	}
+	g.p("RET")
+}
+
 // mulxSSE multiplies the XTS tweak in t by x; mask holds dwords
 // {0x87, 0, 1, 0}; tmp is clobbered.
 func (g *gen) mulxSSE(t, mask, tmp string) {
@@ -1047,6 +1145,7 @@ func main() {
 	g.cbcDecAESNI("decCBCAESNI", false)
 	g.cbcDecAESNI("decESSIVCBCAESNI", true)
 	g.cbcMBAESNI("encCBCMB8AESNI", 8)
+	g.cbcMBStagedAESNI("encCBCMB8StagedAESNI")
 	g.cbcMBAESNI("encCBCMB4AESNI", 4)
 	g.cbcMBAESNI("encCBCMB2AESNI", 2)
 	g.xtsAESNI("xtsEncAESNI", "AESENC")
