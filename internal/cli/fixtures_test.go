@@ -135,3 +135,60 @@ func TestFixtureEvilHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestFixtureLUKS2Images: cryptsetup's LUKS2 test images behave as its
+// README says through the CLI.
+func TestFixtureLUKS2Images(t *testing.T) {
+	// compatimage2: both keyslots open; a wrong passphrase exits 2.
+	img := filepath.Join(unpack(t, "compatimage2.img.xz"), "compatimage2.img")
+	for _, p := range []string{"compatkey", "0123456789abcdef"} {
+		if code, _, e := run(t, []byte(p+"\n"), "read", img, "--length", "512"); code != 0 {
+			t.Errorf("compatimage2 with %q: %s", p, e)
+		}
+	}
+	if code, _, _ := run(t, []byte("0123456789abcdef\n"), "test-passphrase", img, "--key-slot", "0"); code != 2 {
+		t.Errorf("compatimage2: slot 1's passphrase opened slot 0 (exit %d)", code)
+	}
+	// Every metadata size opens; add-key with slot 9 works and cryptsetup
+	// accepts the new passphrase in that slot.
+	dir := unpack(t, "luks2_mda_images.tar.xz")
+	imgs, _ := filepath.Glob(filepath.Join(dir, "test_image_*"))
+	if len(imgs) != 9 {
+		t.Fatalf("%d mda images, want 9", len(imgs))
+	}
+	pass := writeFile(t, t.TempDir(), "p", []byte("Qx3qn46vq0v"))
+	newp := writeFile(t, t.TempDir(), "n", []byte("ocMakf3fAcQO"))
+	for _, im := range imgs {
+		if code, _, e := run(t, nil, "test-passphrase", im, "--key-file", pass); code != 0 {
+			t.Errorf("%s: %s", filepath.Base(im), e)
+			continue
+		}
+		if code, _, e := run(t, nil, "add-key", im, newp, "--key-file", pass, "--key-slot", "9", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"); code != 0 {
+			t.Errorf("%s: add-key: %s", filepath.Base(im), e)
+			continue
+		}
+		if out, err := cryptsetup(t, "open", "--test-passphrase", "-S", "9", "--key-file", newp, im); err != nil {
+			t.Errorf("%s: cryptsetup rejects our keyslot 9: %s", filepath.Base(im), out)
+		}
+	}
+	// Unknown mandatory requirements: reading works, writes are refused.
+	dir = unpack(t, "luks2_header_requirements.tar.xz")
+	req, _ := filepath.Glob(filepath.Join(dir, "*", "luks2_header_requirements"))
+	if len(req) == 0 {
+		req, _ = filepath.Glob(filepath.Join(dir, "luks2_header_requirements"))
+	}
+	if len(req) != 1 {
+		t.Fatalf("requirements image not found in %s", dir)
+	}
+	bp := writeFile(t, t.TempDir(), "b", []byte("blablabl"))
+	if code, _, e := run(t, nil, "test-passphrase", req[0], "--key-file", bp); code != 0 {
+		t.Errorf("requirements image: %s", e)
+	}
+	before := fileSum(t, req[0])
+	if code, _, e := run(t, nil, "add-key", req[0], newp, "--key-file", bp, "--pbkdf-force-iterations", "1000", "--pbkdf", "pbkdf2"); code == 0 || !strings.Contains(e, "read-only") {
+		t.Errorf("add-key on unknown requirements: exit %d %q", code, e)
+	}
+	if fileSum(t, req[0]) != before {
+		t.Error("a refused write changed the requirements image")
+	}
+}
