@@ -106,6 +106,12 @@ func xtsEncRingAESNI(nr int, xk *byte, dst, src *byte, n int, tweak *[16]byte)
 func xtsDecRingAESNI(nr int, xk *byte, dst, src *byte, n int, tweak *[16]byte)
 
 //go:noescape
+func xtsEncSectorsAESNI(nr int, xk *byte, dst, src *byte, n, ips int, tws *byte)
+
+//go:noescape
+func xtsDecSectorsAESNI(nr int, xk *byte, dst, src *byte, n, ips int, tws *byte)
+
+//go:noescape
 func encECBVAES(nr int, yk *byte, dst, src *byte, n int)
 
 //go:noescape
@@ -265,10 +271,18 @@ func archXTS(b *Block, enc bool, dst, src []byte, t *[16]byte) {
 // It reports false if the implementation has no multi-sector kernel for
 // this sector size.
 func archXTSSectors(b *Block, enc bool, dst, src []byte, ss int, tws []byte) bool {
+	n := len(src) / 16
+	if b.impl == implAESNI && ss%256 == 0 {
+		if enc {
+			xtsEncSectorsAESNI(b.rounds, b.xkEnc(), ptr(dst), ptr(src), n, ss/128, &tws[0])
+		} else {
+			xtsDecSectorsAESNI(b.rounds, b.xkDec(), ptr(dst), ptr(src), n, ss/128, &tws[0])
+		}
+		return true
+	}
 	if b.impl != implVAES || ss%512 != 0 {
 		return false
 	}
-	n := len(src) / 16
 	if enc {
 		xtsEncSectorsVAES(b.rounds, b.ykEnc(), ptr(dst), ptr(src), n, ss/256, &tws[0])
 	} else {

@@ -576,12 +576,22 @@ func (g *gen) xtsAESNI(name, op string) {
 // stack frame, as xtsVAES does (see there). This leaves the vector unit to
 // the AES rounds and three XORs per block. A remainder of up to 7 blocks is
 // done one at a time with the tweaks already in the ring.
-func (g *gen) xtsRingAESNI(name, op string) {
-	g.begin(name, 4096+128, "XTS on n >= 16 whole blocks, 8 in flight. *tweak is the encrypted tweak of the\nfirst block and is advanced to that of the block after the last.",
-		"nr", "xk", "dst", "src", "n", "tweak")
+//
+// With sectors set it is the multi-sector form (as for xtsVAES): sectors of
+// 128*ips bytes (ips >= 2), tweak chain restarted from tws every ips
+// iterations (R12 counts down, R13 walks tws); n is a multiple of 8.
+func (g *gen) xtsRingAESNI(name, op string, sectors bool) {
+	const ring = 16
+	if sectors {
+		g.begin(name, ring+4096+128, "XTS over n/(8*ips) consecutive sectors of 128*ips bytes (ips >= 2), 8 blocks in\nflight across sector boundaries; tws holds the encrypted tweak of every sector\nfollowed by one spare readable entry.",
+			"nr", "xk", "dst", "src", "n", "ips", "tws")
+	} else {
+		g.begin(name, ring+4096+128, "XTS on n >= 16 whole blocks, 8 in flight. *tweak is the encrypted tweak of the\nfirst block and is advanced to that of the block after the last.",
+			"nr", "xk", "dst", "src", "n", "tweak")
+	}
 	ringAt := func(reg string, off int) {
 		g.p("LEAQ %d(SI), %s", off, reg)
-		g.p("LEAQ 0(SP), R10")
+		g.p("LEAQ %d(SP), R10", ring)
 		g.p("SUBQ R10, %s", reg)
 		g.p("ANDQ $4095, %s", reg)
 		g.p("ADDQ R10, %s", reg)
@@ -591,10 +601,19 @@ func (g *gen) xtsRingAESNI(name, op string) {
 	g.arg("dst", "DI")
 	g.arg("src", "SI")
 	g.arg("n", "CX")
-	g.arg("tweak", "BX")
 	g.keyEnd("R11", "DX", "AX", 16)
 	g.p("MOVOU (DX), X15")
-	g.p("MOVOU (BX), X9")
+	if sectors {
+		g.arg("ips", "R12")
+		g.p("MOVQ R12, 0(SP)")
+		g.p("SUBQ $2, R12")
+		g.arg("tws", "R13")
+		g.p("MOVOU (R13), X9")
+		g.p("ADDQ $16, R13")
+	} else {
+		g.arg("tweak", "BX")
+		g.p("MOVOU (BX), X9")
+	}
 	g.p("MOVOU xtsMask<>(SB), X10")
 	ringAt("R14", 256) // iteration 0
 	ringAt("DX", 384)  // iteration 1
@@ -622,6 +641,17 @@ func (g *gen) xtsRingAESNI(name, op string) {
 	g.afterRound = func(back int) {
 		if back >= 2 {
 			j := 9 - back
+			if j == 0 && sectors {
+				ok := g.newLabel("same")
+				g.p("TESTQ R12, R12")
+				g.p("JNE %s", ok)
+				g.p("MOVQ (R13), R8")
+				g.p("MOVQ 8(R13), R9")
+				g.p("ADDQ $16, R13")
+				g.p("MOVQ 0(SP), R12")
+				g.lbl(ok)
+				g.p("DECQ R12")
+			}
 			g.p("MOVQ R8, %d(DX)", 16*j)
 			g.p("MOVQ R9, %d(DX)", 16*j+8)
 			g.p("MOVQ R9, R10")
@@ -663,10 +693,12 @@ func (g *gen) xtsRingAESNI(name, op string) {
 	g.p("DECQ CX")
 	g.p("JNE %s", tail1)
 	g.lbl(out)
-	g.p("MOVQ (R14), R8")
-	g.p("MOVQ 8(R14), R9")
-	g.p("MOVQ R8, (BX)")
-	g.p("MOVQ R9, 8(BX)")
+	if !sectors {
+		g.p("MOVQ (R14), R8")
+		g.p("MOVQ 8(R14), R9")
+		g.p("MOVQ R8, (BX)")
+		g.p("MOVQ R9, 8(BX)")
+	}
 	g.p("RET")
 }
 
@@ -1150,8 +1182,10 @@ func main() {
 	g.cbcMBAESNI("encCBCMB2AESNI", 2)
 	g.xtsAESNI("xtsEncAESNI", "AESENC")
 	g.xtsAESNI("xtsDecAESNI", "AESDEC")
-	g.xtsRingAESNI("xtsEncRingAESNI", "AESENC")
-	g.xtsRingAESNI("xtsDecRingAESNI", "AESDEC")
+	g.xtsRingAESNI("xtsEncRingAESNI", "AESENC", false)
+	g.xtsRingAESNI("xtsDecRingAESNI", "AESDEC", false)
+	g.xtsRingAESNI("xtsEncSectorsAESNI", "AESENC", true)
+	g.xtsRingAESNI("xtsDecSectorsAESNI", "AESDEC", true)
 	g.ecbVAES("encECBVAES", "AESENC")
 	g.ecbVAES("decECBVAES", "AESDEC")
 	g.cbcDecVAES("decCBCVAES")
