@@ -2,6 +2,7 @@ package luks1_test
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -64,6 +65,7 @@ func crashEveryWrite(t *testing.T, cs *lukstest.Cryptsetup, base string, op func
 				t.Fatalf("N=%d: %q no longer opens the image", n, p)
 			}
 		}
+		os.Remove(img) // keep the disk footprint to one image
 		if !fd.Failed() {
 			t.Logf("operation completed after %d writes; every crash point checked", fd.Writes)
 			return

@@ -3,6 +3,7 @@ package luks2_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
@@ -71,6 +72,7 @@ func crashEveryWrite(t *testing.T, cs *lukstest.Cryptsetup, base string, tear bo
 				t.Fatalf("N=%d: %q stopped working", n, p)
 			}
 		}
+		os.Remove(img) // keep the disk footprint to one image
 		if !fd.Failed() {
 			t.Logf("completed after %d writes; every crash point checked", fd.Writes)
 			return
