@@ -48,7 +48,7 @@ for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "$pkg")
   for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
     echo "-- $pkg $f"
-    go test -run '^$' -fuzz "^$f\$" -fuzztime "$fuzztime" "$pkg"
+    go test -run '^$' -fuzz "^$f\$" -fuzztime "$fuzztime" -fuzzminimizetime 200x "$pkg"
   done
 done
 echo "== all tests passed"
