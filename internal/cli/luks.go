@@ -547,6 +547,13 @@ func runDump(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
+	typ := p.str("type")
+	if typ == "" {
+		typ = detectType(dev)
+	}
+	if d, ok := typeDumpers[typ]; ok {
+		return d(env, p, dev)
+	}
 	f, hdev, h, err := luksDevice(p, dev, true)
 	if err != nil {
 		return err

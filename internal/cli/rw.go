@@ -38,6 +38,9 @@ func openVolume(env *Env, p *parsed, path string, readOnly bool) (*blkcrypt.Volu
 	if typ == "" {
 		typ = detectType(path)
 	}
+	if o, ok := typeOpeners[typ]; ok {
+		return o(env, p, path, readOnly)
+	}
 	switch typ {
 	case "plain":
 		return openPlain(env, p, path, readOnly)
@@ -49,6 +52,17 @@ func openVolume(env *Env, p *parsed, path string, readOnly bool) (*blkcrypt.Volu
 	}
 	return nil, usageErr("unknown or unsupported --type %q", typ)
 }
+
+// typeOpeners open the other formats (--type tcrypt, bitlk, fvault2,
+// loopaes); each format's file registers itself from init.
+var typeOpeners = map[string]func(env *Env, p *parsed, path string, readOnly bool) (*blkcrypt.Volume, error){}
+
+// typeDumpers print a format's header for `dump --type T` (or a detected
+// type); typeDetectors recognise a format by its on-disk signature.
+var (
+	typeDumpers   = map[string]func(env *Env, p *parsed, path string) error{}
+	typeDetectors []func(head []byte) string // head: the first 64 KiB
+)
 
 // openLUKS is set by the LUKS verbs' file.
 var openLUKS func(env *Env, p *parsed, path, typ string, readOnly bool) (*blkcrypt.Volume, error)
@@ -63,6 +77,13 @@ func detectType(path string) string {
 	var b [8]byte
 	if n, _ := f.ReadAt(b[:], 0); n < 8 {
 		return ""
+	}
+	head := make([]byte, 64<<10)
+	n, _ := f.ReadAt(head, 0)
+	for _, d := range typeDetectors {
+		if t := d(head[:n]); t != "" {
+			return t
+		}
 	}
 	if string(b[:6]) == "LUKS\xba\xbe" {
 		switch b[7] {
