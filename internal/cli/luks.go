@@ -15,6 +15,7 @@ import (
 	"github.com/blkcrypt/blkcrypt/internal/keyinput"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/luks1"
+	"github.com/blkcrypt/blkcrypt/luks2"
 )
 
 func init() {
@@ -346,17 +347,16 @@ func runKillSlot(ctx context.Context, env *Env, p *parsed) error {
 	return nil
 }
 
-// headerSize is how many bytes header-backup saves: everything before the
-// data (header and keyslot areas).
+// headerSize is how many bytes header-backup saves, as cryptsetup does: the
+// binary header(s) and the keyslot areas, not the gap before the data.
 func headerSize(h blkcrypt.Header) int64 {
-	if off := h.DataOffset(); off > 0 {
-		return off
+	switch hh := h.(type) {
+	case *luks1.Header:
+		return (hh.HeaderSize() + 4095) / 4096 * 4096
+	case *luks2.Header:
+		return int64(hh.HeaderSize())
 	}
-	type sizer interface{ HeaderSize() int64 }
-	if s, ok := h.(sizer); ok {
-		return s.HeaderSize()
-	}
-	return 0
+	return h.DataOffset()
 }
 
 func runHeaderBackup(ctx context.Context, env *Env, p *parsed) error {
@@ -504,11 +504,24 @@ func runFormat(ctx context.Context, env *Env, p *parsed) error {
 		f.Close()
 	}
 	if target != dev {
+		// A detached header file is created or grown to hold the header
+		// and keyslots, as cryptsetup does.
 		hf, err := os.OpenFile(target, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
 			return deviceErr(err)
 		}
+		need := int64(16 << 20)
+		if typ == "luks1" {
+			need = 2 << 20
+		}
+		var terr error
+		if st, err := hf.Stat(); err == nil && st.Mode().IsRegular() && st.Size() < need {
+			terr = hf.Truncate(need)
+		}
 		hf.Close()
+		if terr != nil {
+			return deviceErr(terr)
+		}
 	}
 	f, err := openDevice(target, false)
 	if err != nil {
@@ -549,7 +562,11 @@ func runDump(ctx context.Context, env *Env, p *parsed) error {
 	}
 	typ := p.str("type")
 	if typ == "" {
-		typ = detectType(dev)
+		if h := p.str("header"); h != "" {
+			typ = detectType(h)
+		} else {
+			typ = detectType(dev)
+		}
 	}
 	if d, ok := typeDumpers[typ]; ok {
 		return d(env, p, dev)

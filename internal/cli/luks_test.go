@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/blkcrypt/blkcrypt/internal/oracle"
 )
 
 func cryptsetup(t *testing.T, args ...string) (string, error) {
@@ -208,5 +210,130 @@ func TestCryptsetupLUKS2Matrix(t *testing.T) {
 		if code != 0 || out != string(data) {
 			t.Fatalf("%s %d-bit sector %d: exit %d, match %v: %s", c.cipher, c.bits, c.ss, code, out == string(data), e)
 		}
+	}
+}
+
+// TestHeaderBackupRestoreAndDetached: our header backup restores with
+// cryptsetup and cryptsetup's with us; a detached header we format opens in
+// cryptsetup with --header; OpenSSL with cryptsetup's key decrypts our data.
+func TestHeaderBackupRestoreAndDetached(t *testing.T) {
+	for _, typ := range []string{"luks1", "luks2"} {
+		dir := t.TempDir()
+		img := filepath.Join(dir, "v.img")
+		pass := writeFile(t, dir, "p", []byte("backup-test"))
+		fast := []string{"--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"}
+		if code, _, e := run(t, nil, append([]string{"format", img, "--type", typ, "--size", "33554432", "--key-file", pass, "-q"}, fast...)...); code != 0 {
+			t.Fatal(e)
+		}
+		ours := filepath.Join(dir, "ours.bak")
+		if code, _, e := run(t, nil, "header-backup", img, "--header-backup-file", ours); code != 0 {
+			t.Fatal(e)
+		}
+		theirs := filepath.Join(dir, "theirs.bak")
+		if out, err := cryptsetup(t, "luksHeaderBackup", img, "--header-backup-file", theirs); err != nil {
+			t.Fatal(out)
+		}
+		if code, _, _ := run(t, nil, "header-backup", img, "--header-backup-file", ours); code != 5 {
+			t.Errorf("%s: header-backup over an existing file exits %d, want 5", typ, code)
+		}
+		wipe := func() {
+			f, _ := os.OpenFile(img, os.O_RDWR, 0)
+			f.WriteAt(make([]byte, 32768), 0) // both LUKS2 copies (16 KiB metadata)
+			f.Close()
+			if _, err := cryptsetup(t, "open", "--test-passphrase", "--key-file", pass, img); err == nil {
+				t.Fatalf("%s: the wiped header still opens", typ)
+			}
+		}
+		wipe()
+		if out, err := cryptsetup(t, "luksHeaderRestore", "-q", img, "--header-backup-file", ours); err != nil {
+			t.Fatalf("%s: cryptsetup cannot restore our backup: %s", typ, out)
+		}
+		if out, err := cryptsetup(t, "open", "--test-passphrase", "--key-file", pass, img); err != nil {
+			t.Fatalf("%s: after restoring our backup: %s", typ, out)
+		}
+		wipe()
+		if code, _, e := run(t, nil, "header-restore", img, "--header-backup-file", theirs); code != 0 {
+			t.Fatalf("%s: we cannot restore cryptsetup's backup: %s", typ, e)
+		}
+		if code, _, e := run(t, nil, "test-passphrase", img, "--key-file", pass); code != 0 {
+			t.Fatalf("%s: after restoring cryptsetup's backup: %s", typ, e)
+		}
+
+		// Detached header: data file and header file.
+		data := filepath.Join(dir, "data.img")
+		hdr := filepath.Join(dir, "hdr.img")
+		os.WriteFile(data, make([]byte, 8<<20), 0o600)
+		if code, _, e := run(t, nil, append([]string{"format", data, "--type", typ, "--header", hdr, "--size", "33554432", "--key-file", pass, "-q"}, fast...)...); code != 0 {
+			t.Fatalf("%s detached: %s", typ, e)
+		}
+		if out, err := cryptsetup(t, "open", "--test-passphrase", "--header", hdr, "--key-file", pass, data); err != nil {
+			t.Fatalf("%s: cryptsetup rejects our detached header: %s", typ, out)
+		}
+		plain := randBytes(64 << 10)
+		in := writeFile(t, dir, "in", plain)
+		if code, _, e := run(t, nil, "write", data, "--header", hdr, "-i", in, "--key-file", pass); code != 0 {
+			t.Fatal(e)
+		}
+		dump, err := cryptsetup(t, "luksDump", "--dump-volume-key", "-q", "--header", hdr, "--key-file", pass, data)
+		if err != nil {
+			t.Fatal(dump)
+		}
+		vk, _ := hex.DecodeString(volumeKeyOf(dump))
+		o := oracle.New(t)
+		raw, _ := os.ReadFile(data)
+		code, hd, _ := run(t, nil, "dump", data, "--header", hdr)
+		if code != 0 {
+			t.Fatal("dump of a detached header failed")
+		}
+		ss := 512
+		if strings.Contains(hd, "sector: 4096") {
+			ss = 4096
+		}
+		for i := 0; i < len(plain)/ss; i++ {
+			pt, err := o.Crypt("aes-256-xts", vk, plainIV(uint64(i*ss/512)), raw[i*ss:(i+1)*ss], false)
+			if err != nil || !bytes.Equal(pt, plain[i*ss:(i+1)*ss]) {
+				t.Fatalf("%s: OpenSSL with cryptsetup's key does not decrypt our sector %d (%v)", typ, i, err)
+			}
+		}
+	}
+}
+
+// TestFormatBadInput: an unknown cipher or a device too small for the
+// header exits non-zero with a clear message and writes nothing; a
+// truncated LUKS image is refused.
+func TestFormatBadInput(t *testing.T) {
+	dir := t.TempDir()
+	pass := writeFile(t, dir, "p", []byte("x"))
+	img := writeFile(t, dir, "v.img", randBytes(1<<20))
+	before := fileSum(t, img)
+	for _, args := range [][]string{
+		{"format", img, "--cipher", "nosuch-xts-plain64", "--key-file", pass, "-q"},
+		{"format", img, "--cipher", "aes-xts-plain64", "--key-size", "200", "--key-file", pass, "-q"},
+		{"format", img, "--type", "luks3", "--key-file", pass, "-q"},
+		{"format", img, "--type", "luks1", "--sector-size", "4096", "--key-file", pass, "-q"},
+		{"format", img, "--pbkdf", "scrypt", "--key-file", pass, "-q"},
+	} {
+		code, _, e := run(t, nil, args...)
+		if code == 0 || strings.Count(e, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, e)
+		}
+	}
+	if fileSum(t, img) != before {
+		t.Fatal("a refused format wrote to the device")
+	}
+	// A real volume, truncated inside its keyslot area.
+	good := filepath.Join(dir, "good.img")
+	if code, _, e := run(t, nil, "format", good, "--type", "luks2", "--size", "33554432", "--key-file", pass, "-q", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"); code != 0 {
+		t.Fatal(e)
+	}
+	os.Truncate(good, 20000)
+	before = fileSum(t, good)
+	for _, args := range [][]string{{"read", good}, {"test-passphrase", good}, {"dump", good}} {
+		if code, _, e := run(t, nil, append(args, "--key-file", pass)...); code == 0 || strings.Count(e, "\n") != 1 {
+			t.Errorf("truncated image, %v: exit %d, %q", args, code, e)
+		}
+	}
+	if fileSum(t, good) != before {
+		t.Fatal("a truncated image was written to")
 	}
 }

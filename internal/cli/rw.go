@@ -36,7 +36,11 @@ func openDevice(path string, readOnly bool) (*os.File, error) {
 func openVolume(env *Env, p *parsed, path string, readOnly bool) (*blkcrypt.Volume, error) {
 	typ := p.str("type")
 	if typ == "" {
-		typ = detectType(path)
+		if h := p.str("header"); h != "" {
+			typ = detectType(h)
+		} else {
+			typ = detectType(path)
+		}
 	}
 	if o, ok := typeOpeners[typ]; ok {
 		return o(env, p, path, readOnly)
