@@ -29,10 +29,6 @@ func (g *gen) p(format string, a ...any) {
 	fmt.Fprintf(&g.buf, "\t"+format+"\n", a...)
 }
 
-func (g *gen) comment(format string, a ...any) {
-	fmt.Fprintf(&g.buf, "\t// "+format+"\n", a...)
-}
-
 func (g *gen) lbl(l string) { fmt.Fprintf(&g.buf, "%s:\n", l) }
 
 func (g *gen) newLabel(prefix string) string {
@@ -98,15 +94,6 @@ func (g *gen) keyEnd(ke, k, nr string, stride int) {
 // sizes share one instruction stream: AES-256 starts 4 rounds earlier and
 // AES-192 2 rounds earlier than AES-128.
 func (g *gen) rounds(op string, state []string, ke, nr string, stride int, kreg string, vex bool) {
-	g.roundsOpt(op, state, ke, nr, stride, kreg, vex, true)
-}
-
-// roundsNoLast emits VEX rounds 1..nr-1, leaving the last round to the caller.
-func (g *gen) roundsNoLast(op string, state []string, ke, nr string, stride int, kreg string) {
-	g.roundsOpt(op, state, ke, nr, stride, kreg, true, false)
-}
-
-func (g *gen) roundsOpt(op string, state []string, ke, nr string, stride int, kreg string, vex, last bool) {
 	l10, l12 := g.newLabel("r10"), g.newLabel("r12")
 	mov := "MOVOU"
 	if vex {
@@ -154,9 +141,7 @@ func (g *gen) roundsOpt(op string, state []string, ke, nr string, stride int, kr
 			g.afterRound(back)
 		}
 	}
-	if last {
-		round(0, true)
-	}
+	round(0, true)
 }
 
 // ---------------------------------------------------------------------------
