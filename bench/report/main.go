@@ -22,7 +22,11 @@ import (
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 
-var sec = flag.Float64("sec", 0.5, "seconds per measurement")
+var (
+	sec    = flag.Float64("sec", 0.5, "seconds per measurement")
+	svg    = flag.String("svg", "", "also run the block-size sweep and write its chart to this SVG file")
+	onlySw = flag.Bool("sweep-only", false, "run only the block-size sweep")
+)
 
 // opensslSpeed returns OpenSSL's bytes per second for one cipher and size.
 func opensslSpeed(cipher string, bytesPer int, decrypt bool) float64 {
@@ -112,6 +116,22 @@ func main() {
 	flag.Parse()
 	ov, _ := exec.Command("openssl", "version").Output()
 	fmt.Printf("Machine: %s, %d cores, %s; %s; %s.\n\n", cpuModel(), runtime.NumCPU(), runtime.Version(), strings.TrimSpace(string(ov)), time.Now().UTC().Format("2006-01-02"))
+
+	if *svg != "" || *onlySw {
+		fmt.Println("### Block-size sweep: blkcrypt, OpenSSL, x/crypto/xts and crypto/cipher, single core")
+		fmt.Println()
+		ss := sweep()
+		printSweep(os.Stdout, ss)
+		if *svg != "" {
+			if err := writeSVG(*svg, ss); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
+			fmt.Printf("![throughput chart](%s)\n\n", *svg)
+		}
+		if *onlySw {
+			return
+		}
+	}
 
 	// 1. capi: fused ESSIV driver against the template instance at 16-byte
 	// blocks, and the essiv drivers against openssl aes-256-cbc.

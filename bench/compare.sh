@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Runs OpenSSL, x/crypto/xts, Go's crypto/cipher CBC and blkcrypt side by
+# side in one process run, prints the Markdown tables for BENCHMARKS.md and
+# writes bench/throughput.svg (MB/s against block size), which the README
+# shows.   bench/compare.sh [SECONDS_PER_POINT]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+go run ./bench/report -sec "${1:-0.5}" -svg bench/throughput.svg
