@@ -329,6 +329,9 @@ func (b *Block) EncryptCBCSectors(dst, src []byte, sectorSize int, ivs []byte) {
 // sectors, sector i with the IV ivs[16*i:16*i+16]. ivs is not modified.
 func (b *Block) DecryptCBCSectors(dst, src []byte, sectorSize int, ivs []byte) {
 	dst, n := checkSectors("DecryptCBCSectors", dst, src, sectorSize, ivs)
+	if n > 0 && b.impl != implGeneric && archDecCBCSectors(b, dst, src, sectorSize, ivs) {
+		return
+	}
 	var iv [16]byte
 	for i := 0; i < n; i++ {
 		copy(iv[:], ivs[16*i:])

@@ -112,6 +112,12 @@ func xtsEncSectorsAESNI(nr int, xk *byte, dst, src *byte, n, ips int, tws *byte)
 func xtsDecSectorsAESNI(nr int, xk *byte, dst, src *byte, n, ips int, tws *byte)
 
 //go:noescape
+func decCBCSectorsAESNI(nr int, xk *byte, dst, src *byte, n, ips int, ivs *byte)
+
+//go:noescape
+func decCBCSectorsVAES(nr int, yk *byte, dst, src *byte, n, ips int, ivs *byte)
+
+//go:noescape
 func encECBVAES(nr int, yk *byte, dst, src *byte, n int)
 
 //go:noescape
@@ -287,6 +293,22 @@ func archXTSSectors(b *Block, enc bool, dst, src []byte, ss int, tws []byte) boo
 		xtsEncSectorsVAES(b.rounds, b.ykEnc(), ptr(dst), ptr(src), n, ss/256, &tws[0])
 	} else {
 		xtsDecSectorsVAES(b.rounds, b.ykDec(), ptr(dst), ptr(src), n, ss/256, &tws[0])
+	}
+	return true
+}
+
+// archDecCBCSectors decrypts whole sectors with one kernel call that runs
+// across sector boundaries. It reports false if there is no such kernel for
+// this sector size.
+func archDecCBCSectors(b *Block, dst, src []byte, ss int, ivs []byte) bool {
+	n := len(src) / 16
+	switch {
+	case b.impl == implVAES && ss%256 == 0:
+		decCBCSectorsVAES(b.rounds, b.ykDec(), ptr(dst), ptr(src), n, ss/256, &ivs[0])
+	case ss%128 == 0:
+		decCBCSectorsAESNI(b.rounds, b.xkDec(), ptr(dst), ptr(src), n, ss/128, &ivs[0])
+	default:
+		return false
 	}
 	return true
 }

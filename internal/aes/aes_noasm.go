@@ -21,3 +21,5 @@ func archEncCBCSectors(b *Block, dst, src []byte, sectorSize int, ivs []byte) { 
 func archXTS(b *Block, enc bool, dst, src []byte, t *[16]byte)                { unreachable() }
 
 func archXTSSectors(b *Block, enc bool, dst, src []byte, ss int, tws []byte) bool { return false }
+
+func archDecCBCSectors(b *Block, dst, src []byte, ss int, ivs []byte) bool { return false }

@@ -258,8 +258,11 @@ func (g *gen) cbcEncAESNI(name string, essiv bool) {
 }
 
 // cbcDecAESNI: CBC decryption with 8 blocks in flight; chaining value in X9.
-func (g *gen) cbcDecAESNI(name string, essiv bool) {
-	if essiv {
+func (g *gen) cbcDecAESNI(name string, essiv, sectors bool) {
+	if sectors {
+		g.begin(name, 0, "CBC decryption of n/(8*ips) consecutive sectors of 128*ips bytes; sector i\nstarts from the IV at ivs+16*i. 8 blocks in flight across sector boundaries.",
+			"nr", "xk", "dst", "src", "n", "ips", "ivs")
+	} else if essiv {
 		g.begin(name, 0, "CBC decryption of n blocks with IV = E(ivxk, *iv); *iv is not modified.\nxk is the decryption schedule, ivxk an encryption schedule.",
 			"nr", "xk", "ivnr", "ivxk", "dst", "src", "n", "iv")
 	} else {
@@ -272,7 +275,11 @@ func (g *gen) cbcDecAESNI(name string, essiv bool) {
 	g.arg("src", "SI")
 	g.arg("n", "CX")
 	g.keyEnd("R11", "DX", "AX", 16)
-	if essiv {
+	if sectors {
+		g.arg("ips", "R14")
+		g.arg("ivs", "R13")
+		g.p("MOVQ $1, R12")
+	} else if essiv {
 		g.essivIV("X9")
 	} else {
 		g.arg("iv", "BX")
@@ -282,6 +289,16 @@ func (g *gen) cbcDecAESNI(name string, essiv bool) {
 	g.lbl(loop8)
 	g.p("CMPQ CX, $8")
 	g.p("JB %s", tail)
+	if sectors {
+		// A new sector every ips iterations: its IV replaces the chain.
+		same := g.newLabel("same")
+		g.p("DECQ R12")
+		g.p("JNE %s", same)
+		g.p("MOVOU (R13), X9")
+		g.p("ADDQ $16, R13")
+		g.p("MOVQ R14, R12")
+		g.lbl(same)
+	}
 	g.p("MOVOU (DX), X8")
 	for i := 0; i < 8; i++ {
 		g.p("MOVOU %d(SI), X%d", 16*i, i)
@@ -318,7 +335,7 @@ func (g *gen) cbcDecAESNI(name string, essiv bool) {
 	g.p("DECQ CX")
 	g.p("JMP %s", tail)
 	g.lbl(done)
-	if !essiv {
+	if !essiv && !sectors {
 		g.p("MOVOU X9, (BX)")
 	}
 	g.p("RET")
@@ -739,21 +756,42 @@ func (g *gen) ecbVAES(name, op string) {
 }
 
 // cbcDecVAES: CBC decryption, 16 blocks in flight; n must be a multiple of 16.
-func (g *gen) cbcDecVAES(name string) {
-	g.begin(name, 0, "CBC decryption of n blocks (n a multiple of 16), 16 in flight; *iv is updated.",
-		"nr", "yk", "dst", "src", "n", "iv")
+func (g *gen) cbcDecVAES(name string, sectors bool) {
+	if sectors {
+		g.begin(name, 0, "CBC decryption of n/(16*ips) consecutive sectors of 256*ips bytes; sector i\nstarts from the IV at ivs+16*i. 16 blocks in flight across sector boundaries.",
+			"nr", "yk", "dst", "src", "n", "ips", "ivs")
+	} else {
+		g.begin(name, 0, "CBC decryption of n blocks (n a multiple of 16), 16 in flight; *iv is updated.",
+			"nr", "yk", "dst", "src", "n", "iv")
+	}
 	g.arg("nr", "AX")
 	g.arg("yk", "DX")
 	g.arg("dst", "DI")
 	g.arg("src", "SI")
 	g.arg("n", "CX")
-	g.arg("iv", "BX")
 	g.keyEnd("R11", "DX", "AX", 32)
-	g.p("VMOVDQU (BX), X9")
+	if sectors {
+		g.arg("ips", "R14")
+		g.arg("ivs", "R13")
+		g.p("MOVQ $1, R12")
+	} else {
+		g.arg("iv", "BX")
+		g.p("VMOVDQU (BX), X9")
+	}
 	loop, done := g.newLabel("loop16"), g.newLabel("done")
 	g.lbl(loop)
 	g.p("CMPQ CX, $16")
 	g.p("JB %s", done)
+	if sectors {
+		// A new sector every ips iterations: its IV replaces the chain.
+		same := g.newLabel("same")
+		g.p("DECQ R12")
+		g.p("JNE %s", same)
+		g.p("VMOVDQU (R13), X9")
+		g.p("ADDQ $16, R13")
+		g.p("MOVQ R14, R12")
+		g.lbl(same)
+	}
 	g.p("VMOVDQU (DX), Y8")
 	for i := 0; i < 8; i++ {
 		g.p("VPXOR %d(SI), Y8, Y%d", 32*i, i)
@@ -775,7 +813,9 @@ func (g *gen) cbcDecVAES(name string) {
 	g.p("SUBQ $16, CX")
 	g.p("JMP %s", loop)
 	g.lbl(done)
-	g.p("VMOVDQU X9, (BX)")
+	if !sectors {
+		g.p("VMOVDQU X9, (BX)")
+	}
 	g.p("VZEROUPPER")
 	g.p("RET")
 }
@@ -1159,8 +1199,9 @@ func main() {
 	g.ecbAESNI("decECBAESNI", "AESDEC")
 	g.cbcEncAESNI("encCBCAESNI", false)
 	g.cbcEncAESNI("encESSIVCBCAESNI", true)
-	g.cbcDecAESNI("decCBCAESNI", false)
-	g.cbcDecAESNI("decESSIVCBCAESNI", true)
+	g.cbcDecAESNI("decCBCAESNI", false, false)
+	g.cbcDecAESNI("decESSIVCBCAESNI", true, false)
+	g.cbcDecAESNI("decCBCSectorsAESNI", false, true)
 	g.cbcMBAESNI("encCBCMB8AESNI", 8)
 	g.cbcMBStagedAESNI("encCBCMB8StagedAESNI")
 	g.cbcMBAESNI("encCBCMB4AESNI", 4)
@@ -1173,7 +1214,8 @@ func main() {
 	g.xtsRingAESNI("xtsDecSectorsAESNI", "AESDEC", true)
 	g.ecbVAES("encECBVAES", "AESENC")
 	g.ecbVAES("decECBVAES", "AESDEC")
-	g.cbcDecVAES("decCBCVAES")
+	g.cbcDecVAES("decCBCVAES", false)
+	g.cbcDecVAES("decCBCSectorsVAES", true)
 	g.cbcMBVAES("encCBCMB16VAES")
 	g.cbcMBStagedVAES("encCBCMB16StagedVAES")
 	g.xtsVAES("xtsEncVAES", "AESENC", false)
