@@ -913,21 +913,26 @@ func (g *gen) cbcMBStagedVAES(name string) {
 	tmp := 0
 	nextTmp := func() int { tmp = (tmp + 1) % 5; return 10 + tmp }
 	// fill copies chunk (SI+off) of lane pair i into buffer buf.
+	// The copies are plain 16-byte moves (no lane shuffles on the vector
+	// pipes the AES rounds need); the 32-byte slot loads that read them
+	// come an iteration later, when the stores have long retired.
 	fill := func(i int, buf string, off int) {
 		for s := 0; s < 4; s++ {
-			t := nextTmp()
-			g.p("VMOVDQU %s, X%d", at(off+16*s, lane("SI", "R9", 2*i)), t)
-			g.p("VINSERTI128 $1, %s, Y%d, Y%d", at(off+16*s, lane("SI", "R9", 2*i+1)), t, t)
-			g.p("VMOVDQU Y%d, %d(%s)", t, 256*s+32*i, buf)
+			for h := 0; h < 2; h++ {
+				t := nextTmp()
+				g.p("VMOVDQU %s, X%d", at(off+16*s, lane("SI", "R9", 2*i+h)), t)
+				g.p("VMOVDQU X%d, %d(%s)", t, 256*s+32*i+16*h, buf)
+			}
 		}
 	}
 	// drain copies lane pair i of buffer buf to chunk (DI+off).
 	drain := func(i int, buf string, off int) {
 		for s := 0; s < 4; s++ {
-			t := nextTmp()
-			g.p("VMOVDQU %d(%s), Y%d", 256*s+32*i, buf, t)
-			g.p("VMOVDQU X%d, %s", t, at(off+16*s, lane("DI", "R10", 2*i)))
-			g.p("VEXTRACTI128 $1, Y%d, %s", t, at(off+16*s, lane("DI", "R10", 2*i+1)))
+			for h := 0; h < 2; h++ {
+				t := nextTmp()
+				g.p("VMOVDQU %d(%s), X%d", 256*s+32*i+16*h, buf, t)
+				g.p("VMOVDQU X%d, %s", t, at(off+16*s, lane("DI", "R10", 2*i+h)))
+			}
 		}
 	}
 	for i := 0; i < 8; i++ {
