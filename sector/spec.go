@@ -64,7 +64,19 @@ var ivModes = map[string]struct{ opts, needsOpts bool }{
 	"essiv": {true, true}, "lmk": {}, "tcw": {}, "elephant": {}, "random": {},
 }
 
-const maxSpecLen = 256
+// maxSpecLen bounds a whole spec; maxPartLen each legacy part (cryptsetup's
+// MAX_CIPHER_LEN), so that the canonical form stays within maxSpecLen.
+const (
+	maxSpecLen = 256
+	maxPartLen = 32
+)
+
+func truncate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
 
 // ParseSpec parses a dm-crypt cipher specification, in the legacy form
 // "cipher[:keycount]-chainmode-ivmode[:ivopts]" or the "capi:NAME-ivmode[:ivopts]"
@@ -110,6 +122,9 @@ func ParseSpec(spec string) (*Spec, error) {
 				return nil, fmt.Errorf("%w: %q: key count %q is not a power of two from 1 to 64", ErrInvalidSpec, spec, k)
 			}
 			cipherPart, s.KeyCount = c, n
+		}
+		if len(cipherPart) > maxPartLen || len(parts) > 1 && len(parts[1]) > maxPartLen || len(parts) > 2 && len(parts[2]) > 2*maxPartLen {
+			return nil, fmt.Errorf("%w: %q: a part is longer than %d characters", ErrInvalidSpec, truncate(spec), maxPartLen)
 		}
 		if cipherPart == "" || strings.ContainsAny(cipherPart, "(),:") {
 			return nil, fmt.Errorf("%w: %q: bad cipher name %q", ErrInvalidSpec, spec, cipherPart)
