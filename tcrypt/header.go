@@ -26,13 +26,13 @@ import (
 //	192  keys (256 bytes): the cipher keys of the chain, then XTS/LRW
 //	     tweak keys, or the CBC IV seed and whitening
 const (
-	SaltLen      = 64    // bytes of salt before the encrypted part
-	HeaderLen    = 448   // encrypted part of the header
-	SectorLen    = 512   // SaltLen + HeaderLen
-	DerivedLen   = 192   // header key material derived from the passphrase
-	KeysLen      = 256   // key bytes in the header
-	keysOff      = 192   // where the keys start in the decrypted part
-	headerCRCLen = 188   // bytes covered by the header CRC
+	SaltLen      = 64  // bytes of salt before the encrypted part
+	HeaderLen    = 448 // encrypted part of the header
+	SectorLen    = 512 // SaltLen + HeaderLen
+	DerivedLen   = 192 // header key material derived from the passphrase
+	KeysLen      = 256 // key bytes in the header
+	keysOff      = 192 // where the keys start in the decrypted part
+	headerCRCLen = 188 // bytes covered by the header CRC
 	MagicTrue    = "TRUE"
 	MagicVera    = "VERA"
 	HiddenOffset = 65536 // hidden volume header, from the start
