@@ -62,7 +62,7 @@ func TestFixtureImages(t *testing.T) {
 		c := conf[name]
 		type try struct {
 			what, secret, vmk string
-			file             bool
+			file              bool
 		}
 		var tries []try
 		if c["PW"] != "" {
