@@ -2,6 +2,7 @@ package tcrypt
 
 import (
 	"crypto/hmac"
+	"encoding"
 	"fmt"
 	"hash"
 	"reflect"
@@ -141,6 +142,14 @@ type structSnap struct{ v reflect.Value }
 
 func (s structSnap) restore(h hash.Hash) { reflect.ValueOf(h).Elem().Set(s.v) }
 
+type marshalSnap struct{ st []byte }
+
+func (s marshalSnap) restore(h hash.Hash) {
+	if h.(encoding.BinaryUnmarshaler).UnmarshalBinary(s.st) != nil {
+		panic("tcrypt: hash state does not restore")
+	}
+}
+
 type padSnap struct{ pad []byte }
 
 func (s padSnap) restore(h hash.Hash) { h.Reset(); h.Write(s.pad) }
@@ -169,6 +178,13 @@ func takeSnapshot(h hash.Hash, pad []byte) snapshot {
 		c := reflect.New(v.Elem().Type()).Elem()
 		c.Set(v.Elem())
 		return structSnap{c}
+	}
+	if m, ok := h.(encoding.BinaryMarshaler); ok {
+		if _, ok := h.(encoding.BinaryUnmarshaler); ok {
+			if st, err := m.MarshalBinary(); err == nil {
+				return marshalSnap{st}
+			}
+		}
 	}
 	return padSnap{append([]byte(nil), pad...)}
 }
@@ -219,6 +235,8 @@ func (m *hmacState) wipe() {
 			clear(s.pad)
 		case structSnap:
 			s.v.SetZero()
+		case marshalSnap:
+			clear(s.st)
 		}
 	}
 }
