@@ -366,17 +366,30 @@ func NewXTS(data, tweak *Block) (*XTS, error) {
 // ciphertext stealing. iv is not modified.
 func (x *XTS) Encrypt(dst, src []byte, iv *[16]byte) {
 	dst = checkXTS("Encrypt", dst, src)
-	var t [16]byte
-	x.tweak.encBlock(t[:], iv[:])
-	x.data.xtsUnit(true, dst, src, &t)
+	x.unit(true, dst, src, iv)
 }
 
 // Decrypt decrypts one data unit; see Encrypt.
 func (x *XTS) Decrypt(dst, src []byte, iv *[16]byte) {
 	dst = checkXTS("Decrypt", dst, src)
+	x.unit(false, dst, src, iv)
+}
+
+// unit processes one data unit: a fused kernel may take the leading whole
+// blocks (computing the tweak itself); the rest, including ciphertext
+// stealing, continues from the tweak it leaves.
+func (x *XTS) unit(enc bool, dst, src []byte, iv *[16]byte) {
 	var t [16]byte
-	x.tweak.encBlock(t[:], iv[:])
-	x.data.xtsUnit(false, dst, src, &t)
+	done := 0
+	if x.data.impl != implGeneric {
+		done = archXTSUnitPrefix(x.data, x.tweak, enc, dst, src, iv, &t)
+	}
+	if done == 0 {
+		x.tweak.encBlock(t[:], iv[:])
+	}
+	if done < len(src) {
+		x.data.xtsUnit(enc, dst[done:], src[done:], &t)
+	}
 }
 
 func checkXTS(op string, dst, src []byte) []byte {

@@ -118,6 +118,12 @@ func decCBCSectorsAESNI(nr int, xk *byte, dst, src *byte, n, ips int, ivs *byte)
 func decCBCSectorsVAES(nr int, yk *byte, dst, src *byte, n, ips int, ivs *byte)
 
 //go:noescape
+func xtsEncUnitVAES(nr int, yk *byte, tnr int, txk *byte, dst, src *byte, n int, iv, tweak *[16]byte)
+
+//go:noescape
+func xtsDecUnitVAES(nr int, yk *byte, tnr int, txk *byte, dst, src *byte, n int, iv, tweak *[16]byte)
+
+//go:noescape
 func encECBVAES(nr int, yk *byte, dst, src *byte, n int)
 
 //go:noescape
@@ -311,4 +317,29 @@ func archDecCBCSectors(b *Block, dst, src []byte, ss int, ivs []byte) bool {
 		return false
 	}
 	return true
+}
+
+// archXTSUnitPrefix handles the leading whole blocks of a short data unit
+// with the fused kernel (tweak encryption included) and returns how many
+// bytes it processed, leaving in t the tweak of the next block; 0 means it
+// did nothing. The last whole block is left alone when ciphertext stealing
+// will need it.
+func archXTSUnitPrefix(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte) int {
+	if b.impl != implVAES {
+		return 0
+	}
+	n := len(src) / 16
+	if len(src)%16 != 0 {
+		n--
+	}
+	m := n &^ 15
+	if m == 0 || m >= 128 { // longer units go faster through xtsEncVAES
+		return 0
+	}
+	if enc {
+		xtsEncUnitVAES(b.rounds, b.ykEnc(), tk.rounds, tk.xkEnc(), ptr(dst), ptr(src), m, iv, t)
+	} else {
+		xtsDecUnitVAES(b.rounds, b.ykDec(), tk.rounds, tk.xkEnc(), ptr(dst), ptr(src), m, iv, t)
+	}
+	return 16 * m
 }

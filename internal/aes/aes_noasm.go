@@ -23,3 +23,5 @@ func archXTS(b *Block, enc bool, dst, src []byte, t *[16]byte)                { 
 func archXTSSectors(b *Block, enc bool, dst, src []byte, ss int, tws []byte) bool { return false }
 
 func archDecCBCSectors(b *Block, dst, src []byte, ss int, ivs []byte) bool { return false }
+
+func archXTSUnitPrefix(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte) int { return 0 }
