@@ -30,8 +30,8 @@ func (v *Volume) Discard(off, n int64) error {
 	if !ok {
 		return nil // nothing to punch: discards are advisory
 	}
-	unlock := v.lockRange(start, end-start, true)
-	defer unlock()
+	set := v.lockRange(start, end-start, true)
+	defer v.unlockRange(set, true)
 	err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, v.off+start, end-start)
 	if err == unix.EOPNOTSUPP {
 		return nil

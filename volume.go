@@ -85,19 +85,26 @@ func (v *Volume) Cipher() *sector.Cipher { return v.cipher }
 // DataOffset is where the ciphertext starts on the device, in bytes.
 func (v *Volume) DataOffset() int64 { return v.off }
 
-// lockRange locks the stripes covering [off, off+n) in ascending order.
-func (v *Volume) lockRange(off, n int64, write bool) func() {
+// stripeSet is a set of lock stripes, as a 256-bit mask.
+type stripeSet [lockStripes / 64]uint64
+
+// lockRange locks the stripes covering [off, off+n) in ascending order and
+// returns them for unlockRange. It allocates nothing.
+func (v *Volume) lockRange(off, n int64, write bool) stripeSet {
+	var set stripeSet
 	r0, r1 := off>>lockShift, (off+n-1)>>lockShift
-	var idx [lockStripes]bool
-	cnt := 0
-	for r := r0; r <= r1 && cnt < lockStripes; r++ {
-		if !idx[r%lockStripes] {
-			idx[r%lockStripes] = true
-			cnt++
+	if r1-r0+1 >= lockStripes {
+		for i := range set {
+			set[i] = ^uint64(0)
+		}
+	} else {
+		for r := r0; r <= r1; r++ {
+			i := r % lockStripes
+			set[i/64] |= 1 << (i % 64)
 		}
 	}
 	for i := 0; i < lockStripes; i++ {
-		if idx[i] {
+		if set[i/64]&(1<<(i%64)) != 0 {
 			if write {
 				v.locks[i].Lock()
 			} else {
@@ -105,14 +112,16 @@ func (v *Volume) lockRange(off, n int64, write bool) func() {
 			}
 		}
 	}
-	return func() {
-		for i := lockStripes - 1; i >= 0; i-- {
-			if idx[i] {
-				if write {
-					v.locks[i].Unlock()
-				} else {
-					v.locks[i].RUnlock()
-				}
+	return set
+}
+
+func (v *Volume) unlockRange(set stripeSet, write bool) {
+	for i := lockStripes - 1; i >= 0; i-- {
+		if set[i/64]&(1<<(i%64)) != 0 {
+			if write {
+				v.locks[i].Unlock()
+			} else {
+				v.locks[i].RUnlock()
 			}
 		}
 	}
@@ -147,8 +156,8 @@ func (v *Volume) ReadAt(p []byte, off int64) (int, error) {
 	if err := v.check(len(p), off); err != nil || len(p) == 0 {
 		return 0, err
 	}
-	unlock := v.lockRange(off, int64(len(p)), false)
-	defer unlock()
+	set := v.lockRange(off, int64(len(p)), false)
+	defer v.unlockRange(set, false)
 	done := 0
 	for done < len(p) {
 		n, err := v.readChunk(p[done:], off+int64(done))
@@ -213,8 +222,8 @@ func (v *Volume) WriteAt(p []byte, off int64) (int, error) {
 	if err := v.check(len(p), off); err != nil || len(p) == 0 {
 		return 0, err
 	}
-	unlock := v.lockRange(off, int64(len(p)), true)
-	defer unlock()
+	set := v.lockRange(off, int64(len(p)), true)
+	defer v.unlockRange(set, true)
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	ss := v.ss

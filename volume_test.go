@@ -131,3 +131,20 @@ func TestVolumeNoTornSectors(t *testing.T) {
 		}
 	}
 }
+
+// TestVolumeZeroAllocs: aligned reads and writes allocate nothing per call.
+func TestVolumeZeroAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts")
+	}
+	v := tempPlain(t, 1<<20, 4096)
+	buf := make([]byte, 256<<10)
+	v.WriteAt(buf, 0)
+	v.ReadAt(buf, 0)
+	if a := testing.AllocsPerRun(20, func() { v.ReadAt(buf, 65536) }); a > 0 && !raceEnabled {
+		t.Errorf("ReadAt: %v allocs", a)
+	}
+	if a := testing.AllocsPerRun(20, func() { v.WriteAt(buf, 65536) }); a > 0 && !raceEnabled {
+		t.Errorf("WriteAt: %v allocs", a)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package blkcrypt
+
+const raceEnabled = false
