@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -271,8 +272,56 @@ func openTCRYPTDevice(p *parsed, path string, readOnly bool) (*tcryptDevice, err
 			d.close()
 			return nil, err
 		}
+		if p.bool("tcrypt-system") && d.partOffset < 0 {
+			// A drive image as --header and a copy of one of its
+			// partitions as DEVICE: find the partition by its size.
+			if start, ok := partitionBySize(d.hdr, d.dataSize/512); ok {
+				d.partOffset = start
+			}
+		}
 	}
 	return d, nil
+}
+
+// partitionBySize looks in the MBR or GPT partition table of a drive image
+// for the one partition of the given size in 512-byte sectors, and returns
+// its start.
+func partitionBySize(f io.ReaderAt, sectors int64) (int64, bool) {
+	var found []int64
+	mbr := make([]byte, 512)
+	if _, err := f.ReadAt(mbr, 0); err != nil || mbr[510] != 0x55 || mbr[511] != 0xaa {
+		return 0, false
+	}
+	gpt := make([]byte, 512)
+	if _, err := f.ReadAt(gpt, 512); err == nil && string(gpt[:8]) == "EFI PART" {
+		le := binary.LittleEndian
+		lba, n, size := int64(le.Uint64(gpt[72:])), int64(le.Uint32(gpt[80:])), int64(le.Uint32(gpt[84:]))
+		if size < 128 || n > 1024 {
+			return 0, false
+		}
+		e := make([]byte, size)
+		for i := int64(0); i < n; i++ {
+			if _, err := f.ReadAt(e, lba*512+i*size); err != nil {
+				break
+			}
+			first, last := int64(le.Uint64(e[32:])), int64(le.Uint64(e[40:]))
+			if !bytes.Equal(e[:16], make([]byte, 16)) && last-first+1 == sectors {
+				found = append(found, first)
+			}
+		}
+	} else {
+		for i := 0; i < 4; i++ {
+			e := mbr[446+16*i : 462+16*i]
+			start, n := int64(binary.LittleEndian.Uint32(e[8:])), int64(binary.LittleEndian.Uint32(e[12:]))
+			if e[4] != 0 && e[4] != 0xee && n == sectors {
+				found = append(found, start)
+			}
+		}
+	}
+	if len(found) != 1 {
+		return 0, false
+	}
+	return found[0], true
 }
 
 // partitionOf reports whether path is a partition of a block device, and
