@@ -33,7 +33,7 @@ import (
 
 // harnessVersion changes whenever the layout of the cached base initramfs
 // changes, so that old cache entries are not reused.
-const harnessVersion = 1
+const harnessVersion = 2
 
 // Environment variables.
 const (

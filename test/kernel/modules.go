@@ -45,6 +45,8 @@ var guestModules = []struct {
 	{"chacha_generic", true},
 	{"nhpoly1305", true},
 	{"poly1305_generic", true},
+	{"crc32_generic", true}, // tcw
+	{"crc32_pclmul", true},
 	{"crc32c_generic", true},
 	{"crc32c_intel", true},
 	{"ext4", true},
