@@ -316,3 +316,40 @@ func TestFixtureTCRYPTSystem(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestServeTCRYPT: a VeraCrypt volume (key files, empty passphrase) served
+// over NBD is read-only by default and reads as `blkcrypt read` does.
+func TestServeTCRYPT(t *testing.T) {
+	needTool(t, "nbdinfo", "libnbd-bin")
+	needTool(t, "nbdcopy", "libnbd-bin")
+	dir := tcryptDir(t)
+	vol := []string{filepath.Join(dir, "vck_1_nopw-sha256-xts-aes"), "--type", "tcrypt", "-h", "sha256", "-c", "aes",
+		"--key-file", filepath.Join(dir, "keyfile1"), "--tcrypt-keyfiles", filepath.Join(dir, "keyfile2")}
+	code, want, e := run(t, nil, append([]string{"read"}, vol...)...)
+	if code != 0 {
+		t.Fatalf("read: %s", e)
+	}
+	sock, stop := serveInBackground(t, vol...)
+	uri := "nbd+unix:///?socket=" + sock
+	info, err := exec.Command("nbdinfo", "--json", uri).Output()
+	if err != nil {
+		t.Fatalf("nbdinfo: %v", err)
+	}
+	if !strings.Contains(string(info), `"is_read_only": true`) {
+		t.Errorf("export is not read-only: %s", info)
+	}
+	out := filepath.Join(t.TempDir(), "copy")
+	if b, err := exec.Command("nbdcopy", uri, out).CombinedOutput(); err != nil {
+		t.Fatalf("nbdcopy: %v %s", err, b)
+	}
+	got, _ := os.ReadFile(out)
+	if string(got) != want {
+		t.Errorf("NBD copy (%d bytes) differs from blkcrypt read (%d bytes)", len(got), len(want))
+	}
+	if u := blkidUUID(t, out); u != "DEAD-BABE" {
+		t.Errorf("UUID %q", u)
+	}
+	if code := stop(); code != 0 {
+		t.Errorf("serve exited %d", code)
+	}
+}
