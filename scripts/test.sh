@@ -14,6 +14,10 @@ command -v nbdcopy    >/dev/null || need+=(libnbd-bin)
 command -v openssl    >/dev/null || need+=(openssl)
 command -v xz         >/dev/null || need+=(xz-utils)
 command -v blkid      >/dev/null || need+=(util-linux)
+command -v gcc        >/dev/null || need+=(gcc)
+[ -f /usr/include/openssl/evp.h ] || need+=(libssl-dev)   # the OpenSSL oracle (internal/oracle)
+command -v aespipe    >/dev/null || need+=(aespipe)       # loop-AES known answers
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)  # the kernel harness (test/kernel)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing: ${need[*]}"
   if [ "$(id -u)" = 0 ]; then
