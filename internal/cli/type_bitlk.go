@@ -16,7 +16,7 @@ import (
 // and is tried against every key protector; a clear-key volume opens
 // without one. --volume-key-file gives the volume key instead (for dump
 // --dump-volume-key it is where the key is written). Volumes open
-// read-only unless --read-write is given.
+// read-only unless --bitlk-read-write is given.
 
 func init() {
 	typeOpeners["bitlk"] = openBitlkVolume
@@ -27,7 +27,7 @@ func init() {
 		}
 		return ""
 	})
-	bitlkAddFlag(flagDef{"read-write", 0, kindBool, "bitlk, fvault2: allow writes (these types open read-only by default)"})
+	bitlkAddFlag(flagDef{"bitlk-read-write", 0, kindBool, "bitlk: allow writes (read-only by default)"})
 	bitlkWrapTestPassphrase("bitlk", testBitlkPassphrase)
 }
 
@@ -120,8 +120,8 @@ func bitlkKey(env *Env, p *parsed, path string, m *bitlk.Metadata, useVKFile boo
 }
 
 func openBitlkVolume(env *Env, p *parsed, path string, readOnly bool) (*blkcrypt.Volume, error) {
-	if !readOnly && !p.bool("read-write") {
-		fmt.Fprintln(env.Stderr, "BITLK volume opened read-only (add --read-write to allow writes).")
+	if !readOnly && !p.bool("bitlk-read-write") {
+		fmt.Fprintln(env.Stderr, "BITLK volume opened read-only (add --bitlk-read-write to allow writes).")
 		readOnly = true
 	}
 	f, m, err := bitlkMetadata(path, readOnly)

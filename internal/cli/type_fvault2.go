@@ -13,7 +13,7 @@ import (
 // fvault2Open / fvault2Dump. The passphrase comes from the prompt, stdin
 // or --key-file; --volume-key-file gives the volume key instead (for dump
 // --dump-volume-key it is where the key is written). Volumes open
-// read-only unless --read-write is given.
+// read-only unless --fvault2-read-write is given.
 
 func init() {
 	typeOpeners["fvault2"] = openFvault2Volume
@@ -24,7 +24,7 @@ func init() {
 		}
 		return ""
 	})
-	bitlkAddFlag(flagDef{"read-write", 0, kindBool, "bitlk, fvault2: allow writes (these types open read-only by default)"})
+	bitlkAddFlag(flagDef{"fvault2-read-write", 0, kindBool, "fvault2: allow writes (read-only by default)"})
 	bitlkWrapTestPassphrase("fvault2", testFvault2Passphrase)
 }
 
@@ -73,8 +73,8 @@ func fvault2Key(env *Env, p *parsed, path string, m *fvault2.Metadata, useVKFile
 }
 
 func openFvault2Volume(env *Env, p *parsed, path string, readOnly bool) (*blkcrypt.Volume, error) {
-	if !readOnly && !p.bool("read-write") {
-		fmt.Fprintln(env.Stderr, "FVAULT2 volume opened read-only (add --read-write to allow writes).")
+	if !readOnly && !p.bool("fvault2-read-write") {
+		fmt.Fprintln(env.Stderr, "FVAULT2 volume opened read-only (add --fvault2-read-write to allow writes).")
 		readOnly = true
 	}
 	f, m, err := fvault2Metadata(path, readOnly)

@@ -70,8 +70,28 @@ func TestFvault2Fixture(t *testing.T) {
 			t.Errorf("dump differs from cryptsetup's:\n%s--- cryptsetup:\n%s", mine, out)
 		}
 	}
-	// Writes need --read-write.
+	// Writes need --fvault2-read-write; with it they read back, on a copy.
+	before := fileSum(t, img)
 	if code, _, stderr := run(t, []byte("x"), "write", img, "--key-file", pass, "--input", pass); code == 0 || !strings.Contains(stderr, "read-only") {
-		t.Errorf("write without --read-write: exit %d %q", code, stderr)
+		t.Errorf("write without --fvault2-read-write: exit %d %q", code, stderr)
+	}
+	if fileSum(t, img) != before {
+		t.Fatal("a refused write changed the image")
+	}
+	cp := filepath.Join(dir, "copy")
+	if out, err := exec.Command("cp", "--sparse=always", img, cp).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	data := randBytes(1<<20 + 100)
+	in := writeFile(t, dir, "data", data)
+	if code, _, stderr := run(t, nil, "write", cp, "--volume-key-file", vkf, "--fvault2-read-write", "--input", in, "--offset-bytes", "1000"); code != 0 {
+		t.Fatalf("write: exit %d %s", code, stderr)
+	}
+	code, got, stderr := run(t, nil, "read", cp, "--key-file", pass, "--offset-bytes", "1000", "--length", "1048676")
+	if code != 0 || got != string(data) {
+		t.Fatalf("read back after write: exit %d %s", code, stderr)
+	}
+	if code, _, _ := run(t, nil, "dump", cp); code != 0 {
+		t.Fatal("dump after write")
 	}
 }
