@@ -184,5 +184,9 @@ func parseArgs(verb string, argv []string) (*parsed, error) {
 		}
 		p.set[d.name] = val
 	}
+	// As cryptsetup, whatever the action.
+	if p.has("pbkdf-force-iterations") && p.has("iter-time") {
+		return nil, fmt.Errorf("PBKDF forced iterations cannot be combined with iteration time option")
+	}
 	return p, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,6 +52,12 @@ func luksDevice(p *parsed, path string, readOnly bool) (*os.File, luksutil.Devic
 	if h := p.str("header"); h != "" {
 		hpath = h
 	}
+	// --type, when given, must name LUKS (and the version the device
+	// holds), as cryptsetup requires for its LUKS actions.
+	typ := p.str("type")
+	if typ != "" && typ != "luks" && typ != "luks1" && typ != "luks2" {
+		return nil, nil, nil, usageErr("--type %q is not a LUKS type", typ)
+	}
 	f, err := openDevice(hpath, readOnly)
 	if err != nil {
 		return nil, nil, nil, err
@@ -60,6 +67,10 @@ func luksDevice(p *parsed, path string, readOnly bool) (*os.File, luksutil.Devic
 	if err != nil {
 		f.Close()
 		return nil, nil, nil, wrongPass(err)
+	}
+	if typ != "" && typ != "luks" && typ != fmt.Sprintf("luks%d", h.Version()) {
+		f.Close()
+		return nil, nil, nil, usageErr("device holds LUKS%d, not %s", h.Version(), typ)
 	}
 	return f, dev, h, nil
 }
@@ -337,6 +348,29 @@ func runKillSlot(ctx context.Context, env *Env, p *parsed) error {
 		return err
 	}
 	defer f.Close()
+	// With a key file, cryptsetup first checks that the passphrase opens a
+	// keyslot other than the one to be removed.
+	if p.has("key-file") && slices.Contains(h.ActiveKeyslots(), slot) {
+		pass, _, err := readSecret(env, p, "Enter any remaining passphrase: ")
+		if err != nil {
+			return err
+		}
+		opened := false
+		for _, s := range h.ActiveKeyslots() {
+			if s == slot {
+				continue
+			}
+			key, _, err := h.Unlock(hdev, pass, s)
+			clear(key)
+			if opened = err == nil; opened {
+				break
+			}
+		}
+		clear(pass)
+		if !opened {
+			return wrongPass(luksutil.ErrWrongPassphrase)
+		}
+	}
 	if err := h.RemoveKey(hdev, slot); err != nil {
 		if errors.Is(err, luksutil.ErrInvalidSlot) || errors.Is(err, luksutil.ErrSlotInactive) {
 			return usageErr("%v", err)
@@ -371,6 +405,7 @@ func runHeaderBackup(ctx context.Context, env *Env, p *parsed) error {
 	if _, err := os.Stat(out); err == nil {
 		return &exitError{ExitBusy, fmt.Errorf("backup file %s already exists", out)}
 	}
+	delete(p.set, "type") // cryptsetup ignores --type for luksHeaderBackup
 	f, _, h, err := luksDevice(p, dev, true)
 	if err != nil {
 		return err

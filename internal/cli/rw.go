@@ -49,6 +49,13 @@ func openVolume(env *Env, p *parsed, path string, readOnly bool) (*blkcrypt.Volu
 	case "plain":
 		return openPlain(env, p, path, readOnly)
 	case "":
+		// Nothing detected: name the real problem when the device cannot
+		// be opened at all (missing, a directory, no permission).
+		f, err := openDevice(path, true)
+		if err != nil {
+			return nil, err
+		}
+		f.Close()
 		return nil, deviceErr(fmt.Errorf("device %s is not a valid LUKS device (use --type plain for plain dm-crypt)", path))
 	}
 	if openLUKS != nil {
