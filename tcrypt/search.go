@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -178,7 +179,11 @@ func Search(sector []byte, o *Options) (*Header, error) {
 	}
 	s.mu.Lock()
 	h, corrupt := s.result, s.corrupt
+	for c := range s.unavailable {
+		skipped = append(skipped, c)
+	}
 	s.mu.Unlock()
+	sort.Strings(skipped)
 	if h != nil {
 		h.PIM = o.PIM
 		return h, nil
@@ -221,8 +226,10 @@ type search struct {
 	workers  int
 	result   *Header
 	corrupt  error
-	finished bool
-	done     chan struct{}
+	// unavailable are the chains whose ciphers the crypto API lacks.
+	unavailable map[string]bool
+	finished    bool
+	done        chan struct{}
 }
 
 type target struct {
@@ -449,7 +456,14 @@ func (s *search) try(t *target) {
 		}
 		copy(buf, s.enc)
 		if err := c.decryptHeader(buf, t.key); err != nil {
-			continue // cipher not available: skipped, as cryptsetup does
+			// Cipher not available: skipped, as cryptsetup does.
+			s.mu.Lock()
+			if s.unavailable == nil {
+				s.unavailable = map[string]bool{}
+			}
+			s.unavailable[c.Name+"-"+c.Mode] = true
+			s.mu.Unlock()
+			continue
 		}
 		f, err := ParseFields(buf, s.vera)
 		if errors.Is(err, ErrNoHeader) {
