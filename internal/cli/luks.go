@@ -1,8 +1,8 @@
 package cli
 
 import (
-	"bytes"
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -185,7 +185,7 @@ func newPassphrase(env *Env, p *parsed, newFile string, useKeyFile bool) ([]byte
 			return nil, usageErr("reading passphrase: %v", err)
 		}
 		defer clear(b)
-		if !bytes.Equal(a, b) {
+		if subtle.ConstantTimeCompare(a, b) != 1 {
 			clear(a)
 			return nil, usageErr("passphrases do not match")
 		}
