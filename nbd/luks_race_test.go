@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -37,8 +38,8 @@ import (
 func TestConcurrentClientsLUKS(t *testing.T) {
 	const (
 		block   = 4096
-		nblocks = 64 // a small data area, so requests overlap a lot
-		shared  = 32 // blocks [0, shared) are the shared-sector region
+		nblocks = 36 // a small data area, so requests overlap a lot
+		shared  = 4  // blocks [0, shared) are the shared-sector region
 		lanes   = 3  // writer goroutines per client
 		ops     = 100
 		stripe  = 64
@@ -137,27 +138,46 @@ func TestConcurrentClientsLUKS(t *testing.T) {
 				r := rand.New(rand.NewPCG(uint64(writer), 11))
 				for seq := uint32(1); seq <= ops; seq++ {
 					if ci < 2 && r.IntN(2) == 0 {
-						// Shared-sector region: this lane's own stripes.
+						// Shared-sector region: four of this lane's own
+						// stripes written at once (all in flight together),
+						// then read back.
 						owner := ci*lanes + lane
 						nstripes := shared * block / stripe / (2 * lanes)
-						off := (r.IntN(nstripes)*2*lanes + owner) * stripe
-						if r.IntN(3) > 0 {
-							p := randBytes(uint64(writer)<<32|uint64(seq), stripe)
-							if q := cl.do(reqArgs{typ: cmdWrite, off: uint64(off), payload: p}); q.err != nil || q.errno != 0 {
+						var offs []int
+						for len(offs) < 4 {
+							off := (r.IntN(nstripes)*2*lanes + owner) * stripe
+							if !slices.Contains(offs, off) {
+								offs = append(offs, off)
+							}
+						}
+						var calls []*call
+						var datas [][]byte
+						for _, off := range offs {
+							p := randBytes(uint64(writer)<<32|uint64(seq)<<8|uint64(len(calls)), stripe)
+							calls = append(calls, cl.start(reqArgs{typ: cmdWrite, off: uint64(off), payload: p}))
+							datas = append(datas, p)
+						}
+						for i, off := range offs {
+							if q := calls[i].wait(t); q.err != nil || q.errno != 0 {
 								t.Errorf("unaligned write: %v %d %s", q.err, q.errno, q.msg)
 								return
 							}
-							copy(shadow[off:], p)
-							continue
+							copy(shadow[off:], datas[i])
 						}
-						q := cl.do(reqArgs{typ: cmdRead, off: uint64(off), length: stripe})
-						if q.err != nil || q.errno != 0 {
-							t.Errorf("unaligned read: %v %d %s", q.err, q.errno, q.msg)
-							return
+						calls = calls[:0]
+						for _, off := range offs {
+							calls = append(calls, cl.start(reqArgs{typ: cmdRead, off: uint64(off), length: stripe}))
 						}
-						if !bytes.Equal(q.data, shadow[off:off+stripe]) {
-							t.Errorf("client %d lane %d: its bytes at %d were lost to another write", ci, lane, off)
-							return
+						for i, off := range offs {
+							q := calls[i].wait(t)
+							if q.err != nil || q.errno != 0 {
+								t.Errorf("unaligned read: %v %d %s", q.err, q.errno, q.msg)
+								return
+							}
+							if !bytes.Equal(q.data, shadow[off:off+stripe]) {
+								t.Errorf("client %d lane %d: its bytes at %d were lost to another write", ci, lane, off)
+								return
+							}
 						}
 						continue
 					}
