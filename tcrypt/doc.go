@@ -35,7 +35,13 @@
 // hash (1000 → 2000 → 327661 → 655331), so work is cut into segments that
 // end where some derivation is complete, scheduled in search order over
 // Options.Workers goroutines; the first header found wins and stops the
-// rest. Options.Workers = 1 is cryptsetup's one-after-another order.
+// rest. Options.Workers = 1 is cryptsetup's one-after-another order. An
+// Argon2id derivation cannot be interrupted: when another derivation wins
+// first it finishes in the background and is discarded, and one dearer
+// than VeraCrypt's default (a large PIM) starts only once every PBKDF2
+// derivation has failed. A search that finds nothing (a wrong passphrase)
+// takes 38 s on one core of the 2-core test machine, 22 s on both (go test
+// -bench Search ./tcrypt); TrueCrypt alone (--disable-veracrypt) 50 ms.
 //
 // # Where the header and the data are
 //
