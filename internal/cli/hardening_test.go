@@ -365,7 +365,9 @@ func unprivilegedRunner(t *testing.T) func(t *testing.T, args ...string) (int, s
 		case errors.As(err, &ee):
 			return ee.ExitCode(), o.String(), e.String()
 		}
-		t.Fatalf("child process: %v", err)
+		// Root without CAP_SETUID (a restricted container): the row cannot
+		// be run, which is not a failure of blkcrypt.
+		t.Skipf("cannot run the command as user 65534: %v", err)
 		return -1, "", ""
 	}
 }
