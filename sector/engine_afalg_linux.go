@@ -446,7 +446,7 @@ func (a *AFALGCipher) Measure() (int64, []AFALGPoint) {
 	buf := make([]byte, maxSize)
 	best := func(f func() error) time.Duration {
 		m := time.Duration(1 << 62)
-		for r := 0; r < 5; r++ {
+		for r := 0; r < 3; r++ {
 			t0 := time.Now()
 			if f() != nil {
 				return m

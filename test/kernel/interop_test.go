@@ -39,6 +39,9 @@ type volume struct {
 	// mismatch: the guest's hash must differ from blkcrypt's (the test of
 	// the test).
 	mismatch bool
+	// knownGap names a known blkcrypt bug that makes this volume fail
+	// (logged, not failed; see writeback_test.go).
+	knownGap string
 }
 
 var fastKDF = blkcrypt.PBKDFOptions{Type: "pbkdf2", Hash: "sha256", Iterations: 1000}
@@ -76,6 +79,7 @@ var readMatrix = []volume{
 	{name: "p-aes4-cbc-p64", kind: "plain", cipher: "aes:4-cbc-plain64", keyBytes: 4 * 32},
 	{name: "p-aes-cbc-eboiv", kind: "plain", cipher: "aes-cbc-eboiv", keyBytes: 32, sectorSize: 4096},
 	{name: "p-adiantum-4k", kind: "plain", cipher: "capi:adiantum(xchacha12,aes)-plain64", keyBytes: 32, sectorSize: 4096},
+	{name: "l2-adiantum-4k", kind: "luks2", cipher: "capi:adiantum(xchacha12,aes)-plain64", keyBytes: 32, sectorSize: 4096, knownGap: gapAdiantumKey},
 
 	// Deliberately wrong IV conventions: the harness must see a mismatch.
 	{name: "bad-plain-liv", kind: "plain", cipher: "aes-xts-plain64", keyBytes: 64, sectorSize: 4096, largeIV: true,
@@ -340,6 +344,11 @@ func TestDMCryptReadsBlkcrypt(t *testing.T) {
 		m := res[v.name]
 		err := checkHash(got[v.name], m.size, m.hash)
 		switch {
+		case v.knownGap != "" && err != nil:
+			t.Logf("%s: known gap (%s): %v", v.name, v.knownGap, err)
+		case v.knownGap != "":
+			t.Logf("%s: the known gap (%s) is closed: make it a regular case", v.name, v.knownGap)
+			ok++
 		case v.mismatch && err == nil:
 			t.Errorf("%s: dm-crypt read what blkcrypt wrote although the IV convention differs: the test cannot fail", v.name)
 		case v.mismatch:

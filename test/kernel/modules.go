@@ -53,6 +53,8 @@ var guestModules = []struct {
 	{"vfat", true},
 	{"nls_cp437", true},
 	{"nls_iso8859_1", true},
+	{"nls_ascii", true}, // vfat's default iocharset in Debian's config
+	{"nls_utf8", true},  // and its default utf8 option
 }
 
 // module is one .ko file of the unpacked kernel package.
