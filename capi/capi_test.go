@@ -24,6 +24,7 @@ var supported = []string{
 	"ecb(aes)", "cbc(aes)", "xts(aes)", "lrw(aes)", "essiv(cbc(aes),sha256)",
 	"ecb(serpent)", "cbc(serpent)", "xts(serpent)", "lrw(serpent)",
 	"ecb(twofish)", "cbc(twofish)", "xts(twofish)", "lrw(twofish)",
+	"camellia", "ecb(camellia)", "cbc(camellia)", "xts(camellia)",
 	"adiantum(xchacha12,aes)", "adiantum(xchacha20,aes)",
 	"sha1", "sha256", "sha512", "ripemd160", "wp512", "blake2b-512", "blake2s-256",
 }
@@ -31,7 +32,6 @@ var supported = []string{
 var unsupported = map[string]string{
 	"crc32":     "not a crypto API hash blkcrypt needs",
 	"ecb(aria)": "aria: no driver", "cbc(aria)": "aria: no driver", "xts(aria)": "aria: no driver",
-	"ecb(camellia)": "camellia: no driver yet", "cbc(camellia)": "camellia: no driver yet", "xts(camellia)": "camellia: no driver yet",
 	"ecb(sm4)": "sm4: no driver", "cbc(sm4)": "sm4: no driver", "xts(sm4)": "sm4: no driver",
 }
 
