@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"runtime"
 	"strings"
 	"time"
@@ -149,9 +148,4 @@ func runBenchmark(ctx context.Context, env *Env, p *parsed) error {
 		printAFALG(w)
 	}
 	return nil
-}
-
-// printAFALG reports the offload engine, which is absent from this build.
-func printAFALG(w io.Writer) {
-	fmt.Fprintln(w, "# engine: AF_ALG offload: not available in this build")
 }
