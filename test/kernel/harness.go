@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package kernel boots a Debian kernel under qemu with a busybox initramfs
 // that holds cryptsetup, so that tests can check blkcrypt against the real
 // dm-crypt and the kernel's crypto API (see docs/testing.md).

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command kcheck runs inside the kernel-test guest (test/kernel). It
 // compares the kernel's skcipher templates, reached through AF_ALG, with
 // every one of blkcrypt's capi drivers of the same name on random keys, IVs
