@@ -58,6 +58,8 @@ func TestKernelCryptoAPI(t *testing.T) {
 	goBuild(t, "./guest/kcheck", kcheck, false)
 	sectorTest := filepath.Join(dir, "sector.test")
 	goBuild(t, "../../sector", sectorTest, true)
+	cli := filepath.Join(dir, "blkcrypt")
+	goBuild(t, "../../cmd/blkcrypt", cli, false)
 	vectors, err := os.ReadFile("../../sector/testdata/cryptsetup_sector_iv.json")
 	if err != nil {
 		t.Fatal(err)
@@ -73,15 +75,33 @@ echo "@@X $?"
 echo "@@K-END"
 cd /kt/sector && BLKCRYPT_REQUIRE_AFALG=1 /kt/sector.test -test.run AFALG -test.v -test.bench AFALG -test.benchtime 100ms 2>&1
 echo "@@Y $?"
+/kt/blkcrypt benchmark --cipher aes-xts-plain64 --sec 0.05 2>&1 | sed 's/^/@@B /'
 `, kcheckCases, seed, strings.Join(kcheckAlgs, ";"), kcheckExtraCases, seed+1, strings.Join(kcheckExtra, ";"))
 	r := run(t, k, Boot{
-		Executables: map[string]string{"/kt/kcheck": kcheck, "/kt/sector.test": sectorTest},
+		Executables: map[string]string{"/kt/kcheck": kcheck, "/kt/sector.test": sectorTest, "/kt/blkcrypt": cli},
 		Files:       map[string][]byte{"/kt/sector/testdata/cryptsetup_sector_iv.json": vectors},
 		Script:      script,
 		Timeout:     10 * time.Minute,
 	})
 	t.Run("templates", func(t *testing.T) { checkKcheck(t, r) })
 	t.Run("afalg-engine", func(t *testing.T) { checkEngine(t, r) })
+	t.Run("benchmark-verb", func(t *testing.T) {
+		// blkcrypt benchmark reports the AF_ALG row and break-even where
+		// the kernel has AF_ALG.
+		b := r.Lines("@@B ")
+		found := 0
+		for _, l := range b {
+			if strings.Contains(l, "AF_ALG") {
+				t.Logf("%s", l)
+			}
+			if strings.Contains(l, "# engine: AF_ALG aes-xts-plain64 break-even") || strings.Contains(l, "kernel vs in-process") && !strings.Contains(l, "N/A") {
+				found++
+			}
+		}
+		if found < 3 {
+			t.Errorf("blkcrypt benchmark in the guest does not show the AF_ALG rows:\n%s", strings.Join(b, "\n"))
+		}
+	})
 }
 
 // checkKcheck is the verdict of test (c).
@@ -131,6 +151,9 @@ func checkEngine(t *testing.T, r *Result) {
 	out := r.Output
 	if i := strings.Index(out, "@@K-END\n"); i >= 0 {
 		out = out[i+len("@@K-END\n"):]
+	}
+	if i := strings.Index(out, "@@Y "); i >= 0 {
+		out = out[:i]
 	}
 	passed := 0
 	for _, l := range strings.Split(out, "\n") {
