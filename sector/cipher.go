@@ -55,6 +55,23 @@ type Cipher struct {
 	// threshold caches the engine's measured break-even for this cipher
 	// (0: not yet known).
 	threshold atomic.Int64
+	// spare is a one-slot cache of IV scratch in front of ivPool: an
+	// uncontended atomic swap costs less than the pool's per-P pinning,
+	// which shows on single-sector requests.
+	spare atomic.Pointer[ivBuf]
+}
+
+func (c *Cipher) getIVBuf() *ivBuf {
+	if b := c.spare.Swap(nil); b != nil {
+		return b
+	}
+	return ivPool.Get().(*ivBuf)
+}
+
+func (c *Cipher) putIVBuf(b *ivBuf) {
+	if !c.spare.CompareAndSwap(nil, b) {
+		ivPool.Put(b)
+	}
 }
 
 // ivGen writes count IVs of ivSize bytes for IV sector numbers n, n+step, …
@@ -213,13 +230,39 @@ func (c *Cipher) EncryptSectors(dst, src []byte, firstSector uint64) error {
 	if err := c.check(dst, src, firstSector); err != nil {
 		return err
 	}
+	if len(src) == c.opts.SectorSize && c.data == nil && len(c.tfms) == 1 {
+		return c.one(dst, src, firstSector, true)
+	}
 	return c.engine.run(c, dst[:len(src)], src, firstSector, true)
+}
+
+// one is the single-sector fast path: no engine, no batching loop. It is
+// what a small random I/O pays, so every layer it skips counts.
+func (c *Cipher) one(dst, src []byte, first uint64, enc bool) error {
+	n := c.opts.IVOffset + first
+	if c.opts.LargeIV {
+		n >>= c.shift
+	}
+	buf := c.getIVBuf()
+	ivs := buf[:c.ivSize]
+	c.iv.generate(ivs, c.ivSize, n, 1, 1)
+	var err error
+	if enc {
+		err = c.tfms[0].EncryptSectors(dst[:len(src)], src, len(src), ivs)
+	} else {
+		err = c.tfms[0].DecryptSectors(dst[:len(src)], src, len(src), ivs)
+	}
+	c.putIVBuf(buf)
+	return err
 }
 
 // DecryptSectors is the inverse of EncryptSectors.
 func (c *Cipher) DecryptSectors(dst, src []byte, firstSector uint64) error {
 	if err := c.check(dst, src, firstSector); err != nil {
 		return err
+	}
+	if len(src) == c.opts.SectorSize && c.data == nil && len(c.tfms) == 1 {
+		return c.one(dst, src, firstSector, false)
 	}
 	return c.engine.run(c, dst[:len(src)], src, firstSector, false)
 }
@@ -273,8 +316,8 @@ func (c *Cipher) crypt(dst, src []byte, first uint64, enc bool) error {
 		}
 		return nil
 	}
-	buf := ivPool.Get().(*ivBuf)
-	defer ivPool.Put(buf)
+	buf := c.getIVBuf()
+	defer c.putIVBuf(buf)
 	t := c.tfms[0]
 	for i := 0; i < n; i += maxBatch {
 		k := min(maxBatch, n-i)
