@@ -34,8 +34,9 @@ import (
 // algif_skcipher keeps a single IV per socket (an asynchronous request uses
 // it by reference), so requests on one socket cannot be pipelined. A batch
 // therefore becomes one sendmsg (ALG_SET_OP, ALG_SET_IV and the sector's
-// data) and one read per sector, and a large batch is split into contiguous
-// parts, one per operation socket of a pool, run concurrently.
+// data) and one read per sector, except without an IV (ecb), where up to
+// 64 KiB of sectors go in one request; and a large batch is split into
+// contiguous parts, one per operation socket of a pool, run concurrently.
 
 // ErrNoAFALG means the kernel offers no AF_ALG sockets (not Linux, not
 // built, or the af_alg/algif_skcipher modules are not loaded).
@@ -360,6 +361,19 @@ func (a *AFALGCipher) doOp(op *afalgOp, dst, src []byte, first uint64, enc bool)
 	}
 	binary.NativeEndian.PutUint32(op.oob[op.opAt:], o)
 	ivSize := c.ivSize
+	if ivSize == 0 {
+		// No IV (ecb): sectors are independent of their position, so many
+		// go in one request.
+		for at := 0; at < len(src); {
+			l := min(afalgMaxRequest/ss*ss, len(src)-at)
+			if err := op.cycle(dst[at:at+l], src[at:at+l]); err != nil {
+				op.dirty = true
+				return fmt.Errorf("AF_ALG %s: %w", a.kname, err)
+			}
+			at += l
+		}
+		return nil
+	}
 	for i := 0; i < n; i += maxBatch {
 		k := min(maxBatch, n-i)
 		if ivSize > 0 {
@@ -378,6 +392,10 @@ func (a *AFALGCipher) doOp(op *afalgOp, dst, src []byte, first uint64, enc bool)
 	}
 	return nil
 }
+
+// afalgMaxRequest bounds one request without an IV: well below the
+// socket's send buffer, so that sendmsg never waits for a read.
+const afalgMaxRequest = 64 << 10
 
 // cycle sends one request and reads its result.
 func (op *afalgOp) cycle(dst, src []byte) error {

@@ -27,7 +27,14 @@ func goBuild(t *testing.T, pkg, out string, test bool) {
 		args = []string{"test", "-c", "-o", out, pkg}
 	}
 	cmd := exec.Command(goBin, args...)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	// -race (in GOFLAGS) needs cgo; the guest binaries are built without.
+	var flags []string
+	for _, f := range strings.Fields(os.Getenv("GOFLAGS")) {
+		if f != "-race" {
+			flags = append(flags, f)
+		}
+	}
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GOFLAGS="+strings.Join(flags, " "))
 	if o, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, o)
 	}
