@@ -276,7 +276,10 @@ func (a *AFALGCipher) run(dst, src []byte, first uint64, enc bool) error {
 	}
 	if t := a.Threshold(); t < 0 || int64(len(src)) < t {
 		a.inProcess.Add(int64(len(src)))
-		return a.c.engine.run(a.c, dst[:len(src)], src, first, enc)
+		if enc {
+			return a.c.EncryptSectors(dst, src, first)
+		}
+		return a.c.DecryptSectors(dst, src, first)
 	}
 	return a.offload(dst[:len(src)], src, first, enc)
 }
@@ -477,7 +480,7 @@ func (a *AFALGCipher) Measure() (int64, []AFALGPoint) {
 	for size := ss; size <= maxSize; size *= 2 {
 		b := buf[:size]
 		p := AFALGPoint{Bytes: size,
-			InProcess: best(func() error { return a.c.engine.run(a.c, b, b, 0, true) }),
+			InProcess: best(func() error { return a.c.EncryptSectors(b, b, 0) }),
 			Kernel:    best(func() error { return a.offload(b, b, 0, true) }),
 		}
 		pts = append(pts, p)
