@@ -1,6 +1,7 @@
 package capi
 
 import (
+	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/sha1"
@@ -82,7 +83,8 @@ func init() {
 		v := v
 		mustRegister(&Alg{Name: v.name, Driver: v.name[:len(v.name)-5] + "-generic,aes-generic,nhpoly1305-generic)",
 			Priority: PriorityGeneric, Type: TypeSkcipher, BlockSize: 16, MinLen: 16, IVSize: 32, KeySizes: []int{32},
-			NewSkcipher: func(k []byte) (Skcipher, error) { return &adiantumMode{h: v.new(k)}, nil }})
+			// The module keeps a reference to the key, and callers wipe theirs.
+			NewSkcipher: func(k []byte) (Skcipher, error) { return &adiantumMode{h: v.new(bytes.Clone(k))}, nil }})
 	}
 }
 

@@ -2,6 +2,7 @@ package capi
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -17,9 +18,18 @@ func fuzzEquivalence(f *testing.F, name, ref string) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	refAlg, err := LookupDriver(name, ref)
-	if err != nil {
-		f.Fatal(err)
+	var refAlg *Alg
+	for _, d := range ds {
+		// ref may be a prefix: the IV cipher of essiv's reference is
+		// whatever aes driver is best on this build (aesni, or stdlib
+		// under purego).
+		if d.Driver == ref || strings.HasSuffix(ref, ",") && strings.HasPrefix(d.Driver, ref) {
+			refAlg = d
+			break
+		}
+	}
+	if refAlg == nil {
+		f.Fatalf("%s has no driver %q", name, ref)
 	}
 	f.Fuzz(func(t *testing.T, ksel uint8, keyMat, ivMat, data []byte, nsec uint8) {
 		ks := refAlg.KeySizes[int(ksel)%len(refAlg.KeySizes)]
@@ -110,7 +120,7 @@ func FuzzCTR(f *testing.F) { fuzzEquivalence(f, "ctr(aes)", "ctr(aes-generic)") 
 func FuzzXTS(f *testing.F) { fuzzEquivalence(f, "xts(aes)", "xts(aes-generic)") }
 func FuzzLRW(f *testing.F) { fuzzEquivalence(f, "lrw(aes)", "lrw(aes-generic)") }
 func FuzzESSIV(f *testing.F) {
-	fuzzEquivalence(f, "essiv(cbc(aes),sha256)", "essiv(cbc(aes-generic),aes-aesni,sha256-generic)")
+	fuzzEquivalence(f, "essiv(cbc(aes),sha256)", "essiv(cbc(aes-generic),")
 }
 
 // FuzzName feeds arbitrary strings to the name parser and the registry:

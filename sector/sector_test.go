@@ -26,6 +26,7 @@ func TestParseSpec(t *testing.T) {
 		{"capi:xts(aes)-plain64", "xts(aes)", "capi:xts(aes)-plain64", 1},
 		{"capi:cbc(aes)-essiv:sha256", "essiv(cbc(aes),sha256)", "capi:cbc(aes)-essiv:sha256", 1},
 		{"capi:adiantum(xchacha12,aes)-plain64", "adiantum(xchacha12,aes)", "capi:adiantum(xchacha12,aes)-plain64", 1},
+		{"xchacha12,aes-adiantum-plain64", "adiantum(xchacha12,aes)", "xchacha12,aes-adiantum-plain64", 1},
 	} {
 		s, err := ParseSpec(c.in)
 		if err != nil {

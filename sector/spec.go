@@ -126,7 +126,9 @@ func ParseSpec(spec string) (*Spec, error) {
 		if len(cipherPart) > maxPartLen || len(parts) > 1 && len(parts[1]) > maxPartLen || len(parts) > 2 && len(parts[2]) > 2*maxPartLen {
 			return nil, fmt.Errorf("%w: %q: a part is longer than %d characters", ErrInvalidSpec, truncate(spec), maxPartLen)
 		}
-		if cipherPart == "" || strings.ContainsAny(cipherPart, "(),:") {
+		// A comma is allowed: cryptsetup spells Adiantum
+		// "xchacha12,aes-adiantum-plain64", i.e. adiantum(xchacha12,aes).
+		if cipherPart == "" || strings.ContainsAny(cipherPart, "():") || strings.HasPrefix(cipherPart, ",") || strings.HasSuffix(cipherPart, ",") {
 			return nil, fmt.Errorf("%w: %q: bad cipher name %q", ErrInvalidSpec, spec, cipherPart)
 		}
 		s.Cipher = cipherPart
@@ -155,6 +157,9 @@ func ParseSpec(spec string) (*Spec, error) {
 			s.IVMode, s.IVOpts = "", "" // dm-crypt ignores an IV for ecb
 		}
 		s.CAPI = s.Chain + "(" + s.Cipher + ")"
+		if _, err := capi.ParseName(s.CAPI); err != nil {
+			return nil, fmt.Errorf("%w: %q: %w", ErrInvalidSpec, spec, err)
+		}
 	}
 	if s.IVMode != "" {
 		m, ok := ivModes[s.IVMode]

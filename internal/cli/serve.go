@@ -13,21 +13,11 @@ import (
 
 	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/nbd"
-	"golang.org/x/sys/unix"
 )
 
 func init() {
 	extraVerbs = append(extraVerbs, verb{"serve", nil, runServe,
 		"DEVICE --listen 127.0.0.1:10809|unix:/path — serve the decrypted volume over NBD"})
-}
-
-// hardenProcess keeps key pages out of core dumps and swap where the OS
-// lets us. Failures are not fatal: an unprivileged user may lack
-// RLIMIT_MEMLOCK.
-func hardenProcess() {
-	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	_ = unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
-	_ = unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE)
 }
 
 // listen opens the listener for --listen: host:port or unix:/path.

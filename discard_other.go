@@ -1,0 +1,12 @@
+//go:build !linux
+
+package blkcrypt
+
+// Discard is advisory; off Linux there is no portable hole punching, so it
+// only validates the request.
+func (v *Volume) Discard(off, n int64) error {
+	if v.readOnly {
+		return ErrReadOnly
+	}
+	return v.check(int(min(n, v.size)), off)
+}
