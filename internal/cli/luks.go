@@ -206,6 +206,19 @@ func runTestPassphrase(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
+	// Other formats (tcrypt, loopaes, …): unlocking is opening; nothing is
+	// written because the volume is opened read-only.
+	t := p.str("type")
+	if t == "" {
+		t = detectType(dev)
+	}
+	if _, ok := typeOpeners[t]; ok {
+		v, err := openVolume(env, p, dev, true)
+		if err != nil {
+			return err
+		}
+		return v.Close()
+	}
 	f, hdev, h, err := luksDevice(p, dev, true)
 	if err != nil {
 		return err
