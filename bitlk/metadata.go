@@ -448,6 +448,9 @@ func (m *Metadata) parseBlock(blk, val []byte) error {
 		if size > len(entries)-p {
 			return corrupt("FVE entry at %d (%d bytes) overruns the metadata", p, size)
 		}
+		if size < entryHeaderLen {
+			return corrupt("FVE entry at %d is %d bytes, shorter than its header", p, size)
+		}
 		e := entries[p : p+size]
 		switch le.Uint16(e[2:]) {
 		case entryVMK:
@@ -515,6 +518,9 @@ func (v *VMK) parse(b []byte) error {
 		}
 		if size > len(b)-p {
 			return bad("entry at %d (%d bytes) overruns the VMK", p, size)
+		}
+		if size < 6 {
+			return bad("entry at %d is %d bytes, shorter than its header", p, size)
 		}
 		e := b[p : p+size]
 		typ := le.Uint16(e[2:])
