@@ -120,6 +120,9 @@ func startupKey(bek []byte, v *VMK, m *Metadata) (key []byte, ok bool, err error
 		if size > len(b)-p {
 			return nil, true, fmt.Errorf("%w: startup key entry overruns the file", ErrCorrupt)
 		}
+		if size < 6 {
+			return nil, true, fmt.Errorf("%w: startup key entry of %d bytes is shorter than its header", ErrCorrupt, size)
+		}
 		e := b[p : p+size]
 		if t := le.Uint16(e[2:]); t != entryProperty && t != entryVolumeGUID {
 			return nil, true, fmt.Errorf("%w: unexpected startup key entry type %d", ErrCorrupt, t)
