@@ -32,7 +32,7 @@ echo
 echo "### Read throughput of a ${size_mib} MiB volume (MB/s, page cache warm)"
 echo
 qemu-img create -q --object secret,id=s0,file="$work/pass" -f luks \
-  -o key-secret=s0,cipher-alg=aes-256,cipher-mode=xts,ivgen-alg=plain64,hash-alg=sha256,iter-time=10 \
+  -o key-secret=s0,cipher-alg=aes-256,cipher-mode=xts,ivgen-alg=plain64,hash-alg=sha256,iter-time=100 \
   "$work/l1.img" "${size_mib}M"
 "$bc" format "$work/l2.img" --type luks2 --size $(( (size_mib + 16) << 20 )) --key-file "$work/pass" -q --pbkdf pbkdf2 --pbkdf-force-iterations 1000
 head -c $((size_mib << 20)) /dev/urandom > "$work/src"

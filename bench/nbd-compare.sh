@@ -12,7 +12,7 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 go build -o "$work/blkcrypt" ./cmd/blkcrypt
 printf 'bench-passphrase' > "$work/pass"
 qemu-img create -q --object secret,id=s0,file="$work/pass" -f luks \
-  -o key-secret=s0,cipher-alg=aes-256,cipher-mode=xts,ivgen-alg=plain64,hash-alg=sha256,iter-time=10 \
+  -o key-secret=s0,cipher-alg=aes-256,cipher-mode=xts,ivgen-alg=plain64,hash-alg=sha256,iter-time=100 \
   "$work/luks.img" "${size_mib}M"
 truncate -s "${size_mib}M" "$work/plain.img"
 head -c $((size_mib << 20)) /dev/urandom > "$work/src"
