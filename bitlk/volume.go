@@ -2,8 +2,8 @@ package bitlk
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
+	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"io"
 	"os"
 	"slices"
@@ -300,18 +300,6 @@ func OpenFile(path string, secret []byte, readOnly bool) (*blkcrypt.Volume, erro
 	return v, nil
 }
 
-// DeviceSize is the size of a regular file or block device.
-func DeviceSize(f *os.File) (int64, error) {
-	st, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	if st.Mode().IsRegular() {
-		return st.Size(), nil
-	}
-	n, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		return 0, errors.Join(errors.New("bitlk: cannot tell the device size"), err)
-	}
-	return n, nil
-}
+// DeviceSize is the size of a regular file or block device (the LUKS
+// packages' rule, shared).
+func DeviceSize(f *os.File) (int64, error) { return luksutil.File{File: f}.Size() }

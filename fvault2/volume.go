@@ -1,9 +1,8 @@
 package fvault2
 
 import (
-	"errors"
 	"fmt"
-	"io"
+	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"os"
 
 	"github.com/blkcrypt/blkcrypt"
@@ -72,18 +71,6 @@ func OpenFile(path string, passphrase []byte, readOnly bool) (*blkcrypt.Volume, 
 	return v, nil
 }
 
-// DeviceSize is the size of a regular file or block device.
-func DeviceSize(f *os.File) (int64, error) {
-	st, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	if st.Mode().IsRegular() {
-		return st.Size(), nil
-	}
-	n, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		return 0, errors.Join(errors.New("fvault2: cannot tell the device size"), err)
-	}
-	return n, nil
-}
+// DeviceSize is the size of a regular file or block device (the LUKS
+// packages' rule, shared).
+func DeviceSize(f *os.File) (int64, error) { return luksutil.File{File: f}.Size() }
