@@ -3,6 +3,7 @@ package capi
 import (
 	"crypto/cipher"
 	"crypto/sha256"
+	"encoding/binary"
 
 	"github.com/blkcrypt/blkcrypt/internal/aes"
 )
@@ -96,6 +97,18 @@ func (m aesCBC) Decrypt(dst, src, iv []byte) {
 
 // EncryptSectors is the multi-buffer path: independent sectors advance
 // through the AES rounds side by side.
+func (m aesCBC) EncryptPlain64(dst, src []byte, n uint64) {
+	var v [16]byte
+	binary.LittleEndian.PutUint64(v[:], n)
+	m.b.EncryptCBC(dst, src, &v)
+}
+
+func (m aesCBC) DecryptPlain64(dst, src []byte, n uint64) {
+	var v [16]byte
+	binary.LittleEndian.PutUint64(v[:], n)
+	m.b.DecryptCBC(dst, src, &v)
+}
+
 func (m aesCBC) EncryptSectors(dst, src []byte, ss int, ivs []byte) {
 	m.b.EncryptCBCSectors(dst, src, ss, ivs)
 }
@@ -118,6 +131,18 @@ func (m aesXTS) Encrypt(dst, src, iv []byte) {
 
 func (m aesXTS) Decrypt(dst, src, iv []byte) {
 	v := [16]byte(iv)
+	m.x.Decrypt(dst, src, &v)
+}
+
+func (m aesXTS) EncryptPlain64(dst, src []byte, n uint64) {
+	var v [16]byte
+	binary.LittleEndian.PutUint64(v[:], n)
+	m.x.Encrypt(dst, src, &v)
+}
+
+func (m aesXTS) DecryptPlain64(dst, src []byte, n uint64) {
+	var v [16]byte
+	binary.LittleEndian.PutUint64(v[:], n)
 	m.x.Decrypt(dst, src, &v)
 }
 
@@ -152,6 +177,18 @@ func (m *aesESSIV) Encrypt(dst, src, iv []byte) {
 
 func (m *aesESSIV) Decrypt(dst, src, iv []byte) {
 	v := [16]byte(iv)
+	m.b.DecryptESSIVCBC(m.iv, dst, src, &v)
+}
+
+func (m *aesESSIV) EncryptPlain64(dst, src []byte, n uint64) {
+	var v [16]byte
+	binary.LittleEndian.PutUint64(v[:], n)
+	m.b.EncryptESSIVCBC(m.iv, dst, src, &v)
+}
+
+func (m *aesESSIV) DecryptPlain64(dst, src []byte, n uint64) {
+	var v [16]byte
+	binary.LittleEndian.PutUint64(v[:], n)
 	m.b.DecryptESSIVCBC(m.iv, dst, src, &v)
 }
 

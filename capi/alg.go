@@ -68,6 +68,15 @@ type SectorSkcipher interface {
 	DecryptSectors(dst, src []byte, sectorSize int, ivs []byte)
 }
 
+// Plain64Skcipher is implemented by drivers that can take the IV as a
+// 64-bit number, little-endian and zero-padded to IVSize (dm-crypt's plain64
+// IV, which is also the input essiv encrypts). Passed by value, the IV needs
+// no buffer: this is the single-sector path a small random I/O takes.
+type Plain64Skcipher interface {
+	EncryptPlain64(dst, src []byte, n uint64)
+	DecryptPlain64(dst, src []byte, n uint64)
+}
+
 // Wiper is implemented by transforms that can zero their key material.
 type Wiper interface{ Wipe() }
 

@@ -8,9 +8,10 @@ import (
 	"unsafe"
 )
 
-// inexactOverlap reports whether x and y share memory at different offsets,
-// which no driver supports (exact aliasing, in place, is fine).
-func inexactOverlap(x, y []byte) bool {
+// InexactOverlap reports whether x and y share memory at different offsets,
+// which no driver supports (exact aliasing, in place, is fine). Callers of
+// the unchecked paths (Tfm.UncheckedPlain64) use it to keep that promise.
+func InexactOverlap(x, y []byte) bool {
 	if len(x) == 0 || len(y) == 0 || &x[0] == &y[0] {
 		return false
 	}
@@ -18,21 +19,25 @@ func inexactOverlap(x, y []byte) bool {
 	return xs <= ys+uintptr(len(y)-1) && ys <= xs+uintptr(len(x)-1)
 }
 
-// The generic modes below work on any 16-byte block cipher through
-// cipher.Block, one block per call. They are the reference every faster
-// driver is compared with, and the fallback for serpent and twofish.
+// The generic modes below work on any 8- or 16-byte block cipher through
+// cipher.Block, one block per call, and take the block size from it (the
+// templates give them nothing else). They are the reference every faster
+// driver is compared with, and the fallback for serpent, twofish and the
+// 64-bit-block ciphers.
 
 type ecbMode struct{ b cipher.Block }
 
 func (m ecbMode) Encrypt(dst, src, _ []byte) {
-	for i := 0; i < len(src); i += 16 {
-		m.b.Encrypt(dst[i:i+16], src[i:i+16])
+	bs := m.b.BlockSize()
+	for i := 0; i < len(src); i += bs {
+		m.b.Encrypt(dst[i:i+bs], src[i:i+bs])
 	}
 }
 
 func (m ecbMode) Decrypt(dst, src, _ []byte) {
-	for i := 0; i < len(src); i += 16 {
-		m.b.Decrypt(dst[i:i+16], src[i:i+16])
+	bs := m.b.BlockSize()
+	for i := 0; i < len(src); i += bs {
+		m.b.Decrypt(dst[i:i+bs], src[i:i+bs])
 	}
 }
 
@@ -43,43 +48,46 @@ type cbcMode struct{ b cipher.Block }
 // and the data path must not allocate.
 
 func (m cbcMode) Encrypt(dst, src, iv []byte) {
+	bs := m.b.BlockSize()
 	prev := iv
-	for i := 0; i < len(src); i += 16 {
-		d := dst[i : i+16]
-		subtle.XORBytes(d, src[i:i+16], prev)
+	for i := 0; i < len(src); i += bs {
+		d := dst[i : i+bs]
+		subtle.XORBytes(d, src[i:i+bs], prev)
 		m.b.Encrypt(d, d)
 		prev = d
 	}
 }
 
 func (m cbcMode) Decrypt(dst, src, iv []byte) {
+	bs := m.b.BlockSize()
 	var prev, cur [16]byte
-	copy(prev[:], iv)
-	for i := 0; i < len(src); i += 16 {
-		copy(cur[:], src[i:i+16])
-		m.b.Decrypt(dst[i:i+16], src[i:i+16])
-		subtle.XORBytes(dst[i:i+16], dst[i:i+16], prev[:])
+	copy(prev[:bs], iv)
+	for i := 0; i < len(src); i += bs {
+		copy(cur[:bs], src[i:i+bs])
+		m.b.Decrypt(dst[i:i+bs], src[i:i+bs])
+		subtle.XORBytes(dst[i:i+bs], dst[i:i+bs], prev[:bs])
 		prev = cur
 	}
 }
 
-// ctrMode is the kernel's ctr(): the IV is a 128-bit big-endian counter.
+// ctrMode is the kernel's ctr(): the IV is a big-endian counter as wide as
+// the block, wrapping as crypto_inc does.
 type ctrMode struct{ b cipher.Block }
 
 func (m ctrMode) Encrypt(dst, src, iv []byte) {
+	bs := m.b.BlockSize()
 	var ctr, ks [16]byte
-	copy(ctr[:], iv)
-	for i := 0; i < len(src); i += 16 {
-		m.b.Encrypt(ks[:], ctr[:])
-		end := min(i+16, len(src))
+	copy(ctr[:bs], iv)
+	for i := 0; i < len(src); i += bs {
+		m.b.Encrypt(ks[:bs], ctr[:bs])
+		end := min(i+bs, len(src))
 		subtle.XORBytes(dst[i:end], src[i:end], ks[:end-i])
-		hi, lo := binary.BigEndian.Uint64(ctr[:8]), binary.BigEndian.Uint64(ctr[8:])
-		lo++
-		if lo == 0 {
-			hi++
+		for j := bs - 1; j >= 0; j-- {
+			ctr[j]++
+			if ctr[j] != 0 {
+				break
+			}
 		}
-		binary.BigEndian.PutUint64(ctr[:8], hi)
-		binary.BigEndian.PutUint64(ctr[8:], lo)
 	}
 }
 

@@ -39,6 +39,15 @@ func (a *Alg) Skcipher(key []byte) (*Tfm, error) {
 	return t, nil
 }
 
+// UncheckedPlain64 returns the driver's Plain64Skcipher form, or nil. Its
+// calls skip Tfm's validation, so the caller must already guarantee what
+// EncryptSectors checks: len(src) is a valid length, len(dst) >= len(src),
+// and dst and src are the same slice or do not overlap.
+func (t *Tfm) UncheckedPlain64() Plain64Skcipher {
+	p, _ := t.impl.(Plain64Skcipher)
+	return p
+}
+
 // Alg returns the driver behind t.
 func (t *Tfm) Alg() *Alg { return t.alg }
 
@@ -76,7 +85,7 @@ func (t *Tfm) check(dst, src, iv []byte) error {
 	if len(dst) < len(src) {
 		return fmt.Errorf("%w: destination is %d bytes, source %d", ErrInvalidLength, len(dst), len(src))
 	}
-	if inexactOverlap(dst[:len(src)], src) {
+	if InexactOverlap(dst[:len(src)], src) {
 		return fmt.Errorf("%w: destination partly overlaps source", ErrInvalidLength)
 	}
 	return nil
@@ -119,7 +128,7 @@ func (t *Tfm) checkSectors(dst, src []byte, sectorSize int, ivs []byte) (int, er
 	if len(dst) < len(src) {
 		return 0, fmt.Errorf("%w: destination is %d bytes, source %d", ErrInvalidLength, len(dst), len(src))
 	}
-	if inexactOverlap(dst[:len(src)], src) {
+	if InexactOverlap(dst[:len(src)], src) {
 		return 0, fmt.Errorf("%w: destination partly overlaps source", ErrInvalidLength)
 	}
 	return n, nil

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	mrand "math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/blkcrypt/blkcrypt/internal/oracle"
@@ -97,6 +98,20 @@ func TestOpenSSLOracle(t *testing.T) {
 			}
 			if !bytes.Equal(ct[j*ss:(j+1)*ss], want) {
 				t.Fatalf("%s key %d sector size %d large %v iv_offset %d sector %d: differs from OpenSSL", spec, ks*8, ss, large, ivOff, first+uint64(j)*unit)
+			}
+			// The same sector alone takes the single-sector path.
+			one := make([]byte, ss)
+			if err := c.EncryptSectors(one, pt[j*ss:(j+1)*ss], first+uint64(j)*unit); err != nil || !bytes.Equal(one, want) {
+				t.Fatalf("%s key %d sector size %d sector %d alone: differs from OpenSSL (%v)", spec, ks*8, ss, first+uint64(j)*unit, err)
+			}
+			if err := c.DecryptSectors(one, one, first+uint64(j)*unit); err != nil || !bytes.Equal(one, pt[j*ss:(j+1)*ss]) {
+				t.Fatalf("%s sector %d alone: decryption does not invert (%v)", spec, first+uint64(j)*unit, err)
+			}
+			// internal/aes drivers (not template instances such as the
+			// purego build's xts(aes-stdlib)) take the by-value IV path.
+			aesDriver := !strings.Contains(c.Driver(), "(")
+			if fast := c.p64 != nil; fast != (aesDriver && (mode == "plain" || mode == "plain64" || mode == "essiv:sha256")) {
+				t.Fatalf("%s (%s): by-value IV path %v", spec, c.Driver(), fast)
 			}
 			cases++
 		}
