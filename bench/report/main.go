@@ -26,6 +26,7 @@ var (
 	sec    = flag.Float64("sec", 0.5, "seconds per measurement")
 	svg    = flag.String("svg", "", "also run the block-size sweep and write its chart to this SVG file")
 	onlySw = flag.Bool("sweep-only", false, "run only the block-size sweep")
+	onlyPr = flag.Bool("probe-only", false, "run only the machine's scaling probe")
 )
 
 // opensslSpeed returns OpenSSL's bytes per second for one cipher and size.
@@ -117,6 +118,10 @@ func main() {
 	ov, _ := exec.Command("openssl", "version").Output()
 	fmt.Printf("Machine: %s, %d cores, %s; %s; %s.\n\n", cpuModel(), runtime.NumCPU(), runtime.Version(), strings.TrimSpace(string(ov)), time.Now().UTC().Format("2006-01-02"))
 
+	if *onlyPr {
+		scalingProbe()
+		return
+	}
 	if *svg != "" || *onlySw {
 		fmt.Println("### Block-size sweep: blkcrypt, OpenSSL, x/crypto/xts and crypto/cipher, single core")
 		fmt.Println()
@@ -233,6 +238,7 @@ func main() {
 		fmt.Printf("| %s | %s | %s | %s | %.0f |\n", sp.spec, mb(s1), mb(s2), ratio(s2, s1), a)
 	}
 	fmt.Println()
+	scalingProbe()
 	fmt.Println("### sector: measured inline/parallel break-even (512-byte sectors)")
 	fmt.Println()
 	fmt.Println("| spec | driver | break-even |")
