@@ -26,6 +26,9 @@ var supported = []string{
 	"ecb(twofish)", "cbc(twofish)", "xts(twofish)", "lrw(twofish)",
 	"camellia", "ecb(camellia)", "cbc(camellia)", "xts(camellia)",
 	"adiantum(xchacha12,aes)", "adiantum(xchacha20,aes)",
+	"cast5", "ecb(cast5)", "cbc(cast5)", "ctr(cast5)",
+	"des", "ecb(des)", "cbc(des)", "ctr(des)",
+	"des3_ede", "ecb(des3_ede)", "cbc(des3_ede)", "ctr(des3_ede)",
 	"sha1", "sha256", "sha512", "ripemd160", "wp512", "blake2b-512", "blake2s-256",
 }
 

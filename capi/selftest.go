@@ -46,14 +46,21 @@ func selfTest(a *Alg) (string, error) {
 				return "", fmt.Errorf("vector %s: %w", v.ID, err)
 			}
 			buf := make([]byte, len(v.Plaintext))
-			for i := 0; i < len(buf); i += 16 {
-				b.Encrypt(buf[i:i+16], v.Plaintext[i:i+16])
+			bs := a.BlockSize
+			if b.BlockSize() != bs {
+				return "", fmt.Errorf("cipher has %d-byte blocks, registered as %d", b.BlockSize(), bs)
+			}
+			if len(buf)%bs != 0 {
+				return "", fmt.Errorf("vector %s: %d bytes is not whole %d-byte blocks", v.ID, len(buf), bs)
+			}
+			for i := 0; i < len(buf); i += bs {
+				b.Encrypt(buf[i:i+bs], v.Plaintext[i:i+bs])
 			}
 			if !bytes.Equal(buf, v.Ciphertext) {
 				return "", fmt.Errorf("vector %s: encryption mismatch", v.ID)
 			}
-			for i := 0; i < len(buf); i += 16 {
-				b.Decrypt(buf[i:i+16], buf[i:i+16])
+			for i := 0; i < len(buf); i += bs {
+				b.Decrypt(buf[i:i+bs], buf[i:i+bs])
 			}
 			if !bytes.Equal(buf, v.Plaintext) {
 				return "", fmt.Errorf("vector %s: decryption mismatch", v.ID)

@@ -31,7 +31,7 @@ func init() {
 				c := c
 				a := &Alg{
 					Name: n.String(), Driver: m.name + "(" + c.Driver + ")", Priority: c.Priority,
-					Type: TypeSkcipher, BlockSize: 16, KeySizes: c.KeySizes, Base: c, Inner: []*Alg{c},
+					Type: TypeSkcipher, BlockSize: c.BlockSize, KeySizes: c.KeySizes, Base: c, Inner: []*Alg{c},
 					NewSkcipher: func(key []byte) (Skcipher, error) {
 						b, err := c.NewCipher(key)
 						if err != nil {
@@ -41,7 +41,7 @@ func init() {
 					},
 				}
 				if m.iv {
-					a.IVSize = 16
+					a.IVSize = c.BlockSize
 				}
 				if m.stream {
 					a.BlockSize = 1
@@ -54,6 +54,9 @@ func init() {
 
 	RegisterTemplate(&Template{Name: "xts", Instantiate: func(n *Name, args [][]*Alg) ([]*Alg, error) {
 		if err := wantArgs(n, args, TypeCipher); err != nil {
+			return nil, err
+		}
+		if err := want16(n, args[0]); err != nil {
 			return nil, err
 		}
 		var out []*Alg
@@ -85,6 +88,9 @@ func init() {
 
 	RegisterTemplate(&Template{Name: "lrw", Instantiate: func(n *Name, args [][]*Alg) ([]*Alg, error) {
 		if err := wantArgs(n, args, TypeCipher); err != nil {
+			return nil, err
+		}
+		if err := want16(n, args[0]); err != nil {
 			return nil, err
 		}
 		var out []*Alg
@@ -121,9 +127,18 @@ func wantArgs(n *Name, args [][]*Alg, types ...Type) error {
 		if args[i][0].Type != t {
 			return fmt.Errorf("%w: %s: argument %s is a %s, want a %s", ErrInvalidName, n, n.Args[i], args[i][0].Type, t)
 		}
-		if t == TypeCipher && args[i][0].BlockSize != 16 {
-			return fmt.Errorf("%w: %s: %s has a %d-byte block; only 16-byte block ciphers are supported", ErrInvalidName, n, n.Args[i], args[i][0].BlockSize)
+		if bs := args[i][0].BlockSize; t == TypeCipher && bs != 8 && bs != 16 {
+			return fmt.Errorf("%w: %s: %s has %d-byte blocks; only 8- and 16-byte block ciphers are supported", ErrInvalidName, n, n.Args[i], bs)
 		}
+	}
+	return nil
+}
+
+// want16 refuses a cipher whose block is not 16 bytes, as the kernel's xts
+// and lrw do: their tweaks are elements of GF(2^128).
+func want16(n *Name, ciphers []*Alg) error {
+	if bs := ciphers[0].BlockSize; bs != 16 {
+		return fmt.Errorf("%w: %s needs a 16-byte block cipher; %s has %d-byte blocks", ErrInvalidName, n, n.Args[0], bs)
 	}
 	return nil
 }
@@ -193,16 +208,19 @@ type essivMode struct {
 	iv    cipher.Block
 }
 
+// The IV is one block of the IV cipher (instantiateESSIV checks), 8 or 16
+// bytes.
+
 func (m *essivMode) Encrypt(dst, src, iv []byte) {
 	var e [16]byte
-	m.iv.Encrypt(e[:], iv)
-	m.inner.impl.Encrypt(dst, src, e[:])
+	m.iv.Encrypt(e[:len(iv)], iv)
+	m.inner.impl.Encrypt(dst, src, e[:len(iv)])
 }
 
 func (m *essivMode) Decrypt(dst, src, iv []byte) {
 	var e [16]byte
-	m.iv.Encrypt(e[:], iv)
-	m.inner.impl.Decrypt(dst, src, e[:])
+	m.iv.Encrypt(e[:len(iv)], iv)
+	m.inner.impl.Decrypt(dst, src, e[:len(iv)])
 }
 
 // EncryptSectors turns every sector number into its ESSIV IV, then hands the
@@ -227,8 +245,9 @@ func (m *essivMode) encryptIVs(ivs []byte) {
 		e.EncryptECB(ivs, ivs)
 		return
 	}
-	for i := 0; i < len(ivs); i += 16 {
-		m.iv.Encrypt(ivs[i:i+16], ivs[i:i+16])
+	bs := m.iv.BlockSize()
+	for i := 0; i < len(ivs); i += bs {
+		m.iv.Encrypt(ivs[i:i+bs], ivs[i:i+bs])
 	}
 }
 
