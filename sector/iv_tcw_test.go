@@ -7,8 +7,9 @@ package sector
 // (cryptsetup's tests/tcrypt-compat-test). This test opens the TrueCrypt
 // header the way cryptsetup's lib/tcrypt/tcrypt.c does (PBKDF2, header
 // whitening and CBC, keys CRC32), builds the dm-crypt table cryptsetup would
-// ("aes-cbc-tcw", data and IV offset = the master-key offset in sectors,
-// key = cipher key || IV seed || whitening) and checks the decrypted boot
+// ("aes-cbc-tcw", "des3_ede-cbc-tcw" with an 8-byte IV seed, data and IV
+// offset = the master-key offset in sectors, key = cipher key || IV seed ||
+// whitening) and checks the decrypted boot
 // sector and that re-encryption gives back the image. cryptsetup 2.6.1 here
 // could not open these images (no kernel crypto API), so no volume key was
 // recorded for them; the header is unlocked from the password instead. The
@@ -28,8 +29,9 @@ import (
 )
 
 // tcryptLegacyOpen unlocks a TrueCrypt 1.x-4.0 CBC header with a single
-// cipher and returns the dm-crypt key and the master-key (data) offset.
-func tcryptLegacyOpen(t *testing.T, img []byte, hashName, cipherName, password string) (key []byte, mkOffset uint64) {
+// cipher of keySize bytes and a blockSize-byte block, and returns the
+// dm-crypt key and the master-key (data) offset.
+func tcryptLegacyOpen(t *testing.T, img []byte, hashName, cipherName string, keySize, blockSize int, password string) (key []byte, mkOffset uint64) {
 	t.Helper()
 	h, err := capi.HashFunc(hashName)
 	if err != nil {
@@ -45,11 +47,11 @@ func tcryptLegacyOpen(t *testing.T, img []byte, hashName, cipherName, password s
 		for j := range hdr {
 			hdr[j] ^= hk[8+j%8] // header whitening
 		}
-		cbc, err := capi.NewSkcipher("cbc("+cipherName+")", hk[32:64])
+		cbc, err := capi.NewSkcipher("cbc("+cipherName+")", hk[32:32+keySize])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := cbc.Decrypt(hdr, hdr, hk[:16]); err != nil {
+		if err := cbc.Decrypt(hdr, hdr, hk[:blockSize]); err != nil {
 			t.Fatal(err)
 		}
 		if string(hdr[:4]) != "TRUE" {
@@ -63,9 +65,9 @@ func tcryptLegacyOpen(t *testing.T, img []byte, hashName, cipherName, password s
 		if mkOffset == 0 {
 			mkOffset = 512
 		}
-		// TCRYPT_copy_key for cbc: cipher key (32 bytes at 32), then IV
-		// seed and whitening (32 bytes at 0).
-		key = append(bytes.Clone(keys[32:64]), keys[0:32]...)
+		// TCRYPT_copy_key for cbc: cipher key (at 32), then IV seed and
+		// whitening (at 0, the block size and 16 bytes).
+		key = append(bytes.Clone(keys[32:32+keySize]), keys[0:blockSize+16]...)
 		return key, mkOffset
 	}
 	t.Fatalf("password does not open the header with PBKDF2-%s", hashName)
@@ -74,12 +76,19 @@ func tcryptLegacyOpen(t *testing.T, img []byte, hashName, cipherName, password s
 
 func TestTCWTrueCryptImages(t *testing.T) {
 	archive := ivFixtureArchive(t, "tcrypt-images.tar.xz")
-	images := map[string][2]string{ // image: hash, cipher
-		"tc_1-sha1-cbc-aes":             {"sha1", "aes"},
-		"tc_1-ripemd160-cbc-aes":        {"ripemd160", "aes"},
-		"tc_2-ripemd160-cbc-aes":        {"ripemd160", "aes"},
-		"tc_2-ripemd160-cbc-aes-hidden": {"ripemd160", "aes"}, // the outer volume
-		"tc_2-ripemd160-cbc-twofish":    {"ripemd160", "twofish"},
+	type image struct {
+		hash, cipher, spec string
+		keySize, blockSize int
+	}
+	images := map[string]image{
+		"tc_1-sha1-cbc-aes":             {"sha1", "aes", "aes-cbc-tcw", 32, 16},
+		"tc_1-ripemd160-cbc-aes":        {"ripemd160", "aes", "aes-cbc-tcw", 32, 16},
+		"tc_2-ripemd160-cbc-aes":        {"ripemd160", "aes", "aes-cbc-tcw", 32, 16},
+		"tc_2-ripemd160-cbc-aes-hidden": {"ripemd160", "aes", "aes-cbc-tcw", 32, 16}, // the outer volume
+		"tc_2-ripemd160-cbc-twofish":    {"ripemd160", "twofish", "twofish-cbc-tcw", 32, 16},
+		// 64-bit blocks: an 8-byte IV seed; both spellings of the spec.
+		"tc_1-sha1-cbc-cast5":    {"sha1", "cast5", "capi:cbc(cast5)-tcw", 16, 8},
+		"tc_1-sha1-cbc-des3_ede": {"sha1", "des3_ede", "des3_ede-cbc-tcw", 24, 8},
 	}
 	seen := 0
 	ivEachTarMember(t, archive, func(b string) bool { _, ok := images[b]; return ok }, func(name string, r io.Reader) {
@@ -88,9 +97,9 @@ func TestTCWTrueCryptImages(t *testing.T) {
 			t.Fatal(err)
 		}
 		seen++
-		hc := images[name]
-		key, mk := tcryptLegacyOpen(t, img, hc[0], hc[1], "aaaaaaaaaaaa")
-		spec := hc[1] + "-cbc-tcw"
+		im := images[name]
+		key, mk := tcryptLegacyOpen(t, img, im.hash, im.cipher, im.keySize, im.blockSize, "aaaaaaaaaaaa")
+		spec := im.spec
 		c, err := New(spec, key, Options{IVOffset: mk / 512})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
