@@ -2,14 +2,12 @@ package tcrypt
 
 import (
 	"crypto/cipher"
-	"crypto/des"
 	"encoding/binary"
 	"fmt"
 	"strings"
 
 	"github.com/blkcrypt/blkcrypt/capi"
 	"golang.org/x/crypto/blowfish"
-	"golang.org/x/crypto/cast5" //nolint:staticcheck // TrueCrypt 1.x volumes use CAST5
 )
 
 // Modes of a cipher chain, in cryptsetup's spelling.
@@ -145,13 +143,9 @@ func LookupChain(name, mode string) (*Chain, error) {
 }
 
 // blockCipher makes one cipher for header decryption: the crypto API's
-// ciphers, and the TrueCrypt 1.x ones the crypto API lacks here.
+// ciphers (CAST5 and 3DES among them), and Blowfish, which it lacks here.
 func blockCipher(name string, key []byte) (cipher.Block, error) {
 	switch name {
-	case "cast5":
-		return cast5.NewCipher(key)
-	case "des3_ede":
-		return des.NewTripleDESCipher(key)
 	case "blowfish":
 		return blowfish.NewCipher(key)
 	case "blowfish_le":

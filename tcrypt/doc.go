@@ -58,8 +58,11 @@
 // device using the last cipher of the chain, every target with the same IV
 // offset; system volumes are mapped through the whole drive image (offsets
 // from the header) or through a partition (IV offset = partition start).
-// cryptsetup refuses to map the outer-CBC cascades and Blowfish (no such
-// dm-crypt mode), and so does Mapping, with a LegacyModeError.
+// A single-cipher CBC volume maps to CIPHER-cbc-tcw; CAST5 and 3DES have
+// 64-bit blocks, so their IV seed is 8 bytes (cast5-cbc-tcw,
+// des3_ede-cbc-tcw). cryptsetup refuses to map the outer-CBC cascades and
+// Blowfish (no such dm-crypt mode), and so does Mapping, with a
+// LegacyModeError.
 //
 // # API
 //

@@ -81,9 +81,8 @@ func TestMain(m *testing.M) {
 }
 
 // refused: images whose header is found and dumped but which blkcrypt does
-// not map. cryptsetup refuses the legacy modes too (dm-crypt has no
-// outer-CBC or little-endian Blowfish mode; tcrypt-compat-test accepts the
-// refusal); CAST5 and 3DES are missing from blkcrypt's crypto API.
+// not map. cryptsetup refuses them too (dm-crypt has no outer-CBC or
+// little-endian Blowfish mode; tcrypt-compat-test accepts the refusal).
 var refused = map[string]string{
 	"tc_1-ripemd160-cbc-blowfish":                   "legacy mode",
 	"tc_1-sha1-cbc-blowfish":                        "legacy mode",
@@ -95,8 +94,6 @@ var refused = map[string]string{
 	"tc_2-ripemd160-cbc-serpent-twofish-aes":        "legacy mode",
 	"tc_2-ripemd160-cbc-serpent-twofish-aes-hidden": "legacy mode",
 	"tc_2-ripemd160-cbc-twofish-serpent":            "legacy mode",
-	"tc_1-sha1-cbc-cast5":                           "cast5",
-	"tc_1-sha1-cbc-des3_ede":                        "des3_ede",
 }
 
 // notFound: images whose header blkcrypt cannot decrypt.
