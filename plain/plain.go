@@ -35,6 +35,9 @@ var cryptsetupHashNames = map[string]string{
 	"sha3-224":  "sha3-224",
 	"blake2b":   "blake2b-512",
 	"blake2s":   "blake2s-256",
+	// gcrypt spells Streebog after its Russian name.
+	"stribog256": "streebog256",
+	"stribog512": "streebog512",
 }
 
 // KernelHashName maps a cryptsetup hash name to the capi name.

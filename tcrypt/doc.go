@@ -15,9 +15,8 @@
 //     boot variants (SHA-256 and BLAKE2s-256 200000, RIPEMD-160 327661),
 //     and Argon2id (time 6, 416 MiB, 1 lane). A PIM replaces the counts
 //     (15000 + 1000·PIM; boot 2048·PIM; Argon2id time and memory from the
-//     PIM) and leaves out the TrueCrypt derivations. PBKDF2-Streebog-512 is
-//     in the table but blkcrypt has no Streebog, so it is skipped and the
-//     error says so;
+//     PIM) and leaves out the TrueCrypt derivations; PBKDF2-Streebog-512
+//     (500000) comes last, as in cryptsetup;
 //   - ciphers: AES, Serpent, Twofish, Camellia, Kuznyechik and their
 //     VeraCrypt cascades in XTS; TrueCrypt 4.1-4.3's LRW; TrueCrypt
 //     1.0-4.0's CBC ("cbc-tcw" for one cipher, an outer CBC over cascades,

@@ -38,8 +38,8 @@ func TestKDFTable(t *testing.T) {
 		if k.VeraCrypt != (i >= 5) {
 			t.Errorf("%s: veracrypt %v", k, k.VeraCrypt)
 		}
-		if avail := k.Available(); avail == (k.Hash == "stribog512") {
-			t.Errorf("%s: available %v (Streebog is the only hash blkcrypt lacks)", k, avail)
+		if !k.Available() {
+			t.Errorf("%s: not available", k)
 		}
 	}
 	for _, c := range []struct {
@@ -355,7 +355,9 @@ func TestSearchOptions(t *testing.T) {
 	if _, err := Search(vsec, &Options{Passphrase: []byte("pass"), Hash: "sha512", Cipher: "xxx"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("unknown cipher: %v", err)
 	}
-	if _, err := Search(vsec, &Options{Passphrase: []byte("pass"), Hash: "stribog"}); !errors.Is(err, ErrNoHeader) || !strings.Contains(err.Error(), "stribog512 not available") {
+	// cryptsetup's "stribog" spelling selects PBKDF2-Streebog-512 (a PIM
+	// keeps it cheap); it is not this volume's derivation.
+	if _, err := Search(vsec, &Options{Passphrase: []byte("pass"), Hash: "stribog", PIM: 1}); !errors.Is(err, ErrNoHeader) || strings.Contains(err.Error(), "not available") {
 		t.Errorf("Streebog: %v", err)
 	}
 	// A PIM leaves out the TrueCrypt derivations.

@@ -41,9 +41,7 @@ var tcryptRefused = map[string]string{
 }
 
 // tcryptNotFound are images whose header blkcrypt cannot decrypt, and why.
-var tcryptNotFound = map[string]string{
-	"vc_1-stribog512-xts-camellia": "stribog512 not available",
-}
+var tcryptNotFound = map[string]string{} // none since Streebog landed
 
 type tcImage struct {
 	name, hash, cipher string
