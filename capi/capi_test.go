@@ -30,6 +30,7 @@ var supported = []string{
 	"des", "ecb(des)", "cbc(des)", "ctr(des)",
 	"des3_ede", "ecb(des3_ede)", "cbc(des3_ede)", "ctr(des3_ede)",
 	"sha1", "sha256", "sha512", "ripemd160", "wp512", "blake2b-512", "blake2s-256",
+	"streebog256", "streebog512",
 }
 
 var unsupported = map[string]string{
