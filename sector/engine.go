@@ -17,9 +17,8 @@ import (
 // (the lesson of the qce driver's 512-byte software fallback).
 type Engine struct {
 	workers int
-	jobs    chan *job
-
-	batches sync.Pool
+	jobs    chan *batch
+	free    chan *batch // recycled batches: any goroutine may return one
 
 	override  atomic.Int64 // bytes; 0 = measure
 	mu        sync.Mutex
@@ -54,7 +53,7 @@ func NewEngine(workers int) *Engine {
 	if workers < 1 {
 		workers = 1
 	}
-	e := &Engine{workers: workers, threshold: map[string]int64{}, jobs: make(chan *job, 4*workers)}
+	e := &Engine{workers: workers, threshold: map[string]int64{}, jobs: make(chan *batch, 4*workers), free: make(chan *batch, 4*workers)}
 	for i := 1; i < workers; i++ {
 		go e.worker()
 	}
@@ -142,32 +141,122 @@ func (e *Engine) Measure(c *Cipher) int64 {
 	return -1
 }
 
-type job struct {
+// batch is one parallel request, cut into chunks of whole sectors. The
+// caller takes chunks from the front and helpers from the back, so in steady
+// state each core keeps working on the same part of a buffer (and of its
+// own cache), while a helper that starts late, or a core that runs slow,
+// just takes fewer chunks instead of holding up the request.
+type batch struct {
 	c        *Cipher
 	dst, src []byte
 	first    uint64
 	enc      bool
-	b        *batch
+	chunk    int // bytes, a multiple of the sector size
+
+	ends atomic.Uint64  // next front chunk << 32 | end of the back chunks
+	left atomic.Int64   // chunks not yet done
+	done sync.WaitGroup // the same count, for a caller that stops spinning
+	refs atomic.Int32   // goroutines still holding the batch
+	err  atomic.Pointer[error]
 }
 
-// batch carries the jobs of one parallel request. It is taken from and
-// returned to the pool by the submitting goroutine only: workers never touch
-// the pool, so sync.Pool's per-P caches stay balanced and steady state
-// allocates nothing.
-type batch struct {
-	wg   sync.WaitGroup
-	err  atomic.Pointer[error]
-	jobs []job
+const batchFront = 1 << 32
+
+// take claims a chunk from the front or the back; -1 when none is left.
+func (b *batch) take(front bool) int {
+	for {
+		v := b.ends.Load()
+		lo, hi := int(v>>32), int(uint32(v))
+		if lo >= hi {
+			return -1
+		}
+		next, i := v+batchFront, lo
+		if !front {
+			next, i = v-1, hi-1
+		}
+		if b.ends.CompareAndSwap(v, next) {
+			return i
+		}
+	}
 }
+
+// work does chunks until none is left.
+func (b *batch) work(front bool) {
+	for {
+		i := b.take(front)
+		if i < 0 {
+			return
+		}
+		o := i * b.chunk
+		end := min(o+b.chunk, len(b.src))
+		if err := b.c.crypt(b.dst[o:end], b.src[o:end], b.first+uint64(o/512), b.enc); err != nil {
+			saved := err // only this branch allocates
+			b.err.CompareAndSwap(nil, &saved)
+		}
+		b.left.Add(-1)
+		b.done.Done()
+	}
+}
+
+// wait returns when every chunk is done. It polls first, for the same
+// reason idle workers do: a parked caller is woken late, and the helper's
+// last chunk is usually a microsecond away.
+func (b *batch) wait() {
+	for t0 := time.Now(); b.left.Load() > 0; {
+		if time.Since(t0) > spinFor {
+			b.done.Wait()
+			return
+		}
+		runtime.Gosched()
+	}
+	b.done.Wait() // pairs with every Done: returns at once
+}
+
+// release drops one hold on b; the last one recycles it.
+func (e *Engine) release(b *batch) {
+	if b.refs.Add(-1) == 0 {
+		b.c, b.dst, b.src = nil, nil, nil
+		select {
+		case e.free <- b:
+		default:
+		}
+	}
+}
+
+// spinFor is how long an idle worker keeps polling for the next batch
+// before it parks. Waking a parked worker goes through the scheduler and,
+// in a VM, an idle vCPU's wake-up: tens of microseconds, as long as the
+// work it was woken for. Back-to-back batches (a sequential stream) find
+// the worker still awake.
+const spinFor = 50 * time.Microsecond
 
 func (e *Engine) worker() {
-	for j := range e.jobs {
-		if err := j.c.crypt(j.dst, j.src, j.first, j.enc); err != nil {
-			saved := err // only this branch allocates
-			j.b.err.CompareAndSwap(nil, &saved)
+	for {
+		b, ok := e.nextBatch()
+		if !ok {
+			return
 		}
-		j.b.wg.Done()
+		b.work(false)
+		e.release(b)
 	}
+}
+
+func (e *Engine) nextBatch() (*batch, bool) {
+	select {
+	case b, ok := <-e.jobs:
+		return b, ok
+	default:
+	}
+	for t0 := time.Now(); time.Since(t0) < spinFor; {
+		select {
+		case b, ok := <-e.jobs:
+			return b, ok
+		default:
+			runtime.Gosched() // other goroutines first: this core may have real work
+		}
+	}
+	b, ok := <-e.jobs
+	return b, ok
 }
 
 func (e *Engine) run(c *Cipher, dst, src []byte, first uint64, enc bool) error {
@@ -177,39 +266,41 @@ func (e *Engine) run(c *Cipher, dst, src []byte, first uint64, enc bool) error {
 	return e.parallel(c, dst, src, first, enc)
 }
 
-// parallel splits a batch into one contiguous part per worker, keeps the
-// first part for the calling goroutine and waits for the rest.
+// parallel offers a batch to every worker and works on it too; it returns
+// when every chunk is done, without waiting for helpers that never got one.
 func (e *Engine) parallel(c *Cipher, dst, src []byte, first uint64, enc bool) error {
 	ss := c.opts.SectorSize
 	n := len(src) / ss
-	parts := min(e.workers, n)
-	if parts < 2 {
+	if min(e.workers, n) < 2 {
 		return c.crypt(dst, src, first, enc)
 	}
-	b, _ := e.batches.Get().(*batch)
-	if b == nil {
-		b = &batch{jobs: make([]job, e.workers)}
+	// About four chunks per worker: enough to balance, few enough that each
+	// chunk is still a long multi-sector kernel call.
+	per := max(1, n/(4*e.workers))
+	chunks := (n + per - 1) / per
+	var b *batch
+	select {
+	case b = <-e.free:
+	default:
+		b = new(batch)
 	}
+	helpers := min(e.workers, chunks) - 1
+	b.c, b.dst, b.src, b.first, b.enc, b.chunk = c, dst, src, first, enc, per*ss
 	b.err.Store(nil)
-	per := n / parts
-	rest := n % parts
-	off := per + boolInt(rest > 0) // the caller's part
-	b.wg.Add(parts - 1)
-	for p, start := 1, off; p < parts; p++ {
-		cnt := per + boolInt(p < rest)
-		j := &b.jobs[p]
-		*j = job{c: c, dst: dst[start*ss : (start+cnt)*ss], src: src[start*ss : (start+cnt)*ss],
-			first: first + uint64(start*ss/512), enc: enc, b: b}
-		e.jobs <- j
-		start += cnt
+	b.ends.Store(uint64(chunks))
+	b.left.Store(int64(chunks))
+	b.done.Add(chunks)
+	b.refs.Store(int32(helpers + 1))
+	for range helpers {
+		e.jobs <- b
 	}
-	err := c.crypt(dst[:off*ss], src[:off*ss], first, enc)
-	b.wg.Wait()
-	if p := b.err.Load(); p != nil && err == nil {
+	b.work(true)
+	b.wait()
+	var err error
+	if p := b.err.Load(); p != nil {
 		err = *p
 	}
-	clear(b.jobs)
-	e.batches.Put(b)
+	e.release(b)
 	return err
 }
 

@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -158,7 +160,7 @@ func TestEngineParallelMatchesInline(t *testing.T) {
 	for _, ss := range []int{512, 1024, 2048, 4096} {
 		a, _ := New("aes-xts-plain64", key, Options{SectorSize: ss, Engine: par})
 		b, _ := New("aes-xts-plain64", key, Options{SectorSize: ss, Engine: inl})
-		for _, n := range []int{1, 2, 3, 7, 64, 257} {
+		for _, n := range []int{1, 2, 3, 7, 17, 64, 257, 1000} {
 			src := make([]byte, n*ss)
 			rand.Read(src)
 			x, y := make([]byte, len(src)), make([]byte, len(src))
@@ -173,6 +175,46 @@ func TestEngineParallelMatchesInline(t *testing.T) {
 				t.Fatalf("sector %d, %d sectors: parallel differs from inline", ss, n)
 			}
 		}
+	}
+	// Many callers share one engine: batches are recycled while late helpers
+	// may still hold them, and each request must still come out whole.
+	c, _ := New("aes-cbc-essiv:sha256", key[:32], Options{Engine: par})
+	ref, _ := New("aes-cbc-essiv:sha256", key[:32], Options{Engine: inl})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := mrand.New(mrand.NewPCG(uint64(g), 7))
+			for range 100 {
+				n := 2 + r.IntN(300)
+				src := make([]byte, n*512)
+				for i := range src {
+					src[i] = byte(r.Uint32())
+				}
+				first := uint64(r.IntN(1 << 20))
+				x, y := make([]byte, len(src)), make([]byte, len(src))
+				if err := c.EncryptSectors(x, src, first); err != nil {
+					errs <- err
+					return
+				}
+				ref.EncryptSectors(y, src, first)
+				if !bytes.Equal(x, y) {
+					errs <- fmt.Errorf("%d sectors at %d: parallel differs from inline", n, first)
+					return
+				}
+				if err := c.DecryptSectors(x, x, first); err != nil || !bytes.Equal(x, src) {
+					errs <- fmt.Errorf("%d sectors at %d: parallel decryption does not invert (%v)", n, first, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 	if th := NewEngine(1).Threshold(mustNew(t)); th != -1 {
 		t.Errorf("a one-worker engine has threshold %d, want -1 (never parallel)", th)
