@@ -3,11 +3,16 @@
 # qemu-img) through NBD with nbdcopy over loopback, served by blkcrypt,
 # nbdkit's luks filter, qemu-nbd, and an unencrypted nbdkit file export of
 # the same size. One run, same client; prints a Markdown table.
+# The image and the copies live in tmpfs (/dev/shm when there is one, or
+# $BENCH_DIR) so that the servers are measured, not this VM's disk: on disk,
+# nbdcopy --flush makes every server wait for the same fsync.
 #   bench/nbd-compare.sh [SIZE_MIB]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 size_mib=${1:-256}
-work=$(mktemp -d)
+base=${BENCH_DIR:-/dev/shm}
+[ -d "$base" ] && [ -w "$base" ] || base=${TMPDIR:-/tmp}
+work=$(mktemp -d "$base/nbd-compare.XXXXXX")
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 go build -o "$work/blkcrypt" ./cmd/blkcrypt
 printf 'bench-passphrase' > "$work/pass"
@@ -58,4 +63,4 @@ for s in blkcrypt nbdkit-luks qemu-nbd nbdkit-file; do
   echo "| $s | $r | $w | $(echo "$rb $r" | awk '{printf "%.2f×", $1/$2}') | $(echo "$wb $w" | awk '{printf "%.2f×", $1/$2}') |"
 done
 echo
-echo "($size_mib MiB image, nbdcopy --flush, loopback TCP; 'vs blkcrypt' = blkcrypt's speed divided by that server's.)"
+echo "($size_mib MiB image in $(df --output=fstype "$work" | tail -1) at $base, nbdcopy --flush, loopback TCP; 'vs blkcrypt' = blkcrypt's speed divided by that server's.)"

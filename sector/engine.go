@@ -117,21 +117,21 @@ func (e *Engine) Measure(c *Cipher) int64 {
 	}
 	const maxSize = 1 << 20
 	buf := make([]byte, maxSize)
-	best := func(f func()) time.Duration {
-		m := time.Duration(1 << 62)
-		for r := 0; r < 5; r++ {
-			t0 := time.Now()
-			f()
-			if d := time.Since(t0); d < m {
-				m = d
-			}
-		}
-		return m
+	timed := func(f func()) time.Duration {
+		t0 := time.Now()
+		f()
+		return time.Since(t0)
 	}
 	for size := max(4096, c.opts.SectorSize); size <= maxSize; size *= 2 {
 		b := buf[:size]
-		inline := best(func() { _ = c.crypt(b, b, 0, true) })
-		par := best(func() { _ = e.parallel(c, b, b, 0, true) })
+		// Best of five, alternating, after one untimed parallel run so
+		// that the workers are awake, as they are in a stream of batches.
+		_ = e.parallel(c, b, b, 0, true)
+		inline, par := time.Duration(1<<62), time.Duration(1<<62)
+		for range 5 {
+			inline = min(inline, timed(func() { _ = c.crypt(b, b, 0, true) }))
+			par = min(par, timed(func() { _ = e.parallel(c, b, b, 0, true) }))
+		}
 		// Parallel must win by a margin, so that noise does not pull the
 		// threshold down into sizes where it loses on average.
 		if par*10 < inline*8 {
