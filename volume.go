@@ -248,9 +248,18 @@ func (v *Volume) WriteAt(p []byte, off int64) (int, error) {
 				}
 			}
 		}
-		n := copy(buf[head:end-start], p[done:])
-		if err := v.cipher.EncryptSectors(buf, buf, uint64(start/512)); err != nil {
-			return done, err
+		var n int
+		if head == 0 && end == aEnd {
+			// Whole sectors: encrypt out of place, p is left as it was.
+			n = len(buf)
+			if err := v.cipher.EncryptSectors(buf, p[done:done+n], uint64(start/512)); err != nil {
+				return done, err
+			}
+		} else {
+			n = copy(buf[head:end-start], p[done:])
+			if err := v.cipher.EncryptSectors(buf, buf, uint64(start/512)); err != nil {
+				return done, err
+			}
 		}
 		if _, err := v.dev.WriteAt(buf, v.off+start); err != nil {
 			return done, err

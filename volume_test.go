@@ -30,7 +30,7 @@ func tempPlain(t *testing.T, size int64, ss int) *Volume {
 // a plain in-memory shadow copy.
 func TestVolumeUnalignedAgainstShadow(t *testing.T) {
 	for _, ss := range []int{512, 4096} {
-		v := tempPlain(t, 1<<20, ss)
+		v := tempPlain(t, 3*chunkSize, ss)
 		// Zeros on disk decrypt to noise: start the shadow from the volume.
 		shadow := make([]byte, v.Size())
 		if _, err := v.ReadAt(shadow, 0); err != nil {
@@ -40,11 +40,22 @@ func TestVolumeUnalignedAgainstShadow(t *testing.T) {
 		for i := 0; i < 300; i++ {
 			off := r.Int64N(v.Size())
 			n := 1 + r.Int64N(min(v.Size()-off, 20000))
+			if r.IntN(3) == 0 {
+				// Whole sectors, sometimes longer than one chunk: the
+				// out-of-place path.
+				s := int64(ss)
+				off = off / s * s
+				n = max(s, min(v.Size()-off, r.Int64N(3*chunkSize))/s*s)
+			}
 			if r.IntN(2) == 0 {
 				b := make([]byte, n)
 				rand.Read(b)
+				orig := bytes.Clone(b)
 				if _, err := v.WriteAt(b, off); err != nil {
 					t.Fatal(err)
+				}
+				if !bytes.Equal(b, orig) {
+					t.Fatalf("sector size %d: write of %d at %d changed the caller's buffer", ss, n, off)
 				}
 				copy(shadow[off:], b)
 			} else {
