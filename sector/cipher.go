@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/blkcrypt/blkcrypt/capi"
 )
@@ -59,7 +60,7 @@ type Cipher struct {
 	// (mask32) and one key serves every sector: the single-sector path then
 	// hands the sector number straight to the driver.
 	p64    capi.Plain64Skcipher
-	mask32 bool
+	ivMask uint64 // plain's 32 bits, or all 64
 	// spare is a one-slot cache of IV scratch in front of ivPool: an
 	// uncontended atomic swap costs less than the pool's per-P pinning,
 	// which shows on single-sector requests.
@@ -169,9 +170,9 @@ func NewFromSpec(s *Spec, key []byte, opts Options) (*Cipher, error) {
 	if len(c.tfms) == 1 && c.data == nil {
 		switch c.iv.(type) {
 		case ivPlain64:
-			c.p64 = c.tfms[0].UncheckedPlain64()
+			c.p64, c.ivMask = c.tfms[0].UncheckedPlain64(), ^uint64(0)
 		case ivPlain:
-			c.p64, c.mask32 = c.tfms[0].UncheckedPlain64(), true
+			c.p64, c.ivMask = c.tfms[0].UncheckedPlain64(), 1<<32-1
 		}
 	}
 	return c, nil
@@ -229,6 +230,9 @@ func (c *Cipher) check(dst, src []byte, first uint64) error {
 	if len(dst) < len(src) {
 		return fmt.Errorf("%w: destination is %d bytes, source %d", ErrInvalidRequest, len(dst), len(src))
 	}
+	if capi.InexactOverlap(dst[:len(src)], src) {
+		return fmt.Errorf("%w: destination partly overlaps source", ErrInvalidRequest)
+	}
 	if first&(1<<c.shift-1) != 0 {
 		return fmt.Errorf("%w: sector %d is not aligned to the %d-byte sector size", ErrInvalidRequest, first, ss)
 	}
@@ -240,6 +244,10 @@ func (c *Cipher) check(dst, src []byte, first uint64) error {
 // device in 512-byte units, relative to the start of the encrypted data, as
 // dm-crypt counts it; it must be aligned to the sector size.
 func (c *Cipher) EncryptSectors(dst, src []byte, firstSector uint64) error {
+	if n, ok := c.plain64(dst, src, firstSector); ok {
+		c.p64.EncryptPlain64(dst[:len(src)], src, n)
+		return nil
+	}
 	if err := c.check(dst, src, firstSector); err != nil {
 		return err
 	}
@@ -249,27 +257,32 @@ func (c *Cipher) EncryptSectors(dst, src []byte, firstSector uint64) error {
 	return c.engine.run(c, dst[:len(src)], src, firstSector, true)
 }
 
-// one is the single-sector fast path: no engine, no batching loop. It is
-// what a small random I/O pays, so every layer it skips counts.
-func (c *Cipher) one(dst, src []byte, first uint64, enc bool) error {
+// plain64 is the single-sector path of drivers that take the IV by value:
+// it reports whether the request is one valid sector for it (everything
+// check and Tfm would check, written to inline), and the IV number. It is
+// what a small random I/O pays, so it is kept to a few comparisons.
+func (c *Cipher) plain64(dst, src []byte, first uint64) (uint64, bool) {
+	ss := c.opts.SectorSize
+	if c.p64 == nil || len(src) != ss || len(dst) < ss || first&(1<<c.shift-1) != 0 {
+		return 0, false
+	}
+	d, s := uintptr(unsafe.Pointer(&dst[0])), uintptr(unsafe.Pointer(&src[0]))
+	if d != s && d < s+uintptr(ss) && s < d+uintptr(ss) {
+		return 0, false // partial overlap: the checked path reports it
+	}
 	n := c.opts.IVOffset + first
 	if c.opts.LargeIV {
 		n >>= c.shift
 	}
-	if c.p64 != nil {
-		// What Tfm would check; check has seen to the rest.
-		if capi.InexactOverlap(dst[:len(src)], src) {
-			return fmt.Errorf("%w: destination partly overlaps source", ErrInvalidRequest)
-		}
-		if c.mask32 {
-			n = uint64(uint32(n))
-		}
-		if enc {
-			c.p64.EncryptPlain64(dst[:len(src)], src, n)
-		} else {
-			c.p64.DecryptPlain64(dst[:len(src)], src, n)
-		}
-		return nil
+	return n & c.ivMask, true
+}
+
+// one is the single-sector path of the other drivers: no engine, no
+// batching loop.
+func (c *Cipher) one(dst, src []byte, first uint64, enc bool) error {
+	n := c.opts.IVOffset + first
+	if c.opts.LargeIV {
+		n >>= c.shift
 	}
 	buf := c.getIVBuf()
 	ivs := buf[:c.ivSize]
@@ -286,6 +299,10 @@ func (c *Cipher) one(dst, src []byte, first uint64, enc bool) error {
 
 // DecryptSectors is the inverse of EncryptSectors.
 func (c *Cipher) DecryptSectors(dst, src []byte, firstSector uint64) error {
+	if n, ok := c.plain64(dst, src, firstSector); ok {
+		c.p64.DecryptPlain64(dst[:len(src)], src, n)
+		return nil
+	}
 	if err := c.check(dst, src, firstSector); err != nil {
 		return err
 	}

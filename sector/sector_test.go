@@ -109,6 +109,29 @@ func TestBadInput(t *testing.T) {
 	if !bytes.Equal(buf, orig) {
 		t.Fatal("a refused request changed the buffer")
 	}
+	// Partly overlapping buffers, on the by-value IV path (one aes-xts
+	// sector), the other single-sector path (serpent) and batches.
+	big := make([]byte, 3*4096)
+	for _, spec := range []string{"aes-xts-plain64", "serpent-xts-plain64"} {
+		c, err := New(spec, k64, Options{SectorSize: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{4096, 8192} {
+			for _, shift := range []int{16, 4096 - 16} {
+				orig := bytes.Clone(big)
+				if err := c.EncryptSectors(big[shift:shift+n], big[:n], 0); !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "overlap") {
+					t.Errorf("%s: %d bytes, destination %d bytes ahead: %v", spec, n, shift, err)
+				}
+				if err := c.DecryptSectors(big[:n], big[shift:shift+n], 0); !errors.Is(err, ErrInvalidRequest) {
+					t.Errorf("%s: decrypt %d bytes, source %d bytes ahead: %v", spec, n, shift, err)
+				}
+				if !bytes.Equal(big, orig) {
+					t.Fatalf("%s: a refused overlapping request changed the buffer", spec)
+				}
+			}
+		}
+	}
 }
 
 // TestKeyCount checks dm-crypt's multi-key rule: sector s uses subkey
