@@ -199,8 +199,13 @@ func main() {
 	cd, _ := sectorSpeed("aes-cbc-essiv:sha256", 32, 512, 1, 64<<10, true)
 	od := opensslSpeed("aes-256-cbc", 512, true)
 	fmt.Printf("| aes-cbc-essiv:sha256 sector decrypt vs aes-256-cbc decrypt 512 B | %s | %s | %s | ≥ 1.2× |\n", mb(cd), mb(od), ratio(cd, od))
-	one, _ := sectorSpeed("aes-xts-plain64", 64, 512, 1, 512, false)
-	ox := opensslSpeed("aes-256-xts", 512, false)
+	// Both sides are short, so noise moves the ratio: best of three
+	// alternating rounds each.
+	var one, ox float64
+	for range 3 {
+		v, _ := sectorSpeed("aes-xts-plain64", 64, 512, 1, 512, false)
+		one, ox = max(one, v), max(ox, opensslSpeed("aes-256-xts", 512, false))
+	}
 	fmt.Printf("| one 512 B sector through sector.Cipher (aes-xts-plain64) vs aes-256-xts 512 B | %s | %s | %s | ≥ 1.0× |\n\n", mb(one), mb(ox), ratio(one, ox))
 
 	// 3. sector layer.
@@ -233,8 +238,14 @@ func main() {
 		spec string
 		key  int
 	}{{"aes-xts-plain64", 64}, {"aes-cbc-essiv:sha256", 32}, {"serpent-xts-plain64", 64}} {
-		s1, _ := sectorSpeed(sp.spec, sp.key, 4096, 1, 1<<20, false)
-		s2, a := sectorSpeed(sp.spec, sp.key, 4096, runtime.GOMAXPROCS(0), 1<<20, false)
+		// Best of three alternating rounds: other tenants of this VM
+		// move single figures by tens of percent.
+		var s1, s2, a float64
+		for range 3 {
+			v1, _ := sectorSpeed(sp.spec, sp.key, 4096, 1, 1<<20, false)
+			v2, al := sectorSpeed(sp.spec, sp.key, 4096, runtime.GOMAXPROCS(0), 1<<20, false)
+			s1, s2, a = max(s1, v1), max(s2, v2), max(a, al)
+		}
 		fmt.Printf("| %s | %s | %s | %s | %.0f |\n", sp.spec, mb(s1), mb(s2), ratio(s2, s1), a)
 	}
 	fmt.Println()
