@@ -292,7 +292,13 @@ func (e *Engine) parallel(c *Cipher, dst, src []byte, first uint64, enc bool) er
 	b.done.Add(chunks)
 	b.refs.Store(int32(helpers + 1))
 	for range helpers {
-		e.jobs <- b
+		select {
+		case e.jobs <- b:
+		default:
+			// Every worker is behind on other batches: this one is
+			// better done here than queued behind them.
+			b.refs.Add(-1)
+		}
 	}
 	b.work(true)
 	b.wait()
