@@ -120,7 +120,7 @@ func startupKey(bek []byte, v *VMK, m *Metadata) (key []byte, ok bool, err error
 		if size > len(b)-p {
 			return nil, true, fmt.Errorf("%w: startup key entry overruns the file", ErrCorrupt)
 		}
-		if size < 6 {
+		if size < entryHeaderLen {
 			return nil, true, fmt.Errorf("%w: startup key entry of %d bytes is shorter than its header", ErrCorrupt, size)
 		}
 		e := b[p : p+size]

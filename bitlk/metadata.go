@@ -519,7 +519,7 @@ func (v *VMK) parse(b []byte) error {
 		if size > len(b)-p {
 			return bad("entry at %d (%d bytes) overruns the VMK", p, size)
 		}
-		if size < 6 {
+		if size < entryHeaderLen {
 			return bad("entry at %d is %d bytes, shorter than its header", p, size)
 		}
 		e := b[p : p+size]
