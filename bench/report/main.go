@@ -95,6 +95,17 @@ func sectorSpeed(spec string, keyLen, ss, workers int, batch int, decrypt bool) 
 	return float64(r.Bytes) * float64(r.N) / r.T.Seconds(), float64(r.AllocsPerOp())
 }
 
+// bestPair measures ours and theirs in three alternating rounds and keeps
+// each side's best: other tenants of this VM move single figures by tens
+// of percent, and alternating gives both sides the same chances.
+func bestPair(ours, theirs func() float64) (float64, float64) {
+	var a, b float64
+	for range 3 {
+		a, b = max(a, ours()), max(b, theirs())
+	}
+	return a, b
+}
+
 func mb(v float64) string { return fmt.Sprintf("%.0f", v/1e6) }
 func ratio(a, b float64) string {
 	if b == 0 {
@@ -187,25 +198,20 @@ func main() {
 	fmt.Println()
 	fmt.Println("| what | blkcrypt | openssl | ratio | target |")
 	fmt.Println("|---|---|---|---|---|")
-	x512 := driverSpeed("xts(aes)", capiBest("xts(aes)"), 64, 4096, false)
-	o512 := opensslSpeed("aes-256-xts", 4096, false)
+	x512, o512 := bestPair(func() float64 { return driverSpeed("xts(aes)", capiBest("xts(aes)"), 64, 4096, false) },
+		func() float64 { return opensslSpeed("aes-256-xts", 4096, false) })
 	fmt.Printf("| xts(aes) 512-bit key, 4096 B (%s) vs aes-256-xts | %s | %s | %s | ≥ 1.5× |\n", capiBest("xts(aes)"), mb(x512), mb(o512), ratio(x512, o512))
-	x256 := driverSpeed("xts(aes)", capiBest("xts(aes)"), 32, 4096, false)
-	o256 := opensslSpeed("aes-128-xts", 4096, false)
+	x256, o256 := bestPair(func() float64 { return driverSpeed("xts(aes)", capiBest("xts(aes)"), 32, 4096, false) },
+		func() float64 { return opensslSpeed("aes-128-xts", 4096, false) })
 	fmt.Printf("| xts(aes) 256-bit key, 4096 B vs aes-128-xts | %s | %s | %s | ≥ 1.5× |\n", mb(x256), mb(o256), ratio(x256, o256))
-	es, _ := sectorSpeed("aes-cbc-essiv:sha256", 32, 512, 1, 64<<10, false)
-	oc := opensslSpeed("aes-256-cbc", 512, false)
+	es, oc := bestPair(func() float64 { v, _ := sectorSpeed("aes-cbc-essiv:sha256", 32, 512, 1, 64<<10, false); return v },
+		func() float64 { return opensslSpeed("aes-256-cbc", 512, false) })
 	fmt.Printf("| aes-cbc-essiv:sha256 sectors (512 B, 64 KiB batches) vs aes-256-cbc encrypt 512 B | %s | %s | %s | ≥ 5× |\n", mb(es), mb(oc), ratio(es, oc))
-	cd, _ := sectorSpeed("aes-cbc-essiv:sha256", 32, 512, 1, 64<<10, true)
-	od := opensslSpeed("aes-256-cbc", 512, true)
+	cd, od := bestPair(func() float64 { v, _ := sectorSpeed("aes-cbc-essiv:sha256", 32, 512, 1, 64<<10, true); return v },
+		func() float64 { return opensslSpeed("aes-256-cbc", 512, true) })
 	fmt.Printf("| aes-cbc-essiv:sha256 sector decrypt vs aes-256-cbc decrypt 512 B | %s | %s | %s | ≥ 1.2× |\n", mb(cd), mb(od), ratio(cd, od))
-	// Both sides are short, so noise moves the ratio: best of three
-	// alternating rounds each.
-	var one, ox float64
-	for range 3 {
-		v, _ := sectorSpeed("aes-xts-plain64", 64, 512, 1, 512, false)
-		one, ox = max(one, v), max(ox, opensslSpeed("aes-256-xts", 512, false))
-	}
+	one, ox := bestPair(func() float64 { v, _ := sectorSpeed("aes-xts-plain64", 64, 512, 1, 512, false); return v },
+		func() float64 { return opensslSpeed("aes-256-xts", 512, false) })
 	fmt.Printf("| one 512 B sector through sector.Cipher (aes-xts-plain64) vs aes-256-xts 512 B | %s | %s | %s | ≥ 1.0× |\n\n", mb(one), mb(ox), ratio(one, ox))
 
 	// 3. sector layer.
