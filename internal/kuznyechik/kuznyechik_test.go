@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"testing"
+
+	"github.com/blkcrypt/blkcrypt/internal/gost"
 )
 
 // RFC 7801 section 5 (GOST R 34.12-2015 appendix A.1).
@@ -33,7 +35,7 @@ func TestRFC7801(t *testing.T) {
 		t.Error("16-byte key accepted")
 	}
 	seen := map[byte]bool{}
-	for _, v := range pi {
+	for _, v := range gost.Pi {
 		seen[v] = true
 	}
 	if len(seen) != 256 {

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/blkcrypt/blkcrypt/internal/gost"
 )
 
 type vectorFile struct {
@@ -218,7 +220,7 @@ func TestSyntheticVectors(t *testing.T) {
 
 func TestPiAndTau(t *testing.T) {
 	var seen [256]bool
-	for _, v := range pi {
+	for _, v := range gost.Pi {
 		if seen[v] {
 			t.Fatal("pi is not a permutation")
 		}
@@ -259,7 +261,7 @@ func stateWords(b *[64]byte) (w [8]uint64) {
 func refS(w [8]uint64) [8]uint64 {
 	b := stateBytes(&w)
 	for i := range b {
-		b[i] = pi[b[i]]
+		b[i] = gost.Pi[b[i]]
 	}
 	return stateWords(&b)
 }
