@@ -77,6 +77,12 @@ func init() {
 	}
 }
 
+// plain64IV is the IV the Plain64Skcipher methods stand for.
+func plain64IV(n uint64) (v [16]byte) {
+	binary.LittleEndian.PutUint64(v[:], n)
+	return v
+}
+
 type aesECB struct{ b *aes.Block }
 
 func (m aesECB) Encrypt(dst, src, _ []byte) { m.b.EncryptECB(dst, src) }
@@ -98,14 +104,12 @@ func (m aesCBC) Decrypt(dst, src, iv []byte) {
 // EncryptSectors is the multi-buffer path: independent sectors advance
 // through the AES rounds side by side.
 func (m aesCBC) EncryptPlain64(dst, src []byte, n uint64) {
-	var v [16]byte
-	binary.LittleEndian.PutUint64(v[:], n)
+	v := plain64IV(n)
 	m.b.EncryptCBC(dst, src, &v)
 }
 
 func (m aesCBC) DecryptPlain64(dst, src []byte, n uint64) {
-	var v [16]byte
-	binary.LittleEndian.PutUint64(v[:], n)
+	v := plain64IV(n)
 	m.b.DecryptCBC(dst, src, &v)
 }
 
@@ -135,14 +139,12 @@ func (m aesXTS) Decrypt(dst, src, iv []byte) {
 }
 
 func (m aesXTS) EncryptPlain64(dst, src []byte, n uint64) {
-	var v [16]byte
-	binary.LittleEndian.PutUint64(v[:], n)
+	v := plain64IV(n)
 	m.x.Encrypt(dst, src, &v)
 }
 
 func (m aesXTS) DecryptPlain64(dst, src []byte, n uint64) {
-	var v [16]byte
-	binary.LittleEndian.PutUint64(v[:], n)
+	v := plain64IV(n)
 	m.x.Decrypt(dst, src, &v)
 }
 
@@ -181,14 +183,12 @@ func (m *aesESSIV) Decrypt(dst, src, iv []byte) {
 }
 
 func (m *aesESSIV) EncryptPlain64(dst, src []byte, n uint64) {
-	var v [16]byte
-	binary.LittleEndian.PutUint64(v[:], n)
+	v := plain64IV(n)
 	m.b.EncryptESSIVCBC(m.iv, dst, src, &v)
 }
 
 func (m *aesESSIV) DecryptPlain64(dst, src []byte, n uint64) {
-	var v [16]byte
-	binary.LittleEndian.PutUint64(v[:], n)
+	v := plain64IV(n)
 	m.b.DecryptESSIVCBC(m.iv, dst, src, &v)
 }
 
