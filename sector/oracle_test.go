@@ -76,49 +76,65 @@ func TestOpenSSLOracle(t *testing.T) {
 		key := make([]byte, ks)
 		rand.Read(key)
 		spec := "aes-" + chain + "-" + mode
-		c, err := New(spec, key, Options{SectorSize: ss, IVOffset: ivOff, LargeIV: large})
-		if err != nil {
-			t.Fatalf("%s: %v", spec, err)
+		c := checkOracle(t, spec, key, Options{SectorSize: ss, IVOffset: ivOff, LargeIV: large}, first, n,
+			func(s uint64, pt []byte) []byte {
+				want, err := o.Crypt(ossl, key, oracleIV(t, o, mode, key, s), pt, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return want
+			})
+		// internal/aes drivers (not template instances such as the purego
+		// build's xts(aes-stdlib)) take the by-value IV path.
+		aesDriver := !strings.Contains(c.Driver(), "(")
+		if fast := c.p64 != nil; fast != (aesDriver && (mode == "plain" || mode == "plain64" || mode == "essiv:sha256")) {
+			t.Fatalf("%s (%s): by-value IV path %v", spec, c.Driver(), fast)
 		}
-		pt := make([]byte, n*ss)
-		rand.Read(pt)
-		ct := make([]byte, len(pt))
-		if err := c.EncryptSectors(ct, pt, first); err != nil {
-			t.Fatal(err)
-		}
-		for j := 0; j < n; j++ {
-			s := ivOff + first + uint64(j)*unit
-			if large {
-				s /= unit
-			}
-			iv := oracleIV(t, o, mode, key, s)
-			want, err := o.Crypt(ossl, key, iv, pt[j*ss:(j+1)*ss], true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(ct[j*ss:(j+1)*ss], want) {
-				t.Fatalf("%s key %d sector size %d large %v iv_offset %d sector %d: differs from OpenSSL", spec, ks*8, ss, large, ivOff, first+uint64(j)*unit)
-			}
-			// The same sector alone takes the single-sector path.
-			one := make([]byte, ss)
-			if err := c.EncryptSectors(one, pt[j*ss:(j+1)*ss], first+uint64(j)*unit); err != nil || !bytes.Equal(one, want) {
-				t.Fatalf("%s key %d sector size %d sector %d alone: differs from OpenSSL (%v)", spec, ks*8, ss, first+uint64(j)*unit, err)
-			}
-			if err := c.DecryptSectors(one, one, first+uint64(j)*unit); err != nil || !bytes.Equal(one, pt[j*ss:(j+1)*ss]) {
-				t.Fatalf("%s sector %d alone: decryption does not invert (%v)", spec, first+uint64(j)*unit, err)
-			}
-			// internal/aes drivers (not template instances such as the
-			// purego build's xts(aes-stdlib)) take the by-value IV path.
-			aesDriver := !strings.Contains(c.Driver(), "(")
-			if fast := c.p64 != nil; fast != (aesDriver && (mode == "plain" || mode == "plain64" || mode == "essiv:sha256")) {
-				t.Fatalf("%s (%s): by-value IV path %v", spec, c.Driver(), fast)
-			}
-			cases++
-		}
-		back := make([]byte, len(ct))
-		if err := c.DecryptSectors(back, ct, first); err != nil || !bytes.Equal(back, pt) {
-			t.Fatalf("%s: decryption does not invert (%v)", spec, err)
-		}
+		cases += n
 	}
 	t.Logf("%d sectors matched OpenSSL", cases)
+}
+
+// checkOracle encrypts n random sectors at first with spec, as one batch and
+// each sector alone (the single-sector paths), and checks every sector
+// against want(IV sector number, plaintext sector); both directions.
+func checkOracle(t *testing.T, spec string, key []byte, opts Options, first uint64, n int, want func(s uint64, pt []byte) []byte) *Cipher {
+	t.Helper()
+	c, err := New(spec, key, opts)
+	if err != nil {
+		t.Fatalf("%s: %v", spec, err)
+	}
+	ss := opts.SectorSize
+	unit := uint64(ss / 512)
+	pt := make([]byte, n*ss)
+	rand.Read(pt)
+	ct := make([]byte, len(pt))
+	if err := c.EncryptSectors(ct, pt, first); err != nil {
+		t.Fatal(err)
+	}
+	for j := 0; j < n; j++ {
+		at := first + uint64(j)*unit
+		s := opts.IVOffset + at
+		if opts.LargeIV {
+			s /= unit
+		}
+		p := pt[j*ss : (j+1)*ss]
+		w := want(s, p)
+		where := fmt.Sprintf("%s key %d sector size %d large %v iv_offset %d sector %d", spec, len(key)*8, ss, opts.LargeIV, opts.IVOffset, at)
+		if !bytes.Equal(ct[j*ss:(j+1)*ss], w) {
+			t.Fatalf("%s: differs from OpenSSL", where)
+		}
+		one := make([]byte, ss)
+		if err := c.EncryptSectors(one, p, at); err != nil || !bytes.Equal(one, w) {
+			t.Fatalf("%s alone: differs from OpenSSL (%v)", where, err)
+		}
+		if err := c.DecryptSectors(one, one, at); err != nil || !bytes.Equal(one, p) {
+			t.Fatalf("%s alone: decryption does not invert (%v)", where, err)
+		}
+	}
+	back := make([]byte, len(ct))
+	if err := c.DecryptSectors(back, ct, first); err != nil || !bytes.Equal(back, pt) {
+		t.Fatalf("%s: decryption does not invert (%v)", spec, err)
+	}
+	return c
 }
