@@ -54,10 +54,13 @@ type conn struct {
 
 func newConn(s *Server, c net.Conn) *conn {
 	cn := &conn{
-		s:       s,
-		raw:     c,
-		nc:      c,
-		br:      bufio.NewReaderSize(c, 64<<10),
+		s:   s,
+		raw: c,
+		nc:  c,
+		// Small enough that a write payload is mostly read straight into
+		// its buffer (bufio copies only what it read ahead with the
+		// header), large enough for 146 request headers per read.
+		br:      bufio.NewReaderSize(c, 4<<10),
 		drained: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
