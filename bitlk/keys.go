@@ -129,7 +129,7 @@ func startupKey(bek []byte, v *VMK, m *Metadata) (key []byte, ok bool, err error
 		}
 		switch le.Uint16(e[4:]) {
 		case valueKey:
-			if size < entryHeaderLen+4 {
+			if size < entryHeaderLen+4+minKeyLen {
 				return nil, true, fmt.Errorf("%w: startup key entry of %d bytes", ErrCorrupt, size)
 			}
 			return append([]byte(nil), e[entryHeaderLen+4:]...), true, nil

@@ -36,6 +36,7 @@ const (
 	blockHeaderLen     = 64       // FVE metadata block header
 	metadataHeaderLen  = 48       // FVE metadata header after it
 	entryHeaderLen     = 8        // size, type, value, version
+	minKeyLen          = 16       // a key entry holds at least an AES-128 key
 	vmkHeaderLen       = 28       // GUID, modified time, unknown, protection
 	nonceLen           = 12
 	tagLen             = 16
@@ -543,7 +544,7 @@ func (v *VMK) parse(b []byte) error {
 			copy(w.Tag[:], e[entryHeaderLen+nonceLen:])
 			v.keys = append(v.keys, w)
 		case val == valueKey:
-			if size < entryHeaderLen+4 {
+			if size < entryHeaderLen+4+minKeyLen {
 				return bad("key entry of %d bytes", size)
 			}
 			v.keys = append(v.keys, wrapped{Data: append([]byte(nil), e[entryHeaderLen+4:]...), Clear: true})
