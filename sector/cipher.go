@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/blkcrypt/blkcrypt/capi"
 )
@@ -57,8 +56,8 @@ type Cipher struct {
 	// (0: not yet known).
 	threshold atomic.Int64
 	// p64 is the driver's by-value IV form when the IV is plain64 or plain
-	// (mask32) and one key serves every sector: the single-sector path then
-	// hands the sector number straight to the driver.
+	// (ivMask keeps plain's 32 bits) and one key serves every sector: the
+	// single-sector path then hands the sector number straight to the driver.
 	p64    capi.Plain64Skcipher
 	ivMask uint64 // plain's 32 bits, or all 64
 	// spare is a one-slot cache of IV scratch in front of ivPool: an
@@ -259,31 +258,32 @@ func (c *Cipher) EncryptSectors(dst, src []byte, firstSector uint64) error {
 
 // plain64 is the single-sector path of drivers that take the IV by value:
 // it reports whether the request is one valid sector for it (everything
-// check and Tfm would check, written to inline), and the IV number. It is
+// check and Tfm would check), and the IV number. It is
 // what a small random I/O pays, so it is kept to a few comparisons.
 func (c *Cipher) plain64(dst, src []byte, first uint64) (uint64, bool) {
 	ss := c.opts.SectorSize
 	if c.p64 == nil || len(src) != ss || len(dst) < ss || first&(1<<c.shift-1) != 0 {
 		return 0, false
 	}
-	d, s := uintptr(unsafe.Pointer(&dst[0])), uintptr(unsafe.Pointer(&src[0]))
-	if d != s && d < s+uintptr(ss) && s < d+uintptr(ss) {
-		return 0, false // partial overlap: the checked path reports it
+	if capi.InexactOverlap(dst[:ss], src) {
+		return 0, false // the checked path reports it
 	}
+	return c.ivSector(first) & c.ivMask, true
+}
+
+// ivSector is the IV sector number of the sector at first (512-byte units).
+func (c *Cipher) ivSector(first uint64) uint64 {
 	n := c.opts.IVOffset + first
 	if c.opts.LargeIV {
 		n >>= c.shift
 	}
-	return n & c.ivMask, true
+	return n
 }
 
 // one is the single-sector path of the other drivers: no engine, no
 // batching loop.
 func (c *Cipher) one(dst, src []byte, first uint64, enc bool) error {
-	n := c.opts.IVOffset + first
-	if c.opts.LargeIV {
-		n >>= c.shift
-	}
+	n := c.ivSector(first)
 	buf := c.getIVBuf()
 	ivs := buf[:c.ivSize]
 	c.iv.generate(ivs, c.ivSize, n, 1, 1)
