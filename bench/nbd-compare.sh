@@ -3,6 +3,9 @@
 # qemu-img) through NBD with nbdcopy over loopback, served by blkcrypt,
 # nbdkit's luks filter, qemu-nbd, and an unencrypted nbdkit file export of
 # the same size. One run, same client; prints a Markdown table.
+# Reads go to nbdcopy's null: destination, so the servers are measured rather
+# than the client writing its copy (a second read column copies into a tmpfs
+# file, which on this 2-vCPU machine caps every server near the same speed).
 # The image and the copies live in tmpfs (/dev/shm when there is one, or
 # $BENCH_DIR) so that the servers are measured, not this VM's disk: on disk,
 # nbdcopy --flush makes every server wait for the same fsync.
@@ -37,7 +40,7 @@ wait_port() {
   echo "server on $port did not come up" >&2; return 1
 }
 
-declare -A rd wr
+declare -A rd rf wr
 # run_server NAME COMMAND...: one write and one read; a server's figure is
 # the best of its rounds (the first round also warms the page cache, the
 # image's pages and the client).
@@ -47,14 +50,17 @@ run_server() {
   wait_port
   local uri="nbd://127.0.0.1:$port" w r
   w=$(time_copy "$work/src" "$uri")
-  r=$(time_copy "$uri" "$work/out")
+  r=$(time_copy "$uri" null:)
+  f=$(time_copy "$uri" "$work/out")
+  rm -f "$work/out"
   kill $pid; wait $pid 2>/dev/null || true
   port=$((port + 1))
   if [ -z "${wr[$name]:-}" ] || awk "BEGIN{exit !($w < ${wr[$name]})}"; then wr[$name]=$w; fi
   if [ -z "${rd[$name]:-}" ] || awk "BEGIN{exit !($r < ${rd[$name]})}"; then rd[$name]=$r; fi
+  if [ -z "${rf[$name]:-}" ] || awk "BEGIN{exit !($f < ${rf[$name]})}"; then rf[$name]=$f; fi
 }
 
-rounds=${ROUNDS:-2}
+rounds=${ROUNDS:-3}
 for _ in $(seq "$rounds"); do
   run_server blkcrypt "$work/blkcrypt" serve "$work/luks.img" --key-file "$work/pass" --listen "127.0.0.1:$port"
   run_server nbdkit-luks nbdkit -f -p "$port" -i 127.0.0.1 --filter=luks file "$work/luks.img" passphrase=+"$work/pass"
@@ -63,16 +69,15 @@ for _ in $(seq "$rounds"); do
 done
 
 mbps() { echo "$size_mib $1" | awk '{printf "%.0f", $1*1.048576/$2}'; }
-echo "| server | read MB/s | write MB/s | read vs blkcrypt | write vs blkcrypt |"
-echo "|---|---|---|---|---|"
+ratio() { echo "$1 $2" | awk '{printf "%.2f×", $2/$1}'; }
+echo "| server | read MB/s | write MB/s | read vs blkcrypt | write vs blkcrypt | read into a tmpfs file MB/s | that read vs blkcrypt |"
+echo "|---|---|---|---|---|---|---|"
 for s in blkcrypt nbdkit-luks qemu-nbd nbdkit-file; do
-  r=$(mbps "${rd[$s]}"); w=$(mbps "${wr[$s]}")
-  rb=$(mbps "${rd[blkcrypt]}"); wb=$(mbps "${wr[blkcrypt]}")
-  echo "| $s | $r | $w | $(echo "$rb $r" | awk '{printf "%.2f×", $1/$2}') | $(echo "$wb $w" | awk '{printf "%.2f×", $1/$2}') |"
+  echo "| $s | $(mbps "${rd[$s]}") | $(mbps "${wr[$s]}") | $(ratio "${rd[blkcrypt]}" "${rd[$s]}") | $(ratio "${wr[blkcrypt]}" "${wr[$s]}") | $(mbps "${rf[$s]}") | $(ratio "${rf[blkcrypt]}" "${rf[$s]}") |"
 done
 echo
 # The unencrypted export does no cryptography at all: its speed over the
 # same client and loopback is the ceiling any server can reach here.
-echo "Ceiling: the unencrypted nbdkit file export reads at $(echo "${rd[qemu-nbd]} ${rd[nbdkit-file]}" | awk '{printf "%.2f×", $1/$2}') qemu-nbd and $(echo "${rd[nbdkit-luks]} ${rd[nbdkit-file]}" | awk '{printf "%.2f×", $1/$2}') nbdkit-luks, and writes at $(echo "${wr[qemu-nbd]} ${wr[nbdkit-file]}" | awk '{printf "%.2f×", $1/$2}') qemu-nbd and $(echo "${wr[nbdkit-luks]} ${wr[nbdkit-file]}" | awk '{printf "%.2f×", $1/$2}') nbdkit-luks."
+echo "Ceiling: the unencrypted nbdkit file export reads at $(ratio "${rd[nbdkit-file]}" "${rd[qemu-nbd]}") qemu-nbd and $(ratio "${rd[nbdkit-file]}" "${rd[nbdkit-luks]}") nbdkit-luks (into a tmpfs file: $(ratio "${rf[nbdkit-file]}" "${rf[qemu-nbd]}") and $(ratio "${rf[nbdkit-file]}" "${rf[nbdkit-luks]}")), and writes at $(ratio "${wr[nbdkit-file]}" "${wr[qemu-nbd]}") qemu-nbd and $(ratio "${wr[nbdkit-file]}" "${wr[nbdkit-luks]}") nbdkit-luks."
 echo
-echo "($size_mib MiB image in $(df --output=fstype "$work" | tail -1) at $base, nbdcopy --flush, loopback TCP, best of $rounds rounds with the servers taking turns; 'vs blkcrypt' = blkcrypt's speed divided by that server's.)"
+echo "($size_mib MiB image in $(df --output=fstype "$work" | tail -1) at $base, nbdcopy --flush, loopback TCP, best of $rounds rounds with the servers taking turns; reads to nbdcopy's null: unless marked; writes from a tmpfs file of random bytes; 'vs blkcrypt' = blkcrypt's speed divided by that server's.)"

@@ -3,6 +3,7 @@ package sector
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -64,6 +65,11 @@ type Cipher struct {
 	// uncontended atomic swap costs less than the pool's per-P pinning,
 	// which shows on single-sector requests.
 	spare atomic.Pointer[ivBuf]
+	// encGroup is how many sectors the encryption kernel works on side by
+	// side (CBC encryption is serial within a sector, so the AES kernels
+	// interleave up to 16 sectors). The engine splits batches in multiples
+	// of it: a lone leftover sector costs as long as a full group.
+	encGroup int
 }
 
 func (c *Cipher) getIVBuf() *ivBuf {
@@ -112,7 +118,10 @@ func NewFromSpec(s *Spec, key []byte, opts Options) (*Cipher, error) {
 	if opts.SectorSize == 0 {
 		opts.SectorSize = 512
 	}
-	c := &Cipher{spec: s, opts: opts, engine: opts.Engine}
+	c := &Cipher{spec: s, opts: opts, engine: opts.Engine, encGroup: 1}
+	if strings.HasPrefix(s.CAPI, "cbc(") || strings.HasPrefix(s.CAPI, "essiv(cbc(") {
+		c.encGroup = 16
+	}
 	switch opts.SectorSize {
 	case 512, 1024, 2048, 4096:
 	default:

@@ -141,66 +141,84 @@ func (e *Engine) Measure(c *Cipher) int64 {
 	return -1
 }
 
-// batch is one parallel request, cut into chunks of whole sectors. The
-// caller takes chunks from the front and helpers from the back, so in steady
-// state each core keeps working on the same part of a buffer (and of its
-// own cache), while a helper that starts late, or a core that runs slow,
-// just takes fewer chunks instead of holding up the request.
+// batch is one parallel request. The caller takes sectors from the front
+// and helpers from the back, so in steady state each core keeps working on
+// the same part of a buffer (and of its own cache), while a helper that
+// starts late, or a core that runs slow, just takes less instead of holding
+// up the request. Each take claims a share of what is left (guided
+// self-scheduling): long kernel calls at first, and short ones where the
+// two ends meet, so that no core finishes long before the other.
 type batch struct {
 	c        *Cipher
 	dst, src []byte
 	first    uint64
 	enc      bool
-	chunk    int // bytes, a multiple of the sector size
+	ss       int // sector size
+	share    int // a take claims 1/share of the sectors left...
+	minTake  int // ...but at least this many...
+	gran     int // ...in a multiple of this many, and all if little would be left
 
-	ends atomic.Uint64  // next front chunk << 32 | end of the back chunks
-	left atomic.Int64   // chunks not yet done
+	ends atomic.Uint64  // next front sector << 32 | end of the back sectors
+	left atomic.Int64   // sectors not yet done
 	done sync.WaitGroup // the same count, for a caller that stops spinning
 	refs atomic.Int32   // goroutines still holding the batch
 	err  atomic.Pointer[error]
 }
 
-const batchFront = 1 << 32
+const (
+	batchFront = 1 << 32
+	// maxBatchSectors keeps sector indexes within the 32-bit halves of
+	// batch.ends; larger requests are cut into batches of this size.
+	maxBatchSectors = 1 << 24
+	// minTakeBytes keeps every kernel call a multi-sector one.
+	minTakeBytes = 16 << 10
+)
 
-// take claims a chunk from the front or the back; -1 when none is left.
-func (b *batch) take(front bool) int {
+// take claims sectors [i, i+n) from the front or the back; n == 0 when none
+// is left.
+func (b *batch) take(front bool) (i, n int) {
 	for {
 		v := b.ends.Load()
 		lo, hi := int(v>>32), int(uint32(v))
 		if lo >= hi {
-			return -1
+			return 0, 0
 		}
-		next, i := v+batchFront, lo
+		n = max(b.minTake, (hi-lo)/b.share)
+		n = (n + b.gran - 1) / b.gran * b.gran
+		if hi-lo-n < b.minTake {
+			n = hi - lo
+		}
+		next := v + uint64(n)<<32
+		i = lo
 		if !front {
-			next, i = v-1, hi-1
+			next, i = v-uint64(n), hi-n
 		}
 		if b.ends.CompareAndSwap(v, next) {
-			return i
+			return i, n
 		}
 	}
 }
 
-// work does chunks until none is left.
+// work does sectors until none is left.
 func (b *batch) work(front bool) {
 	for {
-		i := b.take(front)
-		if i < 0 {
+		i, n := b.take(front)
+		if n == 0 {
 			return
 		}
-		o := i * b.chunk
-		end := min(o+b.chunk, len(b.src))
+		o, end := i*b.ss, (i+n)*b.ss
 		if err := b.c.crypt(b.dst[o:end], b.src[o:end], b.first+uint64(o/512), b.enc); err != nil {
 			saved := err // only this branch allocates
 			b.err.CompareAndSwap(nil, &saved)
 		}
-		b.left.Add(-1)
-		b.done.Done()
+		b.left.Add(-int64(n))
+		b.done.Add(-n)
 	}
 }
 
-// wait returns when every chunk is done. It polls first, for the same
+// wait returns when every sector is done. It polls first, for the same
 // reason idle workers do: a parked caller is woken late, and the helper's
-// last chunk is usually a microsecond away.
+// last take is usually a microsecond away.
 func (b *batch) wait() {
 	for t0 := time.Now(); b.left.Load() > 0; {
 		if time.Since(t0) > spinFor {
@@ -267,29 +285,40 @@ func (e *Engine) run(c *Cipher, dst, src []byte, first uint64, enc bool) error {
 }
 
 // parallel offers a batch to every worker and works on it too; it returns
-// when every chunk is done, without waiting for helpers that never got one.
+// when every sector is done, without waiting for helpers that never got any.
 func (e *Engine) parallel(c *Cipher, dst, src []byte, first uint64, enc bool) error {
 	ss := c.opts.SectorSize
+	for len(src) > maxBatchSectors*ss {
+		k := maxBatchSectors * ss
+		if err := e.parallel(c, dst[:k], src[:k], first, enc); err != nil {
+			return err
+		}
+		dst, src, first = dst[k:], src[k:], first+uint64(k/512)
+	}
 	n := len(src) / ss
-	if min(e.workers, n) < 2 {
+	gran := 1
+	if enc {
+		gran = c.encGroup
+	}
+	minTake := (max(1, minTakeBytes/ss) + gran - 1) / gran * gran
+	if e.workers < 2 || n < 2*minTake {
 		return c.crypt(dst, src, first, enc)
 	}
-	// About four chunks per worker: enough to balance, few enough that each
-	// chunk is still a long multi-sector kernel call.
-	per := max(1, n/(4*e.workers))
-	chunks := (n + per - 1) / per
 	var b *batch
 	select {
 	case b = <-e.free:
 	default:
 		b = new(batch)
 	}
-	helpers := min(e.workers, chunks) - 1
-	b.c, b.dst, b.src, b.first, b.enc, b.chunk = c, dst, src, first, enc, per*ss
+	helpers := min(e.workers-1, n/minTake-1)
+	b.c, b.dst, b.src, b.first, b.enc, b.ss = c, dst, src, first, enc, ss
+	// A quarter of an even split per take: the first takes are long, and
+	// the last ones short enough that the ends meet within a few µs.
+	b.share, b.minTake, b.gran = 4*(helpers+1), minTake, gran
 	b.err.Store(nil)
-	b.ends.Store(uint64(chunks))
-	b.left.Store(int64(chunks))
-	b.done.Add(chunks)
+	b.ends.Store(uint64(n))
+	b.left.Store(int64(n))
+	b.done.Add(n)
 	b.refs.Store(int32(helpers + 1))
 	for range helpers {
 		select {

@@ -180,22 +180,36 @@ func TestEngineParallelMatchesInline(t *testing.T) {
 	par := NewEngine(4)
 	par.SetThreshold(1)
 	inl := NewEngine(1)
-	for _, ss := range []int{512, 1024, 2048, 4096} {
-		a, _ := New("aes-xts-plain64", key, Options{SectorSize: ss, Engine: par})
-		b, _ := New("aes-xts-plain64", key, Options{SectorSize: ss, Engine: inl})
-		for _, n := range []int{1, 2, 3, 7, 17, 64, 257, 1000} {
-			src := make([]byte, n*ss)
-			rand.Read(src)
-			x, y := make([]byte, len(src)), make([]byte, len(src))
-			first := uint64(ss / 512 * 3)
-			if err := a.EncryptSectors(x, src, first); err != nil {
+	// The sizes cross the engine's smallest take (16 KiB) and, for CBC
+	// encryption, its 16-sector groups; aes:4 has each sector's key depend
+	// on where a take starts.
+	for _, sp := range []struct {
+		spec string
+		key  []byte
+	}{{"aes-xts-plain64", key}, {"aes-cbc-essiv:sha256", key[:32]}, {"aes:4-cbc-plain64", key}} {
+		for _, ss := range []int{512, 1024, 2048, 4096} {
+			a, err := New(sp.spec, sp.key, Options{SectorSize: ss, Engine: par})
+			if err != nil {
 				t.Fatal(err)
 			}
-			if err := b.EncryptSectors(y, src, first); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(x, y) {
-				t.Fatalf("sector %d, %d sectors: parallel differs from inline", ss, n)
+			b, _ := New(sp.spec, sp.key, Options{SectorSize: ss, Engine: inl})
+			for _, n := range []int{1, 2, 3, 7, 17, 64, 257, 1000, 4099} {
+				src := make([]byte, n*ss)
+				rand.Read(src)
+				x, y := make([]byte, len(src)), make([]byte, len(src))
+				first := uint64(ss / 512 * 3)
+				if err := a.EncryptSectors(x, src, first); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.EncryptSectors(y, src, first); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(x, y) {
+					t.Fatalf("%s, sector %d, %d sectors: parallel differs from inline", sp.spec, ss, n)
+				}
+				if err := a.DecryptSectors(x, x, first); err != nil || !bytes.Equal(x, src) {
+					t.Fatalf("%s, sector %d, %d sectors: parallel decryption does not invert (%v)", sp.spec, ss, n, err)
+				}
 			}
 		}
 	}
