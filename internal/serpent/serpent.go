@@ -44,19 +44,16 @@ func (k KeySizeError) Error() string {
 // Cipher is a Serpent instance with an expanded key. It implements
 // crypto/cipher.Block.
 type Cipher struct {
-	k [33][4]uint32 // round keys K0..K32
+	k    [33][4]uint32 // round keys K0..K32
+	avx2 bool          // bulk methods use the AVX2 kernels
 }
 
 var _ cipher.Block = (*Cipher)(nil)
 
-// NewCipher expands key (0 to 32 bytes) into a Serpent cipher.
+// NewCipher expands key (0 to 32 bytes) into a Serpent cipher whose bulk
+// methods use the fastest implementation this CPU has (see Impls).
 func NewCipher(key []byte) (*Cipher, error) {
-	if len(key) > MaxKeySize {
-		return nil, KeySizeError(len(key))
-	}
-	c := new(Cipher)
-	c.expandKey(key)
-	return c, nil
+	return NewImpl(Impls()[0], key)
 }
 
 func (c *Cipher) expandKey(key []byte) {
