@@ -192,29 +192,31 @@ func (c *Cipher) decryptCBC(dst, src, iv []byte) {
 		}
 		return
 	}
-	// Groups from the end backwards, for the same reason; the kernels read
-	// a group's predecessors before they store into it.
-	i := n
-	for ; i >= 16; i -= 16 {
+	// The kernels run their groups from the end backwards, for the same
+	// reason: the tail before them is chained to their first block's
+	// predecessor, so it goes last.
+	g := n / 16
+	head := n - 16*g
+	if g > 0 {
 		prev := &iv[0]
-		if i > 16 {
-			prev = &src[16*(i-16)-16]
+		if head > 0 {
+			prev = &src[16*head-16]
 		}
-		decCBC16AVX2(&c.k, &dst[16*(i-16)], &src[16*(i-16)], prev)
+		decCBC16AVX2(&c.k, &dst[16*head], &src[16*head], g, prev)
 	}
-	if i >= 8 {
+	if head >= 8 {
+		head -= 8
 		prev := &iv[0]
-		if i > 8 {
-			prev = &src[16*(i-8)-16]
+		if head > 0 {
+			prev = &src[16*head-16]
 		}
-		decCBC8AVX2(&c.k, &dst[16*(i-8)], &src[16*(i-8)], prev)
-		i -= 8
+		decCBC8AVX2(&c.k, &dst[16*head], &src[16*head], 1, prev)
 	}
-	if i > 0 {
+	if head > 0 {
 		var buf [8 * BlockSize]byte
-		copy(buf[:], src[:16*i])
-		decCBC8AVX2(&c.k, &buf[0], &buf[0], &iv[0])
-		copy(dst[:16*i], buf[:])
+		copy(buf[:], src[:16*head])
+		decCBC8AVX2(&c.k, &buf[0], &buf[0], 1, &iv[0])
+		copy(dst[:16*head], buf[:])
 		clear(buf[:])
 	}
 }

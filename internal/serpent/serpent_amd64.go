@@ -26,22 +26,22 @@ func encECB8AVX2(xk *[33][4]uint32, dst, src *byte, n int)
 func decECB8AVX2(xk *[33][4]uint32, dst, src *byte, n int)
 
 //go:noescape
-func encXTS16AVX2(xk *[33][4]uint32, dst, src, tw *byte)
-
-//go:noescape
-func decXTS16AVX2(xk *[33][4]uint32, dst, src, tw *byte)
-
-//go:noescape
 func encXTS8AVX2(xk *[33][4]uint32, dst, src, tw *byte)
 
 //go:noescape
 func decXTS8AVX2(xk *[33][4]uint32, dst, src, tw *byte)
 
 //go:noescape
-func decCBC16AVX2(xk *[33][4]uint32, dst, src, prev *byte)
+func encXTSLoop16AVX2(xk *[33][4]uint32, dst, src *byte, n int, t *tweak, tw *byte)
 
 //go:noescape
-func decCBC8AVX2(xk *[33][4]uint32, dst, src, prev *byte)
+func decXTSLoop16AVX2(xk *[33][4]uint32, dst, src *byte, n int, t *tweak, tw *byte)
+
+//go:noescape
+func decCBC16AVX2(xk *[33][4]uint32, dst, src *byte, n int, iv *byte)
+
+//go:noescape
+func decCBC8AVX2(xk *[33][4]uint32, dst, src *byte, n int, iv *byte)
 
 //go:noescape
 func encCBCMB16AVX2(xk *[33][4]uint32, dst, src *byte, offs *[16]int, nb int, ivs *byte)

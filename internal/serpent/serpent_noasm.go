@@ -11,12 +11,16 @@ func encECB16AVX2(xk *[33][4]uint32, dst, src *byte, n int) { panic("serpent: no
 func decECB16AVX2(xk *[33][4]uint32, dst, src *byte, n int) { panic("serpent: no avx2") }
 func encECB8AVX2(xk *[33][4]uint32, dst, src *byte, n int)  { panic("serpent: no avx2") }
 func decECB8AVX2(xk *[33][4]uint32, dst, src *byte, n int)  { panic("serpent: no avx2") }
-func encXTS16AVX2(xk *[33][4]uint32, dst, src, tw *byte)    { panic("serpent: no avx2") }
-func decXTS16AVX2(xk *[33][4]uint32, dst, src, tw *byte)    { panic("serpent: no avx2") }
 func encXTS8AVX2(xk *[33][4]uint32, dst, src, tw *byte)     { panic("serpent: no avx2") }
 func decXTS8AVX2(xk *[33][4]uint32, dst, src, tw *byte)     { panic("serpent: no avx2") }
-func decCBC16AVX2(xk *[33][4]uint32, dst, src, prev *byte)  { panic("serpent: no avx2") }
-func decCBC8AVX2(xk *[33][4]uint32, dst, src, prev *byte)   { panic("serpent: no avx2") }
+func encXTSLoop16AVX2(xk *[33][4]uint32, dst, src *byte, n int, t *tweak, tw *byte) {
+	panic("serpent: no avx2")
+}
+func decXTSLoop16AVX2(xk *[33][4]uint32, dst, src *byte, n int, t *tweak, tw *byte) {
+	panic("serpent: no avx2")
+}
+func decCBC16AVX2(xk *[33][4]uint32, dst, src *byte, n int, iv *byte) { panic("serpent: no avx2") }
+func decCBC8AVX2(xk *[33][4]uint32, dst, src *byte, n int, iv *byte)  { panic("serpent: no avx2") }
 func encCBCMB16AVX2(xk *[33][4]uint32, dst, src *byte, offs *[16]int, nb int, ivs *byte) {
 	panic("serpent: no avx2")
 }

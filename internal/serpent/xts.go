@@ -112,13 +112,13 @@ func (x *XTS) blocks(dst, src []byte, t *tweak, enc bool) {
 	i := 0
 	if x.k1.avx2 {
 		var tw [16 * BlockSize]byte
-		for ; n-i >= 16; i += 16 {
-			t.fill(tw[:])
+		if g := n / 16; g > 0 {
 			if enc {
-				encXTS16AVX2(k, &dst[16*i], &src[16*i], &tw[0])
+				encXTSLoop16AVX2(k, &dst[0], &src[0], g, t, &tw[0])
 			} else {
-				decXTS16AVX2(k, &dst[16*i], &src[16*i], &tw[0])
+				decXTSLoop16AVX2(k, &dst[0], &src[0], g, t, &tw[0])
 			}
+			i = 16 * g
 		}
 		if n-i >= 8 {
 			t.fill(tw[:128])

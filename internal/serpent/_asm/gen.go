@@ -735,15 +735,77 @@ func (g *gen) xts(enc bool) {
 	g.p("RET")
 }
 
-func (g *gen) cbcDec() {
+// xtsLoop is XTS over n groups of 16 blocks with the tweaks computed in
+// general-purpose registers: that work is independent of the vector rounds
+// still in flight, so the out-of-order core overlaps the two, where tweaks
+// made in Go between calls would run alone.
+func (g *gen) xtsLoop(enc bool) {
 	n := 8 * g.sets
-	g.begin(fmt.Sprintf("decCBC%dAVX2", n),
-		fmt.Sprintf("decrypts %d contiguous CBC blocks; the first is chained to the block at\nprev, the others to their predecessors in src. dst may be src.", n),
-		"xk", "dst", "src", "prev")
+	name, verb := fmt.Sprintf("decXTSLoop%dAVX2", n), "decrypts"
+	if enc {
+		name, verb = fmt.Sprintf("encXTSLoop%dAVX2", n), "encrypts"
+	}
+	g.begin(name, fmt.Sprintf("%s n groups of %d contiguous blocks from the tweak at t, which\nit advances past them; tw is scratch for one group's tweaks.", verb, n),
+		"xk", "dst", "src", "n", "t", "tw")
 	g.arg("xk", "AX")
 	g.arg("dst", "DI")
 	g.arg("src", "SI")
-	g.arg("prev", "BX")
+	g.arg("n", "DX")
+	g.arg("t", "R9")
+	g.arg("tw", "BX")
+	g.p("MOVQ (R9), R12")
+	g.p("MOVQ 8(R9), R13")
+	top := g.newLabel("xts")
+	g.lbl(top)
+	for i := range n {
+		g.p("MOVQ R12, %d(BX)", 16*i)
+		g.p("MOVQ R13, %d(BX)", 16*i+8)
+		// t·x in GF(2^128): the carry out of the low half enters the
+		// high half, the one out of the high half folds back as 0x87.
+		g.p("SHLQ $1, R12")
+		g.p("RCLQ $1, R13")
+		g.p("SBBQ R14, R14")
+		g.p("ANDQ $0x87, R14")
+		g.p("XORQ R14, R12")
+	}
+	g.load("SI", "BX")
+	if enc {
+		g.encrypt("AX", "R8", "CX")
+	} else {
+		g.decrypt("AX", "R8", "CX")
+	}
+	g.store("DI", func(s, m, r int) {
+		g.p("VPXOR %d(BX), %s, %s", 128*s+32*m, y(r), y(r))
+	})
+	g.p("ADDQ $%d, SI", 16*n)
+	g.p("ADDQ $%d, DI", 16*n)
+	g.p("DECQ DX")
+	g.p("JNZ %s", top)
+	g.p("MOVQ R12, (R9)")
+	g.p("MOVQ R13, 8(R9)")
+	g.p("VZEROUPPER")
+	g.p("RET")
+}
+
+func (g *gen) cbcDec() {
+	n := 8 * g.sets
+	g.begin(fmt.Sprintf("decCBC%dAVX2", n),
+		fmt.Sprintf("decrypts n groups of %d contiguous CBC blocks; the first block is chained\nto iv, the others to their predecessors in src. dst may be src: the groups\ngo from the last to the first, so every predecessor is read before it is\noverwritten.", n),
+		"xk", "dst", "src", "n", "iv")
+	g.arg("xk", "AX")
+	g.arg("dst", "DI")
+	g.arg("src", "SI")
+	g.arg("n", "DX")
+	g.arg("iv", "R9")
+	g.p("LEAQ -1(DX), R10")
+	g.p("SHLQ $%d, R10", map[int]int{8: 7, 16: 8}[n])
+	g.p("ADDQ R10, SI")
+	g.p("ADDQ R10, DI")
+	top := g.newLabel("cbcdec")
+	g.lbl(top)
+	g.p("LEAQ -16(SI), BX")
+	g.p("CMPQ DX, $1")
+	g.p("CMOVQEQ R9, BX")
 	g.load("SI", "")
 	g.decrypt("AX", "R8", "CX")
 	g.store("DI", func(s, m, r int) {
@@ -757,6 +819,10 @@ func (g *gen) cbcDec() {
 		}
 		g.p("VPXOR %d(SI), %s, %s", 128*s+32*m-16, y(r), y(r))
 	})
+	g.p("SUBQ $%d, SI", 16*n)
+	g.p("SUBQ $%d, DI", 16*n)
+	g.p("DECQ DX")
+	g.p("JNZ %s", top)
 	g.p("VZEROUPPER")
 	g.p("RET")
 }
@@ -843,8 +909,13 @@ func main() {
 		g.sets = sets
 		g.ecb(true)
 		g.ecb(false)
-		g.xts(true)
-		g.xts(false)
+		if sets == 1 {
+			g.xts(true)
+			g.xts(false)
+		} else {
+			g.xtsLoop(true)
+			g.xtsLoop(false)
+		}
 		g.cbcDec()
 		g.cbcEncMB()
 	}
