@@ -479,34 +479,46 @@ func (g *gen) xor2(r, a, b int) {
 	g.p("VPXOR %s, %s, %s", y(b), y(r), y(r))
 }
 
-// lt is the linear transformation of the Serpent rounds.
-func (g *gen) lt(s int) {
-	x0, x1, x2, x3 := g.st[s][0], g.st[s][1], g.st[s][2], g.st[s][3]
-	g.rotl(x0, 13)
-	g.rotl(x2, 3)
-	g.xor2(x1, x0, x2)
-	g.xorShl(x3, x2, x0, 3)
-	g.rotl(x1, 1)
-	g.rotl(x3, 7)
-	g.xor2(x0, x1, x3)
-	g.xorShl(x2, x3, x1, 7)
-	g.rotl(x0, 5)
-	g.rotl(x2, 22)
+// lt is the linear transformation of the Serpent rounds, applied to every
+// set with the steps of the sets interleaved, so that neighbouring
+// instructions are independent.
+func (g *gen) lt() {
+	g.steps([]func(s [4]int){
+		func(x [4]int) { g.rotl(x[0], 13) },
+		func(x [4]int) { g.rotl(x[2], 3) },
+		func(x [4]int) { g.xor2(x[1], x[0], x[2]) },
+		func(x [4]int) { g.xorShl(x[3], x[2], x[0], 3) },
+		func(x [4]int) { g.rotl(x[1], 1) },
+		func(x [4]int) { g.rotl(x[3], 7) },
+		func(x [4]int) { g.xor2(x[0], x[1], x[3]) },
+		func(x [4]int) { g.xorShl(x[2], x[3], x[1], 7) },
+		func(x [4]int) { g.rotl(x[0], 5) },
+		func(x [4]int) { g.rotl(x[2], 22) },
+	})
 }
 
 // ilt is its inverse.
-func (g *gen) ilt(s int) {
-	x0, x1, x2, x3 := g.st[s][0], g.st[s][1], g.st[s][2], g.st[s][3]
-	g.rotl(x2, 32-22)
-	g.rotl(x0, 32-5)
-	g.xorShl(x2, x3, x1, 7)
-	g.xor2(x0, x1, x3)
-	g.rotl(x3, 32-7)
-	g.rotl(x1, 32-1)
-	g.xorShl(x3, x2, x0, 3)
-	g.xor2(x1, x0, x2)
-	g.rotl(x2, 32-3)
-	g.rotl(x0, 32-13)
+func (g *gen) ilt() {
+	g.steps([]func(s [4]int){
+		func(x [4]int) { g.rotl(x[2], 32-22) },
+		func(x [4]int) { g.rotl(x[0], 32-5) },
+		func(x [4]int) { g.xorShl(x[2], x[3], x[1], 7) },
+		func(x [4]int) { g.xor2(x[0], x[1], x[3]) },
+		func(x [4]int) { g.rotl(x[3], 32-7) },
+		func(x [4]int) { g.rotl(x[1], 32-1) },
+		func(x [4]int) { g.xorShl(x[3], x[2], x[0], 3) },
+		func(x [4]int) { g.xor2(x[1], x[0], x[2]) },
+		func(x [4]int) { g.rotl(x[2], 32-3) },
+		func(x [4]int) { g.rotl(x[0], 32-13) },
+	})
+}
+
+func (g *gen) steps(fs []func(x [4]int)) {
+	for _, f := range fs {
+		for s := 0; s < g.sets; s++ {
+			f(g.st[s])
+		}
+	}
 }
 
 // restore moves the state back into the registers of want (a loop's entry
@@ -586,16 +598,12 @@ func (g *gen) encrypt(key, kp, cnt string) {
 			g.sbox(g.fwd[i], s)
 		}
 		if i < 7 {
-			for s := 0; s < g.sets; s++ {
-				g.lt(s)
-			}
+			g.lt()
 		}
 	}
 	g.p("DECQ %s", cnt)
 	g.p("JZ %s", done)
-	for s := 0; s < g.sets; s++ {
-		g.lt(s)
-	}
+	g.lt()
 	g.p("ADDQ $128, %s", kp)
 	exitSt, exitFree := g.snapshot()
 	_ = exitSt
@@ -625,17 +633,13 @@ func (g *gen) decrypt(key, kp, cnt string) {
 		}
 		g.keyXor(kp, 16*i)
 		if i > 0 {
-			for s := 0; s < g.sets; s++ {
-				g.ilt(s)
-			}
+			g.ilt()
 		}
 	}
 	g.p("DECQ %s", cnt)
 	g.p("JZ %s", done)
 	exitSt, exitFree := g.snapshot()
-	for s := 0; s < g.sets; s++ {
-		g.ilt(s)
-	}
+	g.ilt()
 	g.p("SUBQ $128, %s", kp)
 	g.restore(entry)
 	g.setFree(free)
