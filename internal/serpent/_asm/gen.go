@@ -5,9 +5,13 @@
 // Every kernel works on 8 or 16 blocks bitsliced across the lanes of ymm
 // registers: after a 4×4 transpose of 32-bit words inside each 128-bit lane,
 // register j of a set holds word j of 8 blocks, so one instruction applies
-// a gate of the S-box circuit to 8 blocks. The circuits are read from
-// ../sbox.go, the ones the Go code runs and its tests check, so the two
-// implementations cannot drift apart.
+// a gate of the S-box circuit to 8 blocks.
+//
+// The circuits are read from circuits.go, written by the search in
+// search.go (go run . -search 3000): ../sbox.go's circuits were chosen for
+// scalar code, where ANDN costs two instructions, and cost AVX2 about a
+// tenth more gates. Every circuit is checked against the S-box tables here,
+// and the package tests compare the kernels with the Go code.
 //
 // Run with: cd internal/serpent/_asm && go run . -out ../serpent_amd64.s
 package main
@@ -36,7 +40,16 @@ type circuit struct {
 	outs  [4]string
 }
 
-// parseCircuits reads sbN and isbN from sbox.go.
+// parseSrc parses the body of the one function in src.
+func parseSrc(src string) circuit {
+	f, err := parser.ParseFile(token.NewFileSet(), "", "package p\n"+src, 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return parseBody(f.Decls[0].(*ast.FuncDecl))
+}
+
+// parseCircuits reads sbN and isbN from a file in the form of ../sbox.go.
 func parseCircuits(path string) (fwd, inv [8]circuit) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, path, nil, 0)
@@ -891,9 +904,15 @@ func (g *gen) cbcEncMB() {
 
 func main() {
 	out := flag.String("out", "../serpent_amd64.s", "output file")
+	circuits := flag.String("circuits", "circuits.go", "S-box circuits to read, or with -search to write")
+	trials := flag.Int("search", 0, "search the S-box circuits with this many trials each, write them and exit")
 	flag.Parse()
+	if *trials > 0 {
+		search(*circuits, *trials)
+		return
+	}
 	g := &gen{}
-	g.fwd, g.inv = parseCircuits("../sbox.go")
+	g.fwd, g.inv = parseCircuits(*circuits)
 	checkCircuits(g.fwd, g.inv)
 	var gates []string
 	for i := range 8 {
