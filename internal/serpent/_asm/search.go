@@ -373,7 +373,6 @@ func inverse(s [16]uint8) [16]uint8 {
 	return inv
 }
 
-
 // circuit converts a search result into the gate list gen emits from.
 func (r result) circuit() circuit {
 	var b bytes.Buffer
