@@ -75,6 +75,20 @@ func check(dst, src []byte, unit int) {
 	}
 }
 
+// checkSectors is check for a batch of sectors of a multiple of unit
+// bytes, with an IV each; it returns the number of sectors.
+func checkSectors(dst, src []byte, sectorSize int, ivs []byte, unit int) int {
+	if sectorSize < unit || sectorSize%unit != 0 {
+		panic("serpent: sector size " + strconv.Itoa(sectorSize) + " is not a positive multiple of " + strconv.Itoa(unit))
+	}
+	check(dst, src, sectorSize)
+	ns := len(src) / sectorSize
+	if len(ivs) < BlockSize*ns {
+		panic("serpent: too few IVs")
+	}
+	return ns
+}
+
 // tailKernel is the smallest padded group used for a tail shorter than 8
 // blocks: below it the Go code per block is cheaper than a whole 8-block
 // kernel call.
@@ -225,14 +239,7 @@ func (c *Cipher) decryptCBC(dst, src, iv []byte) {
 // with the IV at ivs[16i:]. With AVX2 up to 16 requests advance through
 // the rounds side by side, one per lane. ivs is not modified.
 func (c *Cipher) EncryptCBCSectors(dst, src []byte, sectorSize int, ivs []byte) {
-	if sectorSize <= 0 || sectorSize%BlockSize != 0 {
-		panic("serpent: sector size not a positive multiple of 16")
-	}
-	check(dst, src, sectorSize)
-	ns := len(src) / sectorSize
-	if len(ivs) < 16*ns {
-		panic("serpent: too few IVs")
-	}
+	ns := checkSectors(dst, src, sectorSize, ivs, BlockSize)
 	s := 0
 	if c.avx2 {
 		nb := sectorSize / BlockSize
@@ -272,14 +279,7 @@ func (c *Cipher) EncryptCBCSectors(dst, src []byte, sectorSize int, ivs []byte) 
 // DecryptCBCSectors decrypts len(src)/sectorSize CBC requests, request i
 // with the IV at ivs[16i:]. ivs is not modified.
 func (c *Cipher) DecryptCBCSectors(dst, src []byte, sectorSize int, ivs []byte) {
-	if sectorSize <= 0 || sectorSize%BlockSize != 0 {
-		panic("serpent: sector size not a positive multiple of 16")
-	}
-	check(dst, src, sectorSize)
-	ns := len(src) / sectorSize
-	if len(ivs) < 16*ns {
-		panic("serpent: too few IVs")
-	}
+	ns := checkSectors(dst, src, sectorSize, ivs, BlockSize)
 	for s := 0; s < ns; s++ {
 		c.decryptCBC(dst[s*sectorSize:(s+1)*sectorSize], src[s*sectorSize:(s+1)*sectorSize], ivs[16*s:16*s+16])
 	}

@@ -14,6 +14,11 @@
 // as the Serpent specification says: one 1 bit is appended just above the
 // most significant key bit (byte value 0x01 at offset len(key)) and the rest
 // is filled with zeros.
+//
+// Single blocks always run the Go code. The bulk methods (EncryptBlocks,
+// the CBC methods and XTS) also have an AVX2 implementation on amd64, which
+// runs 16 blocks at once bitsliced across the lanes of ymm registers; see
+// Impls. The purego build tag leaves only the Go code.
 package serpent
 
 //go:generate go run gen.go

@@ -164,11 +164,7 @@ func (x *XTS) sectors(dst, src []byte, sectorSize int, ivs []byte, enc bool) {
 	if sectorSize < BlockSize {
 		panic("serpent: xts sector shorter than a block")
 	}
-	check(dst, src, sectorSize)
-	ns := len(src) / sectorSize
-	if len(ivs) < 16*ns {
-		panic("serpent: too few IVs")
-	}
+	ns := checkSectors(dst, src, sectorSize, ivs, 1)
 	x.k2.EncryptBlocks(ivs[:16*ns], ivs[:16*ns])
 	for s := 0; s < ns; s++ {
 		x.cryptTweak(dst[s*sectorSize:(s+1)*sectorSize], src[s*sectorSize:(s+1)*sectorSize], loadTweak(ivs[16*s:]), enc)
