@@ -616,22 +616,18 @@ func (g *gen) encrypt(key, kp, cnt string) {
 	}
 	g.p("DECQ %s", cnt)
 	g.p("JZ %s", done)
+	exitSt, exitFree := g.snapshot()
 	g.lt()
 	g.p("ADDQ $128, %s", kp)
-	exitSt, exitFree := g.snapshot()
-	_ = exitSt
 	g.restore(entry)
 	g.setFree(free)
 	g.p("JMP %s", loop)
 	g.lbl(done)
-	// After the loop the registers are those at the JZ, before the moves.
+	// After the loop the registers are those at the JZ.
 	g.st = exitSt
 	g.setFree(exitFree)
 	g.keyXor(kp, 128)
 }
-
-// the state and free list at the JZ differ from exitSt only by the LT, which
-// renames nothing, so exitSt is exact.
 
 func (g *gen) decrypt(key, kp, cnt string) {
 	g.p("LEAQ 384(%s), %s", key, kp)
