@@ -97,12 +97,12 @@ func sectorSpeed(spec string, keyLen, ss, workers int, batch int, decrypt bool) 
 	return float64(r.Bytes) * float64(r.N) / r.T.Seconds(), float64(r.AllocsPerOp())
 }
 
-// bestPair measures ours and theirs in three alternating rounds and keeps
+// bestPair measures ours and theirs in five alternating rounds and keeps
 // each side's best: other tenants of this VM move single figures by tens
 // of percent, and alternating gives both sides the same chances.
 func bestPair(ours, theirs func() float64) (float64, float64) {
 	var a, b float64
-	for range 3 {
+	for range 5 {
 		a, b = max(a, ours()), max(b, theirs())
 	}
 	return a, b
