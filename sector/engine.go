@@ -158,11 +158,12 @@ type batch struct {
 	minTake  int // ...but at least this many...
 	gran     int // ...in a multiple of this many, and all if little would be left
 
-	ends atomic.Uint64  // next front sector << 32 | end of the back sectors
-	left atomic.Int64   // sectors not yet done
-	done sync.WaitGroup // the same count, for a caller that stops spinning
-	refs atomic.Int32   // goroutines still holding the batch
-	err  atomic.Pointer[error]
+	ends    atomic.Uint64  // next front sector << 32 | end of the back sectors
+	left    atomic.Int64   // sectors not yet done
+	done    sync.WaitGroup // the same count, for a caller that stops spinning
+	refs    atomic.Int32   // goroutines still holding the batch
+	offered time.Time      // when the caller offered it to the workers
+	err     atomic.Pointer[error]
 }
 
 const (
@@ -242,30 +243,45 @@ func (e *Engine) release(b *batch) {
 }
 
 // spinFor is how long an idle worker keeps polling for the next batch
-// before it parks. Waking a parked worker goes through the scheduler and,
-// in a VM, an idle vCPU's wake-up: tens of microseconds, as long as the
-// work it was woken for. Back-to-back batches (a sequential stream) find
-// the worker still awake.
+// before it parks, when the last batch came that soon. Waking a parked
+// worker goes through the scheduler and, in a VM, an idle vCPU's wake-up:
+// tens of microseconds, as long as the work it was woken for. Back-to-back
+// batches (a sequential stream) find the worker still awake; workers whose
+// batches come further apart park at once (see worker).
 const spinFor = 50 * time.Microsecond
 
 func (e *Engine) worker() {
+	spin := spinFor
 	for {
-		b, ok := e.nextBatch()
+		t0 := time.Now()
+		b, ok := e.nextBatch(spin)
 		if !ok {
 			return
+		}
+		// Spin next time only if it would have paid this time: in a
+		// stream of back-to-back batches the gap is microseconds, but a
+		// server that encrypts one request every few hundred µs would
+		// burn 50 µs of a core per request, a core its clients want.
+		// The gap is measured to when the batch was offered, not to when
+		// this worker got it: a parked worker's wake-up latency must not
+		// count, or one slow wake-up would keep it parking for good.
+		if b.offered.Sub(t0) <= spinFor {
+			spin = spinFor
+		} else {
+			spin = 0
 		}
 		b.work(false)
 		e.release(b)
 	}
 }
 
-func (e *Engine) nextBatch() (*batch, bool) {
+func (e *Engine) nextBatch(spin time.Duration) (*batch, bool) {
 	select {
 	case b, ok := <-e.jobs:
 		return b, ok
 	default:
 	}
-	for t0 := time.Now(); time.Since(t0) < spinFor; {
+	for t0 := time.Now(); time.Since(t0) < spin; {
 		select {
 		case b, ok := <-e.jobs:
 			return b, ok
@@ -320,6 +336,7 @@ func (e *Engine) parallel(c *Cipher, dst, src []byte, first uint64, enc bool) er
 	b.left.Store(int64(n))
 	b.done.Add(n)
 	b.refs.Store(int32(helpers + 1))
+	b.offered = time.Now()
 	for range helpers {
 		select {
 		case e.jobs <- b:
