@@ -5,36 +5,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/blkcrypt/blkcrypt/internal/testenv"
 )
 
-// fixtureDir returns cryptsetup's test images folder: $BLKCRYPT_FIXTURES,
-// or ../shared/fixtures/cryptsetup beside the repository. The test skips,
-// saying so, where it is absent.
-func fixtureDir(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("BLKCRYPT_FIXTURES")
-	if dir == "" {
-		_, file, _, _ := runtime.Caller(0)
-		dir = filepath.Join(filepath.Dir(file), "..", "..", "shared", "fixtures", "cryptsetup")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "bitlk-images.tar.xz")); err != nil {
-		t.Skipf("cryptsetup fixtures not found at %s (set BLKCRYPT_FIXTURES)", dir)
-	}
-	if _, err := exec.LookPath("xz"); err != nil {
-		t.Skip("xz not installed")
-	}
-	return dir
-}
-
-// bitlkImages unpacks bitlk-images.tar.xz (sparse files: fast and small)
-// and returns its folder.
+// bitlkImages unpacks cryptsetup's bitlk-images.tar.xz (sparse files: fast
+// and small) and returns its folder. A missing archive or xz fails under CI
+// and skips otherwise (internal/testenv).
 func bitlkImages(t testing.TB) string {
 	t.Helper()
-	src := filepath.Join(fixtureDir(t), "bitlk-images.tar.xz")
+	src := testenv.Fixture(t, "bitlk-images.tar.xz")
+	testenv.Need(t, "xz", "xz-utils")
 	dst := t.TempDir()
 	if out, err := exec.Command("tar", "-xJf", src, "-C", dst).CombinedOutput(); err != nil {
 		t.Fatalf("untar: %v %s", err, out)

@@ -10,28 +10,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/blkcrypt/blkcrypt/internal/testenv"
 )
 
 // fvault2Image unpacks cryptsetup's fvault2-images.tar.xz ($BLKCRYPT_FIXTURES
-// or ../shared/fixtures/cryptsetup beside the repository; skipped, saying
-// so, where absent) and returns the path of its image "small".
+// or ../shared/fixtures/cryptsetup beside the repository; a missing archive
+// or xz fails under CI and skips otherwise) and returns the path of its
+// image "small".
 func fvault2Image(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv("BLKCRYPT_FIXTURES")
-	if dir == "" {
-		_, file, _, _ := runtime.Caller(0)
-		dir = filepath.Join(filepath.Dir(file), "..", "..", "shared", "fixtures", "cryptsetup")
-	}
-	src := filepath.Join(dir, "fvault2-images.tar.xz")
-	if _, err := os.Stat(src); err != nil {
-		t.Skipf("cryptsetup fixtures not found at %s (set BLKCRYPT_FIXTURES)", dir)
-	}
-	if _, err := exec.LookPath("xz"); err != nil {
-		t.Skip("xz not installed")
-	}
+	src := testenv.Fixture(t, "fvault2-images.tar.xz")
+	testenv.Need(t, "xz", "xz-utils")
 	dst := t.TempDir()
 	if out, err := exec.Command("tar", "-xJf", src, "-C", dst).CombinedOutput(); err != nil {
 		t.Fatalf("untar: %v %s", err, out)

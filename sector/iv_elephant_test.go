@@ -7,8 +7,8 @@ package sector
 // tweak key) that cryptsetup 2.6.1 dumped from them. Nothing in that chain
 // was written by us except the few lines below that find the BitLocker
 // metadata areas. The aes-cbc-eboiv image is decrypted the same way as a
-// control of that harness. The fixtures are skipped, saying so, where the
-// folder or xz is missing.
+// control of that harness. A missing fixtures folder or xz fails the test
+// under CI and skips it otherwise (internal/testenv).
 
 import (
 	"archive/tar"
@@ -24,27 +24,19 @@ import (
 	"os"
 	"os/exec"
 	"path"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/blkcrypt/blkcrypt/internal/testenv"
 )
 
 // ivFixtureArchive returns the path of an archive in cryptsetup's fixtures
-// (BLKCRYPT_FIXTURES, else ../shared/fixtures/cryptsetup beside the repo),
-// skipping the test if it or xz is missing.
+// (BLKCRYPT_FIXTURES, else ../shared/fixtures/cryptsetup beside the repo);
+// it or a missing xz fails under CI and skips otherwise.
 func ivFixtureArchive(t *testing.T, name string) string {
 	t.Helper()
-	dir := os.Getenv("BLKCRYPT_FIXTURES")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "fixtures", "cryptsetup")
-	}
-	p := filepath.Join(dir, name)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("fixture %s not available (%v): set BLKCRYPT_FIXTURES to shared/fixtures/cryptsetup", name, err)
-	}
-	if _, err := exec.LookPath("xz"); err != nil {
-		t.Skipf("xz not installed, cannot unpack %s", name)
-	}
+	p := testenv.Fixture(t, name)
+	testenv.Need(t, "xz", "xz-utils")
 	return p
 }
 
@@ -186,9 +178,13 @@ func TestElephantBitLockerImages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		spec, _ := ParseSpec("aes-cbc-eboiv")
+		specName := "aes-cbc-eboiv"
 		if strings.Contains(name, "elephant") {
-			spec = elephantSpec()
+			specName = "aes-cbc-elephant"
+		}
+		spec, err := ParseSpec(specName)
+		if err != nil {
+			t.Fatalf("%s: ParseSpec(%q): %v", name, specName, err)
 		}
 		c, err := NewFromSpec(spec, key[name], Options{})
 		if err != nil {
@@ -252,25 +248,21 @@ func TestElephantBitLockerImages(t *testing.T) {
 	}
 }
 
-// elephantSpec is "aes-cbc-elephant". spec.go's ivModes table marks
-// elephant as needing an option, which dm-crypt does not (cryptsetup's BITLK
-// code passes the bare "aes-cbc-elephant"); until that is fixed the parsed
-// form is built by hand. TestElephantSpecParses reports the state.
-func elephantSpec() *Spec {
-	if s, err := ParseSpec("aes-cbc-elephant"); err == nil {
-		return s
-	}
-	return &Spec{CAPI: "cbc(aes)", Cipher: "aes", Chain: "cbc", KeyCount: 1, IVMode: "elephant"}
-}
-
+// newElephantCipher builds "aes-cbc-elephant" through ParseSpec, as
+// cryptsetup's BITLK code names it (no IV option): a parser that stops
+// accepting it fails every elephant test.
 func newElephantCipher(key []byte, opts Options) (*Cipher, error) {
-	return NewFromSpec(elephantSpec(), key, opts)
+	s, err := ParseSpec("aes-cbc-elephant")
+	if err != nil {
+		return nil, err
+	}
+	return NewFromSpec(s, key, opts)
 }
 
 func TestElephantSpecParses(t *testing.T) {
 	s, err := ParseSpec("aes-cbc-elephant")
 	if err != nil {
-		t.Skipf("ParseSpec(\"aes-cbc-elephant\") fails (%v): spec.go's ivModes must not require an option for elephant", err)
+		t.Fatalf("ParseSpec(\"aes-cbc-elephant\"): %v (dm-crypt takes elephant without an IV option)", err)
 	}
 	if s.CAPI != "cbc(aes)" || s.IVMode != "elephant" || s.IVOpts != "" {
 		t.Fatalf("parsed as %+v", s)
@@ -367,8 +359,14 @@ func TestElephantRoundTripAndKeyLayout(t *testing.T) {
 		// layer differs, so identical plaintext sectors at different
 		// positions must encrypt differently and the diffused sector
 		// must not be eboiv's.
-		el, _ := newElephantCipher(key, Options{})
-		eb, _ := New("aes-cbc-eboiv", key[:keyLen/2], Options{})
+		el, err := newElephantCipher(key, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eb, err := New("aes-cbc-eboiv", key[:keyLen/2], Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		p := make([]byte, 512)
 		a, b := make([]byte, 512), make([]byte, 512)
 		_ = el.EncryptSectors(a, p, 7)
@@ -380,7 +378,10 @@ func TestElephantRoundTripAndKeyLayout(t *testing.T) {
 		// changing nothing else.
 		k2 := append([]byte(nil), key...)
 		k2[keyLen-1] ^= 1
-		el2, _ := newElephantCipher(k2, Options{})
+		el2, err := newElephantCipher(k2, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		_ = el2.EncryptSectors(b, p, 7)
 		if bytes.Equal(a, b) {
 			t.Fatal("the elephant key half has no effect")
@@ -391,8 +392,8 @@ func TestElephantRoundTripAndKeyLayout(t *testing.T) {
 
 func TestElephantRejects(t *testing.T) {
 	for _, keyLen := range []int{80, 96} { // halves above 32 bytes
-		if _, err := newElephantCipher(make([]byte, keyLen), Options{}); err == nil {
-			t.Errorf("%d-byte key accepted", keyLen)
+		if _, err := newElephantCipher(make([]byte, keyLen), Options{}); !errors.Is(err, ErrInvalidKey) {
+			t.Errorf("%d-byte key: %v, want ErrInvalidKey", keyLen, err)
 		}
 	}
 	if _, err := newElephantCipher(make([]byte, 40), Options{}); !errors.Is(err, ErrInvalidKey) {

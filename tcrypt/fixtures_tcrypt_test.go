@@ -18,25 +18,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/blkcrypt/blkcrypt/internal/testenv"
 )
 
 func fixturesDir(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv("BLKCRYPT_FIXTURES")
-	if dir == "" {
-		_, file, _, _ := runtime.Caller(0)
-		dir = filepath.Join(filepath.Dir(file), "..", "..", "shared", "fixtures", "cryptsetup")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "tcrypt-images.tar.xz")); err != nil {
-		t.Skipf("cryptsetup fixtures not found at %s (set BLKCRYPT_FIXTURES)", dir)
-	}
-	return dir
+	testenv.Fixture(t, "tcrypt-images.tar.xz")
+	return testenv.FixturesDir(t)
 }
 
 var (
@@ -49,11 +43,8 @@ var (
 func tcryptImages(t testing.TB) string {
 	t.Helper()
 	src := filepath.Join(fixturesDir(t), "tcrypt-images.tar.xz")
-	for _, tool := range []string{"tar", "xz"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is needed to unpack the fixtures (Debian packages tar, xz-utils)", tool)
-		}
-	}
+	testenv.Need(t, "tar", "tar")
+	testenv.Need(t, "xz", "xz-utils")
 	unpackOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "tcrypt-fixtures-")
 		if err != nil {
@@ -173,14 +164,12 @@ func volumeKeys(t testing.TB) map[string]string {
 
 func blkidOf(t *testing.T, data []byte) string {
 	t.Helper()
-	if _, err := exec.LookPath("blkid"); err != nil {
-		t.Fatal("blkid is needed to read the volume UUID (Debian package util-linux)")
-	}
+	blkid := testenv.Need(t, "blkid", "util-linux")
 	p := filepath.Join(t.TempDir(), "vol")
 	if err := os.WriteFile(p, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, _ := exec.Command("blkid", "-p", "-o", "value", "-s", "UUID", p).Output()
+	out, _ := exec.Command(blkid, "-p", "-o", "value", "-s", "UUID", p).Output()
 	return strings.TrimSpace(string(out))
 }
 

@@ -7,26 +7,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/blkcrypt/blkcrypt/internal/testenv"
 )
 
 // fixtures returns cryptsetup's test images folder: $BLKCRYPT_FIXTURES, or
 // ../shared/fixtures/cryptsetup beside the repository. A stranger's clone
-// has neither, and the test says so and skips; CI always has it.
+// has neither: the test fails under CI and skips otherwise, saying so.
 func fixtures(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("BLKCRYPT_FIXTURES")
-	if dir == "" {
-		_, file, _, _ := runtime.Caller(0)
-		dir = filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "fixtures", "cryptsetup")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "README.md")); err != nil {
-		t.Skipf("cryptsetup fixtures not found at %s (set BLKCRYPT_FIXTURES)", dir)
-	}
-	needTool(t, "xz", "xz-utils")
-	return dir
+	testenv.Fixture(t, "README.md")
+	testenv.Need(t, "xz", "xz-utils")
+	return testenv.FixturesDir(t)
 }
 
 // unpack decompresses a fixture archive (.xz or .tar.xz) into a temp dir and

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/internal/testenv"
 )
 
 // ErrInjected is the error a FaultDevice returns once it has failed.
@@ -65,60 +66,28 @@ func (f *FaultDevice) Failed() bool { return f.failed }
 // ModuleRoot returns the directory holding go.mod.
 func ModuleRoot(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
+	return testenv.ModuleRoot(t)
 }
 
-// FixturesDir returns $BLKCRYPT_FIXTURES or ../shared/fixtures/cryptsetup
-// next to the module root, and skips the test when it does not exist (a
-// clone without the shared folder). In CI it is always there.
+// FixturesDir returns the cryptsetup fixture images folder
+// ($BLKCRYPT_FIXTURES or ../shared/fixtures/cryptsetup beside the module
+// root). A missing folder fails the test under CI and skips it otherwise
+// (see internal/testenv).
 func FixturesDir(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv("BLKCRYPT_FIXTURES")
-	if dir == "" {
-		dir = filepath.Join(ModuleRoot(t), "..", "shared", "fixtures", "cryptsetup")
-	}
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		t.Skipf("cryptsetup fixture images not found at %s (set BLKCRYPT_FIXTURES); skipping", dir)
-	}
-	return dir
+	return testenv.FixturesDir(t)
 }
 
-// VectorsDir returns the shared vectors folder next to the fixtures.
+// VectorsDir returns the shared vectors folder next to the fixtures
+// ($BLKCRYPT_VECTORS overrides it).
 func VectorsDir(t testing.TB) string {
 	t.Helper()
-	fx := FixturesDir(t)
-	if d := os.Getenv("BLKCRYPT_VECTORS"); d != "" {
-		return d
-	}
-	return filepath.Join(fx, "..", "..", "vectors")
+	return testenv.VectorsDir(t)
 }
 
 func needTool(t testing.TB, name, pkg string) string {
 	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	for _, d := range []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
-		p := filepath.Join(d, name)
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	t.Fatalf("%s is required by this test and was not found: install it (apt-get install -y %s)", name, pkg)
-	return ""
+	return testenv.Need(t, name, pkg)
 }
 
 var extractMu sync.Mutex
@@ -127,10 +96,7 @@ var extractMu sync.Mutex
 // temporary directory and returns that directory. It needs the xz command.
 func Extract(t testing.TB, archive string) string {
 	t.Helper()
-	src := filepath.Join(FixturesDir(t), archive)
-	if _, err := os.Stat(src); err != nil {
-		t.Fatalf("fixture %s missing: %v", archive, err)
-	}
+	src := testenv.Fixture(t, archive)
 	xz := needTool(t, "xz", "xz-utils")
 	dir := t.TempDir()
 	extractMu.Lock()
@@ -211,8 +177,8 @@ type Cryptsetup struct {
 	Dir  string // where passphrase files go
 }
 
-// NeedCryptsetup returns a runner, failing the test with an install hint
-// when cryptsetup is missing.
+// NeedCryptsetup returns a runner; a missing cryptsetup fails the test
+// under CI and skips it otherwise, with an install hint.
 func NeedCryptsetup(t testing.TB) *Cryptsetup {
 	t.Helper()
 	return &Cryptsetup{t: t, Path: needTool(t, "cryptsetup", "cryptsetup-bin"), Dir: t.TempDir()}
