@@ -52,7 +52,10 @@ func TestUnlockCryptsetupImages(t *testing.T) {
 				"--key-size", fmt.Sprint(tc.bits), "--hash", tc.hash, "--pbkdf-force-iterations", "1000",
 				"--key-file", cs.KeyFile(pass), img)
 			if err != nil {
-				t.Skipf("cryptsetup here cannot format %s/%s: %v\n%s", tc.cipher, tc.hash, err, out)
+				// cryptsetup 2.6.1 with OpenSSL 3 formats every row (whirlpool
+				// and ripemd160 through the legacy provider): a refusal is a
+				// broken peer, not a reason to test nothing.
+				t.Fatalf("cryptsetup luksFormat %s/%s: %v\n%s", tc.cipher, tc.hash, err, out)
 			}
 			dev, h := openImage(t, img)
 			if h.Cipher() != tc.cipher || h.KeySize()*8 != tc.bits || h.Hash() != tc.hash {

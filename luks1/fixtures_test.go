@@ -51,13 +51,13 @@ func openImage(t *testing.T, path string) (luks1.Device, *luks1.Header) {
 	return dev, h
 }
 
-// decryptFirstSector returns the first decrypted payload sector, or skips
-// when the data cipher is not available in this build.
+// decryptFirstSector returns the first decrypted payload sector. Every
+// cipher of cryptsetup's fixtures is one we implement, so a refusal fails.
 func decryptFirstSector(t *testing.T, dev luks1.Device, h *luks1.Header, key []byte) []byte {
 	t.Helper()
 	c, err := sector.New(h.Cipher(), key, sector.Options{SectorSize: 512})
 	if err != nil {
-		t.Skipf("data cipher %s not available: %v", h.Cipher(), err)
+		t.Fatalf("data cipher %s: %v", h.Cipher(), err)
 	}
 	defer c.Wipe()
 	buf := make([]byte, 512)
@@ -140,9 +140,6 @@ func TestLUKS1Images(t *testing.T) {
 				t.Fatalf("key %d offset %d", h.KeySize(), h.DataOffset())
 			}
 			key, slot, err := h.Unlock(dev, pass, luks1.AnySlot)
-			if errors.Is(err, luks1.ErrUnsupported) {
-				t.Skipf("algorithm not available in this build: %v", err)
-			}
 			if err != nil || slot != 0 {
 				t.Fatalf("unlock: slot %d: %v", slot, err)
 			}

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/blkcrypt/blkcrypt/internal/testenv"
 )
 
 // TestGeneratedAsm checks that aes_amd64.s is what the generator in _asm
@@ -14,10 +16,7 @@ func TestGeneratedAsm(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the generator")
 	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go command not found")
-	}
+	goTool := testenv.Need(t, "go", "golang-go")
 	want, err := os.ReadFile("aes_amd64.s")
 	if err != nil {
 		t.Fatal(err)

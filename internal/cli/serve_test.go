@@ -12,13 +12,12 @@ import (
 	"time"
 
 	"github.com/blkcrypt/blkcrypt/internal/oracle"
+	"github.com/blkcrypt/blkcrypt/internal/testenv"
 )
 
 func needTool(t *testing.T, name, pkg string) {
 	t.Helper()
-	if _, err := exec.LookPath(name); err != nil {
-		t.Fatalf("%s is needed for this test (apt-get install %s; make test installs it)", name, pkg)
-	}
+	testenv.Need(t, name, pkg)
 }
 
 // serveInBackground runs `blkcrypt serve` in-process on a Unix socket and
@@ -140,8 +139,8 @@ func TestServeLUKSDecryptsWithCryptsetupKey(t *testing.T) {
 		"--sector-size", "4096", "--key-file", pass, img); err != nil {
 		t.Fatalf("cryptsetup luksFormat: %v %s", err, out)
 	}
-	if detectType(img) != "luks2" {
-		t.Skip("LUKS2 support not built yet")
+	if typ := detectType(img); typ != "luks2" {
+		t.Fatalf("cryptsetup's LUKS2 image detected as %q", typ)
 	}
 	sock, stop := serveInBackground(t, img, "--key-file", pass)
 	uri := "nbd+unix:///?socket=" + sock
