@@ -30,7 +30,62 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 export BLKCRYPT_FIXTURES="${BLKCRYPT_FIXTURES:-$(cd .. && pwd)/shared/fixtures/cryptsetup}"
+export BLKCRYPT_VECTORS="${BLKCRYPT_VECTORS:-$BLKCRYPT_FIXTURES/../../vectors}"
 export GOFLAGS="${GOFLAGS:-}"
+# The full suite is the CI gate wherever it runs: a test whose tool or
+# fixture is missing fails instead of skipping (internal/testenv).
+export CI="${CI:-true}"
+
+# Every archive the fixture manifest names must be there, whole, before any
+# test starts: a missing or truncated fixture is reported once, here, with
+# the way to fix it, instead of as a hundred failing tests.
+echo "== fixtures ($BLKCRYPT_FIXTURES)"
+manifest="$BLKCRYPT_VECTORS/fixture_manifest.json"
+if [ ! -f "$manifest" ]; then
+  echo "fixture manifest $manifest not found: set BLKCRYPT_VECTORS to shared/vectors" >&2
+  exit 1
+fi
+bad=0 n=0
+while read -r name size sum; do
+  n=$((n + 1))
+  f="$BLKCRYPT_FIXTURES/$name"
+  if [ ! -f "$f" ]; then
+    echo "fixture missing: $f" >&2; bad=1; continue
+  fi
+  if [ "$(stat -c %s "$f")" != "$size" ] || [ "$(sha256sum "$f" | cut -d' ' -f1)" != "$sum" ]; then
+    echo "fixture damaged (size or SHA-256 differs from $manifest): $f" >&2; bad=1
+  fi
+done < <(awk -F'"' '/"archive":/ {a=$4} /"archive_size":/ {gsub(/[^0-9]/, "", $3); s=$3} /"archive_sha256":/ {print a, s, $4}' "$manifest")
+if [ "$n" -eq 0 ]; then
+  echo "no archives listed in $manifest" >&2; exit 1
+fi
+if [ "$bad" != 0 ]; then
+  echo "cryptsetup fixtures incomplete: copy shared/fixtures/cryptsetup from the project share, or set BLKCRYPT_FIXTURES" >&2
+  exit 1
+fi
+echo "$n archives present and intact"
+
+# Prove the rule above: under CI, tests that need the fixtures must fail
+# when the folder is absent, never pass by skipping.
+echo "== missing fixtures fail under CI"
+# Each package on its own: -failfast across packages would not start the
+# later ones after the first failure.
+out=$(mktemp)
+for pkg in bitlk fvault2 luks2; do
+  if CI=true BLKCRYPT_FIXTURES=/nonexistent BLKCRYPT_VECTORS=/nonexistent \
+      go test -count=1 -failfast "./$pkg/" >"$out" 2>&1; then
+    cat "$out" >&2; rm -f "$out"
+    echo "CI=true BLKCRYPT_FIXTURES=/nonexistent go test ./$pkg/ passed: a test skips its fixtures" >&2
+    exit 1
+  fi
+  if ! grep -q 'CI is set: a missing prerequisite fails the test' "$out"; then
+    cat "$out" >&2; rm -f "$out"
+    echo "./$pkg/ failed without its fixtures, but not for the missing fixtures" >&2
+    exit 1
+  fi
+done
+rm -f "$out"
+echo "ok: bitlk, fvault2 and luks2 fail without their fixtures"
 
 echo "== go vet"
 go vet ./...
