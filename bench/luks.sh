@@ -2,7 +2,11 @@
 # LUKS figures for BENCHMARKS.md, one run: unlock time per KDF setting (our
 # test-passphrase next to cryptsetup's on the same header), and read
 # throughput of a LUKS volume through `blkcrypt read` next to
-# `qemu-img convert` of the same (LUKS1) volume. Prints Markdown.
+# `qemu-img convert` of the same (LUKS1) volume. Prints Markdown; with
+# BENCH_RESULTS set, also appends "key value" lines to that file for
+# bench/report. BENCH_ITER_TIME (ms) shortens the KDF benchmark for a quick
+# check of the script. A run takes about a minute at 1024 MiB (five KDF
+# settings of 1-2 s each, unlocked twice, and three reads of the volume).
 #   bench/luks.sh [SIZE_MIB]   (default 1024)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +24,7 @@ echo "| type | KDF setting | blkcrypt test-passphrase | cryptsetup open --test-p
 echo "|---|---|---|---|"
 for setting in "luks2|--pbkdf argon2id" "luks2|--pbkdf argon2i" "luks2|--pbkdf pbkdf2" "luks1|--pbkdf pbkdf2" "luks2|--pbkdf argon2id --iter-time 500 --pbkdf-memory 262144"; do
   typ=${setting%%|*}; opts=${setting#*|}
+  [ -n "${BENCH_ITER_TIME:-}" ] && [[ "$opts" != *--iter-time* ]] && opts="$opts --iter-time $BENCH_ITER_TIME"
   rm -f "$work/k.img"
   # shellcheck disable=SC2086
   "$bc" format "$work/k.img" --type "$typ" --size 33554432 --key-file "$work/pass" -q $opts
@@ -52,4 +57,8 @@ echo "| qemu-img convert, LUKS1 aes-xts-plain64 (qemu's 512-byte sectors) | $t_q
 echo "| blkcrypt read, same LUKS1 volume | $t_b1 | $(mb "$t_b1") | $(echo "$t_q $t_b1" | awk '{printf "%.2f×", $1/$2}') |"
 echo "| blkcrypt read, LUKS2 aes-xts-plain64 4096-byte sectors | $t_b2 | $(mb "$t_b2") | $(echo "$t_q $t_b2" | awk '{printf "%.2f×", $1/$2}') |"
 echo
+if [ -n "${BENCH_RESULTS:-}" ]; then
+  echo "luks.read_vs_qemu $(echo "$t_q $t_b1" | awk '{print $1/$2}')" >> "$BENCH_RESULTS"
+  echo "luks.read_mbs $(mb "$t_b1")" >> "$BENCH_RESULTS"
+fi
 echo "(Each tool's figure includes its key unlock: pbkdf2 at 1000 iterations for these images. qemu-img 7.2 has no LUKS2 support, so the LUKS2 row has no qemu counterpart.)"

@@ -1,8 +1,14 @@
-// Command report measures blkcrypt against OpenSSL on this machine in one
-// run and prints the Markdown tables of BENCHMARKS.md. Ratios, not absolute
+// Command report measures blkcrypt against its peers on this machine in one
+// run. Alone it prints the Markdown tables of the cipher, sector and engine
+// section; with -full (what bench/all.sh runs) it also runs the NBD, LUKS
+// and other-format benchmarks and writes the whole of BENCHMARKS.md: the
+// header naming the run, the targets table with "met" computed from the
+// measured ratios, the commentary and every section. Ratios, not absolute
 // figures, are what carry over between runs on a shared machine.
 //
 //	go run ./bench/report [-sec 0.5] > /tmp/bench.md
+//	go run ./bench/report -full -o BENCHMARKS.md -svg bench/throughput.svg
+//	go run ./bench/report -full -quick -o /tmp/b.md   (a minute: checks the generator, figures meaningless)
 package main
 
 import (
@@ -10,6 +16,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -29,7 +36,18 @@ var (
 	onlySw = flag.Bool("sweep-only", false, "run only the block-size sweep")
 	onlyPr = flag.Bool("probe-only", false, "run only the machine's scaling probe")
 	onlySc = flag.Bool("scaling-only", false, "run only the engine's scaling table and the machine's scaling probe")
+	rounds = flag.Int("rounds", 5, "alternating rounds per ratio (each side keeps its best)")
 )
+
+// out receives the tables; -full points it at a buffer so that the header
+// and the targets, computed last, can come first in the file.
+var out io.Writer = os.Stdout
+
+// results holds every figure a target or the commentary refers to, by key
+// (see targets in full.go); ratios are blkcrypt's speed over the peer's.
+var results = map[string]float64{}
+
+func record(key string, v float64) { results[key] = v }
 
 // opensslSpeed returns OpenSSL's bytes per second for one cipher and size.
 func opensslSpeed(cipher string, bytesPer int, decrypt bool) float64 {
@@ -102,7 +120,7 @@ func sectorSpeed(spec string, keyLen, ss, workers int, batch int, decrypt bool) 
 // of percent, and alternating gives both sides the same chances.
 func bestPair(ours, theirs func() float64) (float64, float64) {
 	var a, b float64
-	for range 5 {
+	for range max(1, *rounds) {
 		a, b = max(a, ours()), max(b, theirs())
 	}
 	return a, b
@@ -128,10 +146,10 @@ func cpuModel() string {
 
 // scalingTable prints the engine's 2-core/1-core scaling on 1 MiB batches.
 func scalingTable() {
-	const rounds = 5
-	fmt.Printf("### sector: scaling on 1 MiB batches, 4096-byte sectors (%d workers vs 1)\n\n", runtime.GOMAXPROCS(0))
-	fmt.Println("| spec | 1 worker MB/s | all cores MB/s | scaling (best vs best) | per-round scaling: min / median / max | allocs/op |")
-	fmt.Println("|---|---|---|---|---|---|")
+	rounds := max(1, *rounds)
+	fmt.Fprintf(out, "### sector: scaling on 1 MiB batches, 4096-byte sectors (%d workers vs 1)\n\n", runtime.GOMAXPROCS(0))
+	fmt.Fprintln(out, "| spec | 1 worker MB/s | all cores MB/s | scaling (best vs best) | per-round scaling: min / median / max | allocs/op |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|")
 	for _, sp := range []struct {
 		spec string
 		key  int
@@ -161,15 +179,34 @@ func scalingTable() {
 		if len(per) > 0 {
 			spread = fmt.Sprintf("%.2f× / %.2f× / %.2f×", per[0], per[len(per)/2], per[len(per)-1])
 		}
-		fmt.Printf("| %s | %s | %s | %s | %s | %.0f |\n", sp.spec, mb(s1), mb(s2), ratio(s2, s1), spread, a)
+		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %.0f |\n", sp.spec, mb(s1), mb(s2), ratio(s2, s1), spread, a)
+		if s1 > 0 {
+			record("sector.scaling."+sp.spec, s2/s1)
+		}
+		if len(per) > 0 {
+			record("sector.scaling_median."+sp.spec, per[len(per)/2])
+		}
+		record("sector.allocs", max(results["sector.allocs"], a))
 	}
-	fmt.Printf("\n(%d rounds per spec.)\n\n", rounds)
+	fmt.Fprintf(out, "\n(%d rounds per spec.)\n\n", rounds)
 }
 
 func main() {
 	flag.Parse()
+	if *full {
+		if err := runFull(); err != nil {
+			fmt.Fprintln(os.Stderr, "report:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	cipherTables()
+}
+
+// cipherTables writes the cipher, sector and engine section.
+func cipherTables() {
 	ov, _ := exec.Command("openssl", "version").Output()
-	fmt.Printf("Machine: %s, %d cores, %s; %s; %s.\n\n", cpuModel(), runtime.NumCPU(), runtime.Version(), strings.TrimSpace(string(ov)), time.Now().UTC().Format("2006-01-02"))
+	fmt.Fprintf(out, "Machine: %s, %d cores, %s; %s; %s.\n\n", cpuModel(), runtime.NumCPU(), runtime.Version(), strings.TrimSpace(string(ov)), time.Now().UTC().Format("2006-01-02"))
 
 	if *onlyPr {
 		scalingProbe()
@@ -181,15 +218,15 @@ func main() {
 		return
 	}
 	if *svg != "" || *onlySw {
-		fmt.Println("### Block-size sweep: blkcrypt, OpenSSL, x/crypto/xts and crypto/cipher, single core")
-		fmt.Println()
+		fmt.Fprintln(out, "### Block-size sweep: blkcrypt, OpenSSL, x/crypto/xts and crypto/cipher, single core")
+		fmt.Fprintln(out)
 		ss := sweep()
-		printSweep(os.Stdout, ss)
+		printSweep(out, ss)
 		if *svg != "" {
 			if err := writeSVG(*svg, ss); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 			}
-			fmt.Printf("![throughput chart](%s)\n\n", *svg)
+			fmt.Fprintf(out, "![throughput chart](%s)\n\n", *svg)
 		}
 		if *onlySw {
 			return
@@ -198,74 +235,82 @@ func main() {
 
 	// 1. capi: fused ESSIV driver against the template instance at 16-byte
 	// blocks, and the essiv drivers against openssl aes-256-cbc.
-	fmt.Println("### capi: essiv(cbc(aes),sha256), 256-bit key, single core (blkcrypt speed, MB/s)")
-	fmt.Println()
+	fmt.Fprintln(out, "### capi: essiv(cbc(aes),sha256), 256-bit key, single core (blkcrypt speed, MB/s)")
+	fmt.Fprintln(out)
 	ds, _ := capi.Drivers("essiv(cbc(aes),sha256)")
 	sizes := []int{16, 64, 256, 1024, 1472, 4096, 8192}
-	fmt.Print("| driver | prio |")
+	fmt.Fprint(out, "| driver | prio |")
 	for _, s := range sizes {
-		fmt.Printf(" %d B |", s)
+		fmt.Fprintf(out, " %d B |", s)
 	}
-	fmt.Println()
-	fmt.Print("|---|---|")
+	fmt.Fprintln(out)
+	fmt.Fprint(out, "|---|---|")
 	for range sizes {
-		fmt.Print("---|")
+		fmt.Fprint(out, "---|")
 	}
-	fmt.Println()
+	fmt.Fprintln(out)
 	res := map[string][]float64{}
 	for _, d := range ds {
 		if d.SelfTest() != nil || strings.Contains(d.Driver, "stdlib") {
 			continue
 		}
-		fmt.Printf("| %s | %d |", d.Driver, d.Priority)
+		fmt.Fprintf(out, "| %s | %d |", d.Driver, d.Priority)
 		for _, s := range sizes {
 			v := driverSpeed(d.Name, d.Driver, 32, s, false)
 			res[d.Driver] = append(res[d.Driver], v)
-			fmt.Printf(" %s |", mb(v))
+			fmt.Fprintf(out, " %s |", mb(v))
 		}
-		fmt.Println()
+		fmt.Fprintln(out)
 	}
-	fmt.Print("| openssl aes-256-cbc (no ESSIV) | – |")
+	fmt.Fprint(out, "| openssl aes-256-cbc (no ESSIV) | – |")
 	ossl := map[int]float64{}
 	for _, s := range sizes {
 		ossl[s] = opensslSpeed("aes-256-cbc", s, false)
-		fmt.Printf(" %s |", mb(ossl[s]))
+		fmt.Fprintf(out, " %s |", mb(ossl[s]))
 	}
-	fmt.Println()
-	fmt.Println()
+	fmt.Fprintln(out)
+	fmt.Fprintln(out)
 	for _, impl := range []string{"aesni", "vaes"} {
 		f, t := res["essiv-cbc-aes-sha256-"+impl], res["essiv(cbc-aes-"+impl+",aes-aesni,sha256-generic)"]
 		if len(f) > 0 && len(t) > 0 {
-			fmt.Printf("Fused `essiv-cbc-aes-sha256-%s` vs template instance `essiv(cbc-aes-%s,aes-aesni,sha256-generic)` at 16-byte blocks: **%s** (target ≥ 1.5×).\n\n", impl, impl, ratio(f[0], t[0]))
+			if t[0] > 0 {
+				record("capi.fused."+impl, f[0]/t[0])
+			}
+			fmt.Fprintf(out, "Fused `essiv-cbc-aes-sha256-%s` vs template instance `essiv(cbc-aes-%s,aes-aesni,sha256-generic)` at 16-byte blocks: **%s** (target ≥ 1.5×).\n\n", impl, impl, ratio(f[0], t[0]))
 		}
 	}
 
 	// 2. kernels vs OpenSSL.
-	fmt.Println("### Single-core kernels against OpenSSL (MB/s, same run)")
-	fmt.Println()
-	fmt.Println("| what | blkcrypt | openssl | ratio | target |")
-	fmt.Println("|---|---|---|---|---|")
+	fmt.Fprintln(out, "### Single-core kernels against OpenSSL (MB/s, same run)")
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "| what | blkcrypt | openssl | ratio | target |")
+	fmt.Fprintln(out, "|---|---|---|---|---|")
 	x512, o512 := bestPair(func() float64 { return driverSpeed("xts(aes)", capiBest("xts(aes)"), 64, 4096, false) },
 		func() float64 { return opensslSpeed("aes-256-xts", 4096, false) })
-	fmt.Printf("| xts(aes) 512-bit key, 4096 B (%s) vs aes-256-xts | %s | %s | %s | ≥ 1.5× |\n", capiBest("xts(aes)"), mb(x512), mb(o512), ratio(x512, o512))
+	fmt.Fprintf(out, "| xts(aes) 512-bit key, 4096 B (%s) vs aes-256-xts | %s | %s | %s | ≥ 1.5× |\n", capiBest("xts(aes)"), mb(x512), mb(o512), ratio(x512, o512))
 	x256, o256 := bestPair(func() float64 { return driverSpeed("xts(aes)", capiBest("xts(aes)"), 32, 4096, false) },
 		func() float64 { return opensslSpeed("aes-128-xts", 4096, false) })
-	fmt.Printf("| xts(aes) 256-bit key, 4096 B vs aes-128-xts | %s | %s | %s | ≥ 1.5× |\n", mb(x256), mb(o256), ratio(x256, o256))
+	fmt.Fprintf(out, "| xts(aes) 256-bit key, 4096 B vs aes-128-xts | %s | %s | %s | ≥ 1.5× |\n", mb(x256), mb(o256), ratio(x256, o256))
 	es, oc := bestPair(func() float64 { v, _ := sectorSpeed("aes-cbc-essiv:sha256", 32, 512, 1, 64<<10, false); return v },
 		func() float64 { return opensslSpeed("aes-256-cbc", 512, false) })
-	fmt.Printf("| aes-cbc-essiv:sha256 sectors (512 B, 64 KiB batches) vs aes-256-cbc encrypt 512 B | %s | %s | %s | ≥ 5× |\n", mb(es), mb(oc), ratio(es, oc))
+	fmt.Fprintf(out, "| aes-cbc-essiv:sha256 sectors (512 B, 64 KiB batches) vs aes-256-cbc encrypt 512 B | %s | %s | %s | ≥ 5× |\n", mb(es), mb(oc), ratio(es, oc))
 	cd, od := bestPair(func() float64 { v, _ := sectorSpeed("aes-cbc-essiv:sha256", 32, 512, 1, 64<<10, true); return v },
 		func() float64 { return opensslSpeed("aes-256-cbc", 512, true) })
-	fmt.Printf("| aes-cbc-essiv:sha256 sector decrypt vs aes-256-cbc decrypt 512 B | %s | %s | %s | ≥ 1.2× |\n", mb(cd), mb(od), ratio(cd, od))
+	fmt.Fprintf(out, "| aes-cbc-essiv:sha256 sector decrypt vs aes-256-cbc decrypt 512 B | %s | %s | %s | ≥ 1.2× |\n", mb(cd), mb(od), ratio(cd, od))
 	one, ox := bestPair(func() float64 { v, _ := sectorSpeed("aes-xts-plain64", 64, 512, 1, 512, false); return v },
 		func() float64 { return opensslSpeed("aes-256-xts", 512, false) })
-	fmt.Printf("| one 512 B sector through sector.Cipher (aes-xts-plain64) vs aes-256-xts 512 B | %s | %s | %s | ≥ 1.0× |\n\n", mb(one), mb(ox), ratio(one, ox))
+	for k, v := range map[string][2]float64{"xts512": {x512, o512}, "xts256": {x256, o256}, "essiv_enc": {es, oc}, "cbc_dec": {cd, od}, "one_sector": {one, ox}} {
+		if v[1] > 0 {
+			record("kernels."+k, v[0]/v[1])
+		}
+	}
+	fmt.Fprintf(out, "| one 512 B sector through sector.Cipher (aes-xts-plain64) vs aes-256-xts 512 B | %s | %s | %s | ≥ 1.0× |\n\n", mb(one), mb(ox), ratio(one, ox))
 
 	// 3. sector layer.
-	fmt.Println("### sector: throughput by sector size (one core, 64 KiB batches, MB/s, allocs/op)")
-	fmt.Println()
-	fmt.Println("| spec | 512 | 1024 | 2048 | 4096 |")
-	fmt.Println("|---|---|---|---|---|")
+	fmt.Fprintln(out, "### sector: throughput by sector size (one core, 64 KiB batches, MB/s, allocs/op)")
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "| spec | 512 | 1024 | 2048 | 4096 |")
+	fmt.Fprintln(out, "|---|---|---|---|---|")
 	for _, sp := range []struct {
 		spec string
 		key  int
@@ -275,21 +320,26 @@ func main() {
 			if dec {
 				dir = "dec"
 			}
-			fmt.Printf("| %s %s |", sp.spec, dir)
+			fmt.Fprintf(out, "| %s %s |", sp.spec, dir)
 			for _, ss := range []int{512, 1024, 2048, 4096} {
 				v, a := sectorSpeed(sp.spec, sp.key, ss, 1, 64<<10, dec)
-				fmt.Printf(" %s (%.0f) |", mb(v), a)
+				fmt.Fprintf(out, " %s (%.0f) |", mb(v), a)
+				record("sector.allocs", max(results["sector.allocs"], a))
+				if sp.spec == "serpent-xts-plain64" && !dec {
+					record("sector.serpent_mbs_min", minNonZero(results["sector.serpent_mbs_min"], v/1e6))
+					record("sector.serpent_mbs_max", max(results["sector.serpent_mbs_max"], v/1e6))
+				}
 			}
-			fmt.Println()
+			fmt.Fprintln(out)
 		}
 	}
-	fmt.Println()
+	fmt.Fprintln(out)
 	scalingTable()
 	scalingProbe()
-	fmt.Println("### sector: measured inline/parallel break-even (512-byte sectors)")
-	fmt.Println()
-	fmt.Println("| spec | driver | break-even |")
-	fmt.Println("|---|---|---|")
+	fmt.Fprintln(out, "### sector: measured inline/parallel break-even (512-byte sectors)")
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "| spec | driver | break-even |")
+	fmt.Fprintln(out, "|---|---|---|")
 	for _, sp := range []struct {
 		spec string
 		key  int
@@ -301,8 +351,15 @@ func main() {
 		if th > 0 {
 			s = fmt.Sprintf("%d bytes", th)
 		}
-		fmt.Printf("| %s | %s | %s |\n", sp.spec, c.Driver(), s)
+		fmt.Fprintf(out, "| %s | %s | %s |\n", sp.spec, c.Driver(), s)
 	}
+}
+
+func minNonZero(a, b float64) float64 {
+	if a == 0 || b < a {
+		return b
+	}
+	return a
 }
 
 func capiBest(name string) string {

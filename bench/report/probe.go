@@ -115,9 +115,9 @@ func portProbe() func() int {
 func scalingProbe() {
 	w := runtime.GOMAXPROCS(0)
 	d := time.Duration(*sec * float64(time.Second))
-	fmt.Printf("### The machine's own ceiling: independent threads, nothing shared (%d vs 1)\n\n", w)
-	fmt.Println("| probe | 1 thread | all threads | scaling |")
-	fmt.Println("|---|---|---|---|")
+	fmt.Fprintf(out, "### The machine's own ceiling: independent threads, nothing shared (%d vs 1)\n\n", w)
+	fmt.Fprintln(out, "| probe | 1 thread | all threads | scaling |")
+	fmt.Fprintln(out, "|---|---|---|---|")
 	for _, p := range []struct {
 		name string
 		f    func() func() int
@@ -132,7 +132,7 @@ func scalingProbe() {
 	} {
 		r1 := probeRate(1, d, p.f)
 		rw := probeRate(w, d, p.f)
-		fmt.Printf("| %s | %.0f %s | %.0f %s | %s |\n", p.name, r1/1e6, p.unit, rw/1e6, p.unit, ratio(rw, r1))
+		fmt.Fprintf(out, "| %s | %.0f %s | %.0f %s | %s |\n", p.name, r1/1e6, p.unit, rw/1e6, p.unit, ratio(rw, r1))
 	}
-	fmt.Println()
+	fmt.Fprintln(out)
 }
