@@ -289,6 +289,47 @@ func TestGeneratedAsm(t *testing.T) {
 	}
 }
 
+// envGenerators set to 1 makes TestGeneratedCircuits rerun the S-box
+// circuit searches (about a minute of CPU); scripts/test.sh sets it.
+const envGenerators = "BLKCRYPT_SLOW_GENERATORS"
+
+// TestGeneratedCircuits checks that sbox.go and _asm/circuits.go are what
+// the one search in _asm writes: -sbox (scalar costs) and -search 1000
+// (AVX2 costs).
+func TestGeneratedCircuits(t *testing.T) {
+	if os.Getenv(envGenerators) != "1" {
+		// Legitimate: a minute of CPU for files that change only with the
+		// generator; scripts/test.sh, the CI gate, runs it.
+		t.Skipf("set %s=1 to rerun the S-box searches", envGenerators)
+	}
+	goTool := testenv.Need(t, "go", "golang-go")
+	dir := t.TempDir()
+	for _, c := range []struct {
+		committed string
+		args      []string
+	}{
+		{"sbox.go", []string{"-sbox", filepath.Join(dir, "sbox.go")}},
+		{"_asm/circuits.go", []string{"-search", "1000", "-circuits", filepath.Join(dir, "circuits.go")}},
+	} {
+		want, err := os.ReadFile(c.committed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(goTool, append([]string{"run", "."}, c.args...)...)
+		cmd.Dir = "_asm"
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("generator %v failed: %v\n%s", c.args, err, msg)
+		}
+		got, err := os.ReadFile(filepath.Join(dir, filepath.Base(c.committed)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is not what go run ./_asm %v writes", c.committed, c.args)
+		}
+	}
+}
+
 func BenchmarkXTS4096(b *testing.B) {
 	for _, impl := range Impls() {
 		for _, dir := range []string{"enc", "dec"} {

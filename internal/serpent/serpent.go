@@ -21,7 +21,7 @@
 // Impls. The purego build tag leaves only the Go code.
 package serpent
 
-//go:generate go run gen.go
+//go:generate sh -c "cd _asm && go run . -sbox ../sbox.go"
 
 import (
 	"crypto/cipher"

@@ -13,7 +13,7 @@ import (
 )
 
 // Serpent S-boxes S0..S7 as printed in the Serpent specification; used to
-// check the generated bitsliced circuits independently of gen.go.
+// check the generated bitsliced circuits independently of their generator (_asm).
 var specSboxes = [8][16]uint8{
 	{3, 8, 15, 1, 10, 6, 5, 11, 14, 13, 4, 2, 7, 0, 9, 12},
 	{15, 12, 2, 7, 9, 0, 5, 10, 1, 11, 14, 8, 6, 13, 3, 4},

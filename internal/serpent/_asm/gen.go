@@ -8,10 +8,12 @@
 // a gate of the S-box circuit to 8 blocks.
 //
 // The circuits are read from circuits.go, written by the search in
-// search.go (go run . -search 3000): ../sbox.go's circuits were chosen for
-// scalar code, where ANDN costs two instructions, and cost AVX2 about a
-// tenth more gates. Every circuit is checked against the S-box tables here,
-// and the package tests compare the kernels with the Go code.
+// search.go costed for AVX2 (go run . -search 1000). The same search,
+// costed for scalar code where ANDN takes two instructions, writes
+// ../sbox.go with the Go block functions (go run . -sbox ../sbox.go); those
+// circuits would cost AVX2 about a tenth more gates. Every circuit is
+// checked against the S-box tables, and the package tests compare the
+// kernels with the Go code.
 //
 // Run with: cd internal/serpent/_asm && go run . -out ../serpent_amd64.s
 package main
@@ -902,9 +904,15 @@ func main() {
 	out := flag.String("out", "../serpent_amd64.s", "output file")
 	circuits := flag.String("circuits", "circuits.go", "S-box circuits to read, or with -search to write")
 	trials := flag.Int("search", 0, "search the S-box circuits with this many trials each, write them and exit")
+	sbox := flag.String("sbox", "", "write the scalar Go S-boxes and block functions (../sbox.go) here and exit")
+	sboxTrials := flag.Int("sbox-trials", 20000, "trials per S-box for -sbox")
 	flag.Parse()
 	if *trials > 0 {
 		search(*circuits, *trials)
+		return
+	}
+	if *sbox != "" {
+		writeSboxGo(*sbox, *sboxTrials)
 		return
 	}
 	g := &gen{}

@@ -1,13 +1,11 @@
 package main
 
-// The S-box circuit search behind -search: for each S-box and its inverse,
-// many seeded randomised trials build the four outputs by Shannon and
-// Davio decompositions, reusing every function already computed and
-// trying one or two new gates over them before decomposing further. Each
-// gate costs one AVX2 instruction (ANDN included; a NOT is an XOR with a
-// constant), and the smallest circuit that runs in twelve registers wins.
-// It started from the search in ../gen.go, which costs gates for scalar
-// amd64 code.
+// The S-box circuit search behind -search and -sbox: for each S-box and its
+// inverse, many seeded randomised trials build the four outputs by Shannon
+// and Davio decompositions, reusing every function already computed, and
+// the cheapest circuit wins. The two uses cost gates differently (see
+// costModel), so the same search yields the scalar circuits of ../sbox.go
+// and the AVX2 circuits of circuits.go.
 
 import (
 	"bytes"
@@ -16,6 +14,7 @@ import (
 	"log"
 	"math/rand"
 	"os"
+	"sort"
 	"strings"
 )
 
@@ -35,17 +34,39 @@ type node struct {
 	tt   uint16
 }
 
+// A costModel is what the circuits are searched for.
+type costModel struct {
+	// andNotGates is what a &^ b costs: two instructions (NOT, AND) in
+	// scalar amd64 code without BMI1, one VPANDN in AVX2.
+	andNotGates int
+	// reach2 tries one or two new gates over the known functions before
+	// decomposing (worth its time for AVX2); otherwise only one gate.
+	reach2 bool
+	// maxRegs, when set, drops circuits that need more live registers than
+	// that once their NOTs are folded, and ranks the rest by folded gate
+	// count: the AVX2 kernels keep two sets of state in sixteen registers.
+	maxRegs int
+}
+
+var (
+	// scalarCost is ../sbox.go's model: go run . -sbox ../sbox.go (20000 trials).
+	scalarCost = costModel{andNotGates: 2}
+	// avx2Cost is circuits.go's model: go run . -search 1000.
+	avx2Cost = costModel{andNotGates: 1, reach2: true, maxRegs: 12}
+)
+
 type net struct {
 	nodes []node
 	known map[uint16]int
 	rng   *rand.Rand
 	gates int
+	cost  *costModel
 }
 
 var inputTT = [4]uint16{0xaaaa, 0xcccc, 0xf0f0, 0xff00}
 
-func newCircuit(rng *rand.Rand) *net {
-	c := &net{known: map[uint16]int{}, rng: rng}
+func newCircuit(rng *rand.Rand, m *costModel) *net {
+	c := &net{known: map[uint16]int{}, rng: rng, cost: m}
 	for i := 0; i < 4; i++ {
 		c.add(node{op: opIn, a: i, tt: inputTT[i]})
 	}
@@ -64,8 +85,7 @@ func (c *net) add(n node) int {
 	switch n.op {
 	case opIn, opConst:
 	case opAndNot:
-		// a &^ b needs a NOT and an AND on amd64 without BMI1.
-		c.gates++
+		c.gates += c.cost.andNotGates
 	default:
 		c.gates++
 	}
@@ -192,6 +212,32 @@ func cofactors(f uint16, v int) (f0, f1 uint16) {
 	return
 }
 
+// reach1 finds f as one new gate over the known functions, trying them in
+// node order so that the search is reproducible.
+func (c *net) reach1(f uint16) (int, bool) {
+	ids := make([]int, 0, len(c.nodes))
+	for _, id := range c.known {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	for _, a := range ids {
+		for _, b := range ids {
+			ta, tb := c.nodes[a].tt, c.nodes[b].tt
+			switch f {
+			case ta ^ tb:
+				return c.mk(opXor, a, b), true
+			case ta & tb:
+				return c.mk(opAnd, a, b), true
+			case ta | tb:
+				return c.mk(opOr, a, b), true
+			case ta &^ tb:
+				return c.mk(opAndNot, a, b), true
+			}
+		}
+	}
+	return 0, false
+}
+
 // build returns a node computing f, adding gates as needed.
 func (c *net) build(f uint16, depth int) int {
 	if id, ok := c.known[f]; ok {
@@ -200,7 +246,11 @@ func (c *net) build(f uint16, depth int) int {
 	if id, ok := c.known[^f]; ok {
 		return c.mk(opNot, id, id)
 	}
-	if id, ok := c.reach2(f); ok {
+	if c.cost.reach2 {
+		if id, ok := c.reach2(f); ok {
+			return id
+		}
+	} else if id, ok := c.reach1(f); ok {
 		return id
 	}
 	// Decompose.
@@ -265,13 +315,13 @@ type result struct {
 	outs [4]int
 }
 
-func synth(s [16]uint8, seed int64, trials int) result {
+func synth(m *costModel, s [16]uint8, seed int64, trials int) result {
 	rng := rand.New(rand.NewSource(seed))
 	target := outputsTT(s)
 	var best result
 	bestCost := 0
 	for t := 0; t < trials; t++ {
-		c := newCircuit(rng)
+		c := newCircuit(rng, m)
 		order := rng.Perm(4)
 		var outs [4]int
 		for _, k := range order {
@@ -279,12 +329,16 @@ func synth(s [16]uint8, seed int64, trials int) result {
 		}
 		// Outputs must be real gates or inputs; a constant cannot occur.
 		r := result{c: c, outs: outs}
-		fc := foldNots(r.circuit())
-		if maxLive(schedule(fc)) > 12 {
-			continue // two sets of state leave twelve registers
+		cost := c.gates
+		if m.maxRegs > 0 {
+			fc := foldNots(r.circuit())
+			if maxLive(schedule(fc)) > m.maxRegs {
+				continue
+			}
+			cost = len(fc.gates)
 		}
-		if best.c == nil || len(fc.gates) < bestCost {
-			best, bestCost = r, len(fc.gates)
+		if best.c == nil || cost < bestCost {
+			best, bestCost = r, cost
 		}
 	}
 	if best.c == nil {
@@ -421,8 +475,8 @@ func search(path string, trials int) {
 	w.WriteString("package main\n\n")
 	total := 0
 	for i := range 8 {
-		fwd := synth(sboxes[i], int64(1000+i), trials)
-		inv := synth(inverse(sboxes[i]), int64(2000+i), trials)
+		fwd := synth(&avx2Cost, sboxes[i], int64(1000+i), trials)
+		inv := synth(&avx2Cost, inverse(sboxes[i]), int64(2000+i), trials)
 		total += countUsed(fwd) + countUsed(inv)
 		fmt.Fprintf(os.Stderr, "S%d: %d gates, S%d^-1: %d gates\n", i, countUsed(fwd), i, countUsed(inv))
 		fmt.Fprintf(&w, "func sb%d(x0, x1, x2, x3 uint32) (uint32, uint32, uint32, uint32) {\n", i)
