@@ -8,11 +8,15 @@
 # the run's figures in bench/runs/<id>.json and rewrites README's figures
 # block from them.
 #
-# A full run takes about 10-12 minutes on the project's 2-core VM: the
-# cipher tables and sweep about 5 (openssl speed runs 1 s per point), NBD
-# 2-3 (3 rounds x 4 servers x 3 copies of 256 MiB), LUKS about 1, the
-# TrueCrypt search about 1 (34 s for one wrong-passphrase search), BitLocker
-# a few seconds. Run it on a quiet machine.
+# A full run takes about 8-10 minutes on the project's 2-core VM (the old
+# hand-finished file said about 10): the cipher tables about 4 (the sweep
+# alone is 9 series x 8 sizes at about a second each, since openssl speed
+# runs at least 1 s per point; the kernel ratios 5 alternating rounds of 5
+# pairs), NBD 1-2 (3 rounds x 4 servers x 3 copies of 256 MiB), LUKS about 1
+# (five KDF settings benchmarked and unlocked twice, a 1 GiB volume read
+# three times), the TrueCrypt wrong-passphrase search about 1 (34 s + 16 s),
+# BitLocker well under a minute. -quick took 2 minutes here. Run it on a
+# quiet machine.
 #
 #   bench/all.sh            regenerate BENCHMARKS.md, bench/throughput.svg, README's figures
 #   bench/all.sh -quick     check the generator in about a minute: writes
