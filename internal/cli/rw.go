@@ -187,6 +187,9 @@ func runRead(ctx context.Context, env *Env, p *parsed) error {
 	if off < 0 || (p.has("length") && length < 0) {
 		return usageErr("--offset-bytes and --length must not be negative")
 	}
+	if err := checkOutput(env, p.str("output"), commandInputs(p, dev)); err != nil {
+		return err
+	}
 	v, err := openVolume(env, p, dev, true)
 	if err != nil {
 		return err
@@ -201,20 +204,19 @@ func runRead(ctx context.Context, env *Env, p *parsed) error {
 	if length > v.Size()-off {
 		return usageErr("--offset-bytes %d + --length %d is past the end of the %d-byte volume", off, length, v.Size())
 	}
-	var w io.Writer = env.Stdout
-	if o := p.str("output"); o != "" && o != "-" {
-		f, err := os.Create(o)
-		if err != nil {
-			return usageErr("cannot create output: %v", err)
-		}
-		defer f.Close()
-		w = f
+	out, err := createOutput(env, p.str("output"))
+	if err != nil {
+		return err
 	}
-	bw := bufio.NewWriterSize(w, 1<<20)
+	defer out.abort()
+	bw := bufio.NewWriterSize(out, 1<<20)
 	if _, err := io.Copy(bw, ctxReader{ctx, io.NewSectionReader(v, off, length)}); err != nil {
 		return err
 	}
-	return bw.Flush()
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return out.commit()
 }
 
 // runWrite encrypts stdin or --input into the volume at --offset-bytes.
