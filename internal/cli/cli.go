@@ -122,10 +122,10 @@ func Main(ctx context.Context, argv []string, env *Env) int {
 		fmt.Fprintf(env.Stdout, "blkcrypt %s %s\n", v.name, v.help)
 		return ExitOK
 	}
-	if err == nil {
-		err = v.run(ctx, env, p)
-	} else {
+	if err != nil {
 		err = &exitError{ExitUsage, err}
+	} else if err = checkHeader(v.name, p); err == nil {
+		err = v.run(ctx, env, p)
 	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "blkcrypt: %s\n", oneLine(err.Error()))
