@@ -14,6 +14,11 @@ import (
 // seconds: holders keep it only for a check and a bind.
 func lockDir(dir string) (func(), error) {
 	d, err := os.Open(dir)
+	if errors.Is(err, os.ErrPermission) {
+		// A directory we may bind in but not read (mode 0311): go on
+		// without the lock; the stale check still runs.
+		return func() {}, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("opening the socket's directory: %w", err)
 	}
