@@ -72,7 +72,7 @@ func checkOutput(env *Env, out string, inputs []input) error {
 		if err != nil {
 			continue // the verb reports a missing input itself
 		}
-		if os.SameFile(ost, st) {
+		if os.SameFile(ost, st) || sameBlockDevice(ost, st) {
 			return usageErr("output %s is the %s %s (the same file); refusing to overwrite it", name, in.what, in.path)
 		}
 	}
