@@ -122,10 +122,10 @@ func Main(ctx context.Context, argv []string, env *Env) int {
 		fmt.Fprintf(env.Stdout, "blkcrypt %s %s\n", v.name, v.help)
 		return ExitOK
 	}
-	if err == nil {
-		err = v.run(ctx, env, p)
-	} else {
+	if err != nil {
 		err = &exitError{ExitUsage, err}
+	} else if err = checkHeader(v.name, p); err == nil {
+		err = v.run(ctx, env, p)
 	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "blkcrypt: %s\n", oneLine(err.Error()))
@@ -191,23 +191,25 @@ func readSecret(env *Env, p *parsed, prompt string) (secret []byte, fromKeyFile 
 	}
 	if kf := p.str("key-file"); kf != "" {
 		var r io.Reader = env.Stdin
+		var st os.FileInfo
 		if kf != "-" {
 			f, err := os.Open(kf)
 			if err != nil {
 				return nil, false, usageErr("cannot open key file: %v", err)
 			}
 			defer f.Close()
-			if st, err := f.Stat(); err == nil && st.IsDir() {
+			if st, err = f.Stat(); err == nil && st.IsDir() {
 				return nil, false, usageErr("key file %s is a directory", kf)
 			}
 			r = f
 		}
+		o.RequireInput = keyFileIsStream(kf, st)
 		b, err := keyinput.ReadKeyFile(r, o)
 		if err != nil {
-			return nil, false, usageErr("%v", err)
+			return nil, false, keyReadErr(err)
 		}
 		if len(b) == 0 {
-			return nil, false, usageErr("key file is empty")
+			return nil, false, emptyKeyFileErr(p, kf)
 		}
 		return b, true, nil
 	}
@@ -218,9 +220,10 @@ func readSecret(env *Env, p *parsed, prompt string) (secret []byte, fromKeyFile 
 		}
 		return b, false, nil
 	}
+	o.RequireInput = true
 	b, err := keyinput.ReadPassphrase(env.Stdin, o)
 	if err != nil {
-		return nil, false, usageErr("%v", err)
+		return nil, false, keyReadErr(err)
 	}
 	return b, false, nil
 }

@@ -45,7 +45,7 @@ var flagDefs = []flagDef{
 	{"header", 0, kindString, "detached header file"},
 	{"header-backup-file", 0, kindString, "file for header-backup / header-restore"},
 	{"offset-bytes", 0, kindInt, "read/write: byte offset into the decrypted volume"},
-	{"length", 0, kindInt, "read: number of bytes"},
+	{"length", 0, kindInt, "read/write: number of bytes (write: exactly that many of the input)"},
 	{"output", 'o', kindString, "read: output file (default stdout)"},
 	{"input", 'i', kindString, "write: input file (default stdin)"},
 	{"batch-mode", 'q', kindBool, "do not ask for confirmation"},

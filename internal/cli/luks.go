@@ -167,7 +167,7 @@ func newPassphrase(env *Env, p *parsed, newFile string, useKeyFile bool) ([]byte
 	if useKeyFile {
 		b, _, err := readSecret(env, p, "Enter passphrase for the new volume: ")
 		if err != nil {
-			return nil, err
+			return nil, newSecretErr(err)
 		}
 		if len(b) == 0 {
 			return nil, usageErr("empty passphrase")

@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -187,6 +186,9 @@ func runRead(ctx context.Context, env *Env, p *parsed) error {
 	if off < 0 || (p.has("length") && length < 0) {
 		return usageErr("--offset-bytes and --length must not be negative")
 	}
+	if err := checkOutput(env, p.str("output"), commandInputs(p, dev)); err != nil {
+		return err
+	}
 	v, err := openVolume(env, p, dev, true)
 	if err != nil {
 		return err
@@ -201,33 +203,34 @@ func runRead(ctx context.Context, env *Env, p *parsed) error {
 	if length > v.Size()-off {
 		return usageErr("--offset-bytes %d + --length %d is past the end of the %d-byte volume", off, length, v.Size())
 	}
-	var w io.Writer = env.Stdout
-	if o := p.str("output"); o != "" && o != "-" {
-		f, err := os.Create(o)
-		if err != nil {
-			return usageErr("cannot create output: %v", err)
-		}
-		defer f.Close()
-		w = f
+	out, err := createOutput(env, p.str("output"))
+	if err != nil {
+		return err
 	}
-	bw := bufio.NewWriterSize(w, 1<<20)
+	defer out.abort()
+	bw := bufio.NewWriterSize(out, 1<<20)
 	if _, err := io.Copy(bw, ctxReader{ctx, io.NewSectionReader(v, off, length)}); err != nil {
 		return err
 	}
-	return bw.Flush()
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return out.commit()
 }
 
-// runWrite encrypts stdin or --input into the volume at --offset-bytes.
+// runWrite encrypts stdin or --input into the volume at --offset-bytes:
+// all of it, or --length bytes (see writeLength).
 func runWrite(ctx context.Context, env *Env, p *parsed) error {
 	dev, err := oneDevice(p)
 	if err != nil {
 		return err
 	}
-	off := p.int("offset-bytes", 0)
-	if off < 0 {
-		return usageErr("--offset-bytes must not be negative")
+	off, length := p.int("offset-bytes", 0), p.int("length", -1)
+	if off < 0 || (p.has("length") && length < 0) {
+		return usageErr("--offset-bytes and --length must not be negative")
 	}
 	var r io.Reader = env.Stdin
+	inputSize := int64(-1)
 	if in := p.str("input"); in != "" && in != "-" {
 		f, err := os.Open(in)
 		if err != nil {
@@ -235,9 +238,8 @@ func runWrite(ctx context.Context, env *Env, p *parsed) error {
 		}
 		defer f.Close()
 		r = f
-		// Check the size first, so a too-large input writes nothing.
 		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-			p.set["_input_size"] = fmt.Sprint(st.Size())
+			inputSize = st.Size()
 		}
 	}
 	if p.str("key-file") == "-" && r == env.Stdin {
@@ -247,38 +249,14 @@ func runWrite(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
-	if n := p.int("_input_size", -1); n >= 0 && off+n > v.Size() {
-		v.Close()
-		return usageErr("input of %d bytes at offset %d does not fit the %d-byte volume", n, off, v.Size())
+	n, err := writeLength(length, inputSize, off, v.Size())
+	if err == nil {
+		err = copyIntoVolume(ctx, v, r, off, n)
 	}
-	buf := make([]byte, 1<<20)
-	pos := off
-	for {
-		if err := ctx.Err(); err != nil {
-			v.Close()
-			return err
-		}
-		n, rerr := io.ReadFull(r, buf)
-		if n > 0 {
-			if pos+int64(n) > v.Size() {
-				v.Close()
-				return usageErr("input does not fit: the volume ends at %d bytes", v.Size())
-			}
-			if _, err := v.WriteAt(buf[:n], pos); err != nil {
-				v.Close()
-				return err
-			}
-			pos += int64(n)
-		}
-		if rerr == io.EOF || errors.Is(rerr, io.ErrUnexpectedEOF) {
-			break
-		}
-		if rerr != nil {
-			v.Close()
-			return rerr
-		}
+	if cerr := v.Close(); err == nil {
+		err = cerr
 	}
-	return v.Close()
+	return err
 }
 
 type ctxReader struct {

@@ -23,8 +23,7 @@ func init() {
 // listen opens the listener for --listen: host:port or unix:/path.
 func listen(addr string) (net.Listener, bool, error) {
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
-		os.Remove(path)
-		l, err := net.Listen("unix", path)
+		l, err := listenUnix(path)
 		return l, true, err
 	}
 	host, _, err := net.SplitHostPort(addr)
@@ -90,7 +89,7 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 	defer v.Close()
 	l, loopback, err := listen(addr)
 	if err != nil {
-		return usageErr("cannot listen on %s: %v", addr, err)
+		return listenErr(addr, err)
 	}
 	if !loopback && tcfg == nil {
 		l.Close()

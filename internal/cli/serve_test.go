@@ -24,12 +24,18 @@ func needTool(t *testing.T, name, pkg string) {
 // returns the socket path and a stop function that waits for a clean exit.
 func serveInBackground(t *testing.T, args ...string) (string, func() int) {
 	t.Helper()
+	return serveWithStdin(t, nil, args...)
+}
+
+// serveWithStdin is serveInBackground with stdin (a passphrase line).
+func serveWithStdin(t *testing.T, stdin []byte, args ...string) (string, func() int) {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "nbd.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	var errb bytes.Buffer
 	go func() {
-		env := &Env{Stdin: bytes.NewReader(nil), Stdout: &bytes.Buffer{}, Stderr: &errb}
+		env := &Env{Stdin: bytes.NewReader(stdin), Stdout: &bytes.Buffer{}, Stderr: &errb}
 		done <- Main(ctx, append([]string{"serve", "--listen", "unix:" + sock}, args...), env)
 	}()
 	for i := 0; i < 200; i++ {

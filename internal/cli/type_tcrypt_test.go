@@ -312,18 +312,20 @@ func TestFixtureTCRYPTSystem(t *testing.T) {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // TestServeTCRYPT: a VeraCrypt volume (key files, empty passphrase) served
-// over NBD is read-only by default and reads as `blkcrypt read` does.
+// over NBD is read-only by default and reads as `blkcrypt read` does. The
+// empty passphrase is an empty line: empty stdin is "nothing to read on
+// input", as in cryptsetup.
 func TestServeTCRYPT(t *testing.T) {
 	needTool(t, "nbdinfo", "libnbd-bin")
 	needTool(t, "nbdcopy", "libnbd-bin")
 	dir := tcryptDir(t)
 	vol := []string{filepath.Join(dir, "vck_1_nopw-sha256-xts-aes"), "--type", "tcrypt", "-h", "sha256", "-c", "aes",
 		"--key-file", filepath.Join(dir, "keyfile1"), "--tcrypt-keyfiles", filepath.Join(dir, "keyfile2")}
-	code, want, e := run(t, nil, append([]string{"read"}, vol...)...)
+	code, want, e := run(t, []byte("\n"), append([]string{"read"}, vol...)...)
 	if code != 0 {
 		t.Fatalf("read: %s", e)
 	}
-	sock, stop := serveInBackground(t, vol...)
+	sock, stop := serveWithStdin(t, []byte("\n"), vol...)
 	uri := "nbd+unix:///?socket=" + sock
 	info, err := exec.Command("nbdinfo", "--json", uri).Output()
 	if err != nil {

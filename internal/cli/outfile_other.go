@@ -1,0 +1,8 @@
+//go:build !linux
+
+package cli
+
+import "io/fs"
+
+// sameBlockDevice: off Linux, block devices are compared by inode only.
+func sameBlockDevice(a, b fs.FileInfo) bool { return false }
