@@ -55,8 +55,11 @@ type Volume struct {
 	// that every reader would contend on.
 	state atomic.Int64
 	// idle receives a token whenever the count drops to zero while
-	// closing; Close rechecks the count after each token.
-	idle chan struct{}
+	// closing; Close rechecks the count after each token. Close makes it
+	// (once) before it sets closingBit, which is all a Volume built
+	// without NewVolume needs as well.
+	idle     chan struct{}
+	idleOnce sync.Once
 }
 
 const closingBit = 1 << 62
@@ -79,7 +82,7 @@ func NewVolume(dev Device, c *sector.Cipher, off, size int64, readOnly bool) (*V
 	if size%ss != 0 {
 		return nil, fmt.Errorf("volume size %d is not a multiple of the %d-byte sector size", size, ss)
 	}
-	return &Volume{dev: dev, cipher: c, off: off, size: size, ss: ss, readOnly: readOnly, idle: make(chan struct{}, 1)}, nil
+	return &Volume{dev: dev, cipher: c, off: off, size: size, ss: ss, readOnly: readOnly}, nil
 }
 
 // Size is the decrypted size in bytes.
@@ -369,6 +372,7 @@ func (v *Volume) flush() error {
 // key and closes the device. Requests that arrive meanwhile, and a second
 // Close, get ErrClosed.
 func (v *Volume) Close() error {
+	v.idleOnce.Do(func() { v.idle = make(chan struct{}, 1) })
 	for {
 		s := v.state.Load()
 		if s&closingBit != 0 {
