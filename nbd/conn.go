@@ -42,7 +42,7 @@ type conn struct {
 	wmu  sync.Mutex // serialises replies
 	werr error      // first write error; guarded by wmu
 
-	host    string // the client's address without the port: its share of MaxConns
+	host    string // IP without the port, or Unix peer uid: whose share of MaxConns this is
 	evicted bool   // made way for a newer client; guarded by s.mu
 
 	fmu           sync.Mutex // guards inflight accounting and the activity fields
@@ -78,6 +78,9 @@ func newConn(s *Server, c net.Conn) *conn {
 		if h, _, err := net.SplitHostPort(cn.remote); err == nil {
 			cn.host = a.Network() + ":" + h
 		}
+	}
+	if id, ok := unixPeer(c); ok {
+		cn.host = id
 	}
 	cn.fcond.L = &cn.fmu
 	cn.lastActive = s.now()

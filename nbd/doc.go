@@ -119,7 +119,8 @@
 // since it was accepted) if there is one it may take:
 //
 //   - clients are told apart by source address: the IP for TCP, the port
-//     ignored; every Unix-socket client shares one address;
+//     ignored; for a Unix socket on Linux the peer's user id
+//     (SO_PEERCRED), elsewhere one address for all Unix-socket clients;
 //   - a newcomer may replace a connection of its own address, or of an
 //     address that holds more connections than its own, never one of an
 //     address with as many or fewer: no address is pushed below the

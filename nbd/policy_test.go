@@ -1,8 +1,10 @@
 package nbd
 
 import (
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -284,4 +286,24 @@ func TestIdleTimeout(t *testing.T) {
 	cl := ts.dial(t, dialOpts{})
 	time.Sleep(3 * timeout)
 	cl.mustOK(reqArgs{typ: cmdRead, length: 512})
+}
+
+// TestUnixPeerShare: on Linux a Unix-socket client's share is its user
+// (SO_PEERCRED), so local users do not compete as one address.
+func TestUnixPeerShare(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("SO_PEERCRED is Linux-only; elsewhere Unix clients share one address")
+	}
+	ts := startServer(t, newMem(1<<20, 512), Options{}, "unix")
+	cl := ts.dial(t, dialOpts{})
+	ts.s.mu.Lock()
+	var hosts []string
+	for c := range ts.s.conns {
+		hosts = append(hosts, c.host)
+	}
+	ts.s.mu.Unlock()
+	if want := fmt.Sprintf("unix:uid=%d", os.Getuid()); len(hosts) != 1 || hosts[0] != want {
+		t.Fatalf("Unix client counted as %q, want %q", hosts, want)
+	}
+	cl.disconnect()
 }
