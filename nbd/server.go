@@ -318,6 +318,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) (err error) {
 		select {
 		case <-victim.drained:
 		case <-t.C:
+		case <-ctx.Done(): // cn was stopped too: serve fails at once
 		}
 		t.Stop()
 	}
