@@ -82,7 +82,11 @@ type Options struct {
 
 // Errors returned by Serve and ServeConn.
 var (
+	// ErrServerClosed: Shutdown was called.
 	ErrServerClosed = errors.New("nbd: server closed")
+	// ErrTooManyConns: MaxConns connections are being served and none of
+	// them may make way for this one (see Connection policy in the
+	// package doc); the connection was closed at once.
 	ErrTooManyConns = errors.New("nbd: too many connections")
 )
 
