@@ -113,7 +113,9 @@ func (c *recConn) Write(p []byte) (int, error) {
 // flushes in flight on a slow device while Shutdown is called. Afterwards
 // the server wrote nothing to any client once the final flush had begun;
 // every request either succeeded or died with its connection (no error
-// replies); and the durable copy holds every acknowledged write. With a
+// replies); and the durable copy holds exactly the acknowledged writes: a
+// write that was done but whose reply never reached the client (as when a
+// reset at close made the client's kernel drop it) fails the test too. With a
 // blkcrypt.Volume as the backend, closed after Shutdown as `blkcrypt serve`
 // does, the durable copy is reopened with the same key and checked the
 // same way.
@@ -165,6 +167,8 @@ func shutdownRounds(t *testing.T, backend string) {
 		go func() { served <- s.Serve(context.Background(), rl) }()
 
 		shadow := make([]byte, size) // acknowledged writes
+		// Each lane's last write that got no reply, to tell a lost reply
+		// (the write landed, the client never heard) from a lost write.
 		pending := make([][2]int, clients*lanes)
 		pendData := make([][]byte, clients*lanes)
 		var wg sync.WaitGroup
@@ -300,7 +304,7 @@ func shutdownRounds(t *testing.T, backend string) {
 				alt := bytes.Clone(shadow[lo:hi])
 				copy(alt[pending[id][0]-lo:], pendData[id])
 				if bytes.Equal(got[lo:hi], alt) {
-					t.Errorf("round %d lane %d: executed but reply lost", round, id)
+					t.Errorf("round %d lane %d: a write the client saw fail had been done: its reply was lost (a reset at close?)", round, id)
 					continue
 				}
 			}
