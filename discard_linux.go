@@ -17,6 +17,10 @@ func (v *Volume) Discard(off, n int64) error {
 	if v.readOnly {
 		return ErrReadOnly
 	}
+	if err := v.acquire(); err != nil {
+		return err
+	}
+	defer v.release()
 	if err := v.check(int(min(n, v.size)), off); err != nil {
 		return err
 	}

@@ -8,5 +8,9 @@ func (v *Volume) Discard(off, n int64) error {
 	if v.readOnly {
 		return ErrReadOnly
 	}
+	if err := v.acquire(); err != nil {
+		return err
+	}
+	defer v.release()
 	return v.check(int(min(n, v.size)), off)
 }

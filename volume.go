@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/blkcrypt/blkcrypt/sector"
 )
@@ -15,7 +16,8 @@ var (
 	ErrOutOfRange = errors.New("request outside the volume")
 	// ErrReadOnly means a write to a volume opened read-only.
 	ErrReadOnly = errors.New("volume is read-only")
-	// ErrClosed means the volume was closed.
+	// ErrClosed means the volume was closed, or is being closed: the
+	// request was refused before it touched the device.
 	ErrClosed = errors.New("volume is closed")
 )
 
@@ -32,6 +34,12 @@ type Device interface {
 // aligned: partial sectors are read, modified and written back under a lock,
 // and overlapping requests are ordered, so no reader sees a torn sector.
 // A Volume is safe for concurrent use.
+//
+// Every request holds a share of the volume for as long as it runs. Close
+// refuses new requests with ErrClosed, waits for the ones in flight, and
+// only then flushes, wipes the key and closes the device: a request that
+// succeeded was encrypted with the live key and reached the device before
+// the final flush began.
 type Volume struct {
 	dev      Device
 	cipher   *sector.Cipher
@@ -42,9 +50,19 @@ type Volume struct {
 	locks    [lockStripes]sync.RWMutex
 	onClose  func()
 
-	mu     sync.RWMutex // guards closed
-	closed bool
+	// state counts requests in flight, with closingBit set once Close
+	// began. One atomic add per request keeps the hot path free of a lock
+	// that every reader would contend on.
+	state atomic.Int64
+	// idle receives a token whenever the count drops to zero while
+	// closing; Close rechecks the count after each token. Close makes it
+	// (once) before it sets closingBit, which is all a Volume built
+	// without NewVolume needs as well.
+	idle     chan struct{}
+	idleOnce sync.Once
 }
+
+const closingBit = 1 << 62
 
 const (
 	lockStripes = 256
@@ -127,13 +145,29 @@ func (v *Volume) unlockRange(set stripeSet, write bool) {
 	}
 }
 
-func (v *Volume) check(n int, off int64) error {
-	v.mu.RLock()
-	closed := v.closed
-	v.mu.RUnlock()
-	if closed {
+// acquire takes a share of the volume for one request. On success the
+// caller must call release when the request no longer touches the device or
+// the key.
+func (v *Volume) acquire() error {
+	if v.state.Add(1)&closingBit != 0 {
+		v.release()
 		return ErrClosed
 	}
+	return nil
+}
+
+func (v *Volume) release() {
+	if v.state.Add(-1) == closingBit {
+		// Non-blocking: one pending token is enough for Close to recheck.
+		select {
+		case v.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// check validates a request's range; the caller holds a share.
+func (v *Volume) check(n int, off int64) error {
 	if off < 0 || off > v.size || int64(n) > v.size-off {
 		return fmt.Errorf("%w: %d bytes at offset %d, volume size %d", ErrOutOfRange, n, off, v.size)
 	}
@@ -143,6 +177,10 @@ func (v *Volume) check(n int, off int64) error {
 // ReadAt reads decrypted bytes. Like a file, a read that reaches the end of
 // the volume returns the bytes before it and io.EOF.
 func (v *Volume) ReadAt(p []byte, off int64) (int, error) {
+	if err := v.acquire(); err != nil {
+		return 0, err
+	}
+	defer v.release()
 	if off >= v.size && len(p) > 0 {
 		if off < 0 {
 			return 0, fmt.Errorf("%w: negative offset", ErrOutOfRange)
@@ -219,6 +257,15 @@ func (v *Volume) WriteAt(p []byte, off int64) (int, error) {
 	if v.readOnly {
 		return 0, ErrReadOnly
 	}
+	if err := v.acquire(); err != nil {
+		return 0, err
+	}
+	defer v.release()
+	return v.writeAt(p, off)
+}
+
+// writeAt is WriteAt for a caller that holds a share.
+func (v *Volume) writeAt(p []byte, off int64) (int, error) {
 	if err := v.check(len(p), off); err != nil || len(p) == 0 {
 		return 0, err
 	}
@@ -276,15 +323,26 @@ func (v *Volume) readSector(dst []byte, at int64) error {
 	return v.cipher.DecryptSectors(dst, dst, uint64(at/512))
 }
 
-// WriteZeroes writes encrypted zeros over [off, off+n).
+// WriteZeroes writes encrypted zeros over [off, off+n). The whole range is
+// one request: Close cannot cut it in two.
 func (v *Volume) WriteZeroes(off, n int64) error {
+	if v.readOnly {
+		return ErrReadOnly
+	}
+	if err := v.acquire(); err != nil {
+		return err
+	}
+	defer v.release()
+	if n < 0 || off < 0 || off > v.size || n > v.size-off {
+		return fmt.Errorf("%w: %d bytes at offset %d, volume size %d", ErrOutOfRange, n, off, v.size)
+	}
 	bp := bufPool.Get().(*[]byte)
 	z := *bp
 	clear(z)
 	defer bufPool.Put(bp)
 	for n > 0 {
 		k := min(n, int64(len(z)))
-		if _, err := v.WriteAt(z[:k], off); err != nil {
+		if _, err := v.writeAt(z[:k], off); err != nil {
 			return err
 		}
 		off += k
@@ -293,24 +351,43 @@ func (v *Volume) WriteZeroes(off, n int64) error {
 	return nil
 }
 
-// Flush makes written data durable.
+// Flush makes written data durable: every write that returned before
+// Flush was called.
 func (v *Volume) Flush() error {
+	if err := v.acquire(); err != nil {
+		return err
+	}
+	defer v.release()
+	return v.flush()
+}
+
+func (v *Volume) flush() error {
 	if v.readOnly {
 		return nil
 	}
 	return v.dev.Sync()
 }
 
-// Close flushes, wipes the key and closes the device.
+// Close refuses new requests, waits for those in flight, flushes, wipes the
+// key and closes the device. Requests that arrive meanwhile, and a second
+// Close, get ErrClosed.
 func (v *Volume) Close() error {
-	v.mu.Lock()
-	if v.closed {
-		v.mu.Unlock()
-		return ErrClosed
+	v.idleOnce.Do(func() { v.idle = make(chan struct{}, 1) })
+	for {
+		s := v.state.Load()
+		if s&closingBit != 0 {
+			return ErrClosed
+		}
+		if v.state.CompareAndSwap(s, s|closingBit) {
+			break
+		}
 	}
-	v.closed = true
-	v.mu.Unlock()
-	err := v.Flush()
+	// A refused request bumps the count for a moment, so wait for zero
+	// again after every token rather than trusting the first one.
+	for v.state.Load() != closingBit {
+		<-v.idle
+	}
+	err := v.flush()
 	v.cipher.Wipe()
 	if v.onClose != nil {
 		v.onClose()

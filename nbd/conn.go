@@ -3,6 +3,7 @@ package nbd
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -40,10 +42,16 @@ type conn struct {
 	wmu  sync.Mutex // serialises replies
 	werr error      // first write error; guarded by wmu
 
-	fmu           sync.Mutex // guards inflight accounting
+	host    string // IP without the port, or Unix peer uid: whose share of MaxConns this is
+	evicted bool   // made way for a newer client; guarded by s.mu
+
+	fmu           sync.Mutex // guards inflight accounting and the activity fields
 	fcond         sync.Cond
 	inflight      int
 	inflightBytes int64
+	transmitting  bool        // negotiation is over
+	reading       atomic.Bool // the reader is reading a write payload (counted in inflight)
+	lastActive    int64       // Server.now() when a request last arrived or finished
 	work          chan *request
 	wg            sync.WaitGroup
 
@@ -66,8 +74,16 @@ func newConn(s *Server, c net.Conn) *conn {
 	}
 	if a := c.RemoteAddr(); a != nil {
 		cn.remote = a.String()
+		cn.host = a.Network() + ":" + cn.remote
+		if h, _, err := net.SplitHostPort(cn.remote); err == nil {
+			cn.host = a.Network() + ":" + h
+		}
+	}
+	if id, ok := unixPeer(c); ok {
+		cn.host = id
 	}
 	cn.fcond.L = &cn.fmu
+	cn.lastActive = s.now()
 	return cn
 }
 
@@ -88,6 +104,26 @@ func (c *conn) stop() {
 	c.stopping = true
 	c.raw.SetReadDeadline(time.Unix(1, 0))
 	c.raw.SetWriteDeadline(time.Now().Add(drainTimeout))
+}
+
+// idleSince reports whether the connection has no request in flight, and
+// since when. With timeout set it considers only connections past
+// negotiation (the handshake has its own timeout) and treats a write
+// payload the client stopped sending as idle, so a stalled client cannot
+// hold its slot forever; without, for eviction, it is strict.
+func (c *conn) idleSince(timeout bool) (int64, bool) {
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	busy := c.inflight
+	if timeout {
+		if !c.transmitting {
+			return 0, false
+		}
+		if c.reading.Load() {
+			busy--
+		}
+	}
+	return c.lastActive, busy == 0
 }
 
 func (c *conn) isStopping() bool {
@@ -125,13 +161,43 @@ func (c *conn) serve(ctx context.Context) (err error) {
 // Shutdown is under way, and closes the connection.
 func (c *conn) finish() {
 	c.drainOnce.Do(func() { close(c.drained) })
-	if c.isStopping() && c.s.isClosing() {
-		<-c.s.flushed
+	if c.isStopping() {
+		if c.s.isClosing() {
+			<-c.s.flushed
+		}
+		c.closeGently()
 	}
 	if c.nc != c.raw {
 		c.nc.Close() // sends the TLS close_notify
 	}
 	c.raw.Close()
+}
+
+// closeGently ends a connection the server chose to end (Shutdown, an
+// eviction, an idle timeout) so that the replies already sent reach the
+// client. Closing a TCP socket with unread requests in its receive buffer
+// sends a reset, and a reset makes the client's kernel drop replies it has
+// not read yet: an answered write would look failed. So the write side is
+// shut first (after TLS close_notify), and what the client still sends is
+// read and discarded until it closes, or for at most lingerTimeout.
+func (c *conn) closeGently() {
+	c.wmu.Lock()
+	ok := c.werr == nil
+	c.wmu.Unlock()
+	cw, isCW := c.raw.(interface{ CloseWrite() error })
+	if !ok || !isCW {
+		return
+	}
+	if tc, isTLS := c.nc.(*tls.Conn); isTLS {
+		if tc.CloseWrite() != nil {
+			return
+		}
+	}
+	if cw.CloseWrite() != nil {
+		return
+	}
+	c.raw.SetReadDeadline(time.Now().Add(lingerTimeout))
+	io.Copy(io.Discard, c.raw)
 }
 
 // quiet maps errors caused by a requested stop or an orderly client close

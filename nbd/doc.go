@@ -106,12 +106,52 @@
 // of order. At most 16 requests and max(2*MaxRequest, 16 MiB) of payload
 // are in flight per connection; beyond that the server stops reading from
 // that client. Payload buffers come from size-classed sync.Pools, so the
-// steady state allocates nothing per request. At most Options.MaxConns
-// connections (default 16) are served; more are closed at once. Connections
-// in the transmission phase have no idle timeout.
+// steady state allocates nothing per request, and at most
+// max(2*MaxRequest, 16 MiB) of payload per connection is held, so
+// Options.MaxConns also bounds the server's memory.
+//
+// # Connection policy
+//
+// At most Options.MaxConns connections (default 64) are served at once,
+// counting those still negotiating. So that idle connections cannot lock
+// other clients out, a client arriving at the cap takes the place of an
+// idle connection (one with no request in flight; a negotiating one is idle
+// since it was accepted) if there is one it may take:
+//
+//   - clients are told apart by source address: the IP for TCP, the port
+//     ignored; for a Unix socket on Linux the peer's user id
+//     (SO_PEERCRED), elsewhere one address for all Unix-socket clients;
+//   - a newcomer may replace a connection of its own address, or of an
+//     address that holds more connections than its own, never one of an
+//     address with as many or fewer: no address is pushed below the
+//     newcomer's share;
+//   - among those, the address holding the most connections gives up its
+//     longest-idle one.
+//
+// The replaced connection is closed as below and the newcomer is served once
+// it has drained (at most HandshakeTimeout later). If no connection may be
+// replaced (every eligible one is busy) the newcomer is closed at once and
+// ServeConn returns ErrTooManyConns. With Options.IdleTimeout set, a
+// negotiated connection with nothing in flight for that long is closed; a
+// client that stopped in the middle of a write payload counts as idle. The
+// default is no timeout: NBD has no keepalive, and an idle kernel or qemu
+// client does not reconnect by default, so the server frees a slot only
+// when someone needs it.
+//
+// # Shutdown
 //
 // Shutdown stops accepting, stops reading requests, lets in-flight requests
 // finish and be answered, flushes the backend, then closes connections
-// (sending TLS close_notify). Cancelling the context given to Serve does the
-// same for the connections Serve accepted.
+// (sending TLS close_notify). No reply is written once that final flush
+// has begun, so every write acknowledged before Shutdown returned is covered
+// by it. Requests the server had not read when it stopped get no reply; the
+// client sees the connection close. Cancelling the context given to Serve
+// does the same for the connections Serve accepted.
+//
+// Whenever the server ends a connection itself (Shutdown, a cancelled
+// context, a replaced or idle connection) it shuts the write side first and
+// discards what the client still sends for up to a second before closing:
+// closing a TCP socket with unread input sends a reset, which makes the
+// client's kernel drop replies it has not read yet, so an answered request
+// would look failed.
 package nbd

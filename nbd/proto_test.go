@@ -247,34 +247,6 @@ func TestHandshakeTimeout(t *testing.T) {
 	ts.dial(t, dialOpts{}).disconnect()
 }
 
-func TestMaxConns(t *testing.T) {
-	ts := startServer(t, newMem(1<<20, 512), Options{MaxConns: 2})
-	a := ts.dial(t, dialOpts{})
-	b := ts.dial(t, dialOpts{})
-	c := ts.conn(t)
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if n, err := io.Copy(io.Discard, c); err != nil || n != 0 {
-		t.Fatalf("third connection: read %d bytes, err %v; want immediate close", n, err)
-	}
-	a.mustOK(reqArgs{typ: cmdRead, length: 512})
-	a.disconnect()
-	// The slot is freed once the server has seen the disconnect.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ts.s.mu.Lock()
-		n := len(ts.s.conns)
-		ts.s.mu.Unlock()
-		if n < 2 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	d := ts.dial(t, dialOpts{})
-	d.mustOK(reqArgs{typ: cmdRead, length: 512})
-	d.disconnect()
-	b.disconnect()
-}
-
 func TestReadWrite(t *testing.T) {
 	for _, structured := range []bool{false, true} {
 		for _, native := range []bool{false, true} {

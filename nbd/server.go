@@ -52,9 +52,19 @@ type Options struct {
 	// the backend's Flush makes every completed write durable, whichever
 	// connection it came from.
 	MultiConn bool
-	// MaxConns caps concurrent connections (default 16). Connections
-	// beyond it are closed at once.
+	// MaxConns caps the connections served at once (default 64). At the
+	// cap a new client takes the place of an idle connection chosen by
+	// the fair-share policy in the package doc; if there is none it is
+	// closed at once.
 	MaxConns int
+	// IdleTimeout closes a connection in the transmission phase that has
+	// had no request in flight for this long (a client stalled in the
+	// middle of a write payload counts as idle). Zero, the default, never
+	// closes an idle connection: NBD has no keepalive, and the kernel
+	// client and qemu do not reconnect by default, so a timer would break
+	// an idle mounted device, while the fair-share policy already frees a
+	// slot when one is needed.
+	IdleTimeout time.Duration
 	// HandshakeTimeout bounds the whole negotiation phase, including a
 	// TLS handshake (default 10s).
 	HandshakeTimeout time.Duration
@@ -72,12 +82,16 @@ type Options struct {
 
 // Errors returned by Serve and ServeConn.
 var (
+	// ErrServerClosed: Shutdown was called.
 	ErrServerClosed = errors.New("nbd: server closed")
+	// ErrTooManyConns: MaxConns connections are being served and none of
+	// them may make way for this one (see Connection policy in the
+	// package doc); the connection was closed at once.
 	ErrTooManyConns = errors.New("nbd: too many connections")
 )
 
 const (
-	defaultMaxConns         = 16
+	defaultMaxConns         = 64
 	defaultHandshakeTimeout = 10 * time.Second
 	defaultMaxRequest       = 32 << 20
 	minMaxRequest           = 64 << 10
@@ -86,7 +100,8 @@ const (
 	minInflightBudget       = 16 << 20 // payload bytes in flight per connection (at least)
 	zeroChunk               = 1 << 20  // buffer size for WRITE_ZEROES emulation
 	drainTimeout            = 30 * time.Second
-	dosLimit                = 32 << 20 // payloads up to this are discarded, never treated as abuse
+	lingerTimeout           = time.Second // for a stopped client to read its last replies and close
+	dosLimit                = 32 << 20    // payloads up to this are discarded, never treated as abuse
 )
 
 // Server exports one Backend over NBD.
@@ -102,8 +117,12 @@ type Server struct {
 	bufPools []sync.Pool
 	reqPool  sync.Pool
 
+	epoch time.Time // origin of conn.lastActive, on the monotonic clock
+
 	mu        sync.Mutex
-	conns     map[*conn]struct{}
+	conns     map[*conn]struct{} // every connection not yet closed, evicted ones included
+	active    int                // connections in conns that were not evicted
+	janitor   bool               // the idle-timeout goroutine is running
 	listeners map[net.Listener]struct{}
 	closing   bool
 	flushed   chan struct{} // closed by Shutdown once the backend was flushed
@@ -121,8 +140,12 @@ func NewServer(b Backend, opts Options) *Server {
 		opts.MaxRequest = defaultMaxRequest
 	}
 	opts.MaxRequest = min(max(opts.MaxRequest, minMaxRequest), maxMaxRequest)
+	if opts.IdleTimeout < 0 {
+		opts.IdleTimeout = 0
+	}
 	s := &Server{
 		b:         b,
+		epoch:     time.Now(),
 		opts:      opts,
 		maxReq:    opts.MaxRequest,
 		budget:    max(2*int64(opts.MaxRequest), minInflightBudget),
@@ -243,17 +266,34 @@ func (s *Server) isClosing() bool {
 // ServeConn runs the NBD protocol on c until the client disconnects, a
 // protocol violation occurs, ctx is cancelled or Shutdown is called. It
 // closes c before returning. A clean client disconnect (NBD_CMD_DISC,
-// NBD_OPT_ABORT, or EOF between requests) and a requested stop return nil.
+// NBD_OPT_ABORT, or EOF between requests), a requested stop, an idle
+// timeout and an eviction return nil. When MaxConns connections are being
+// served and none may make way for c, c is closed and ErrTooManyConns
+// returned.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn) (err error) {
 	cn := newConn(s, c)
+	var victim *conn
 	s.mu.Lock()
 	switch {
 	case s.closing:
 		err = ErrServerClosed
-	case len(s.conns) >= s.opts.MaxConns:
-		err = ErrTooManyConns
-	default:
+	case s.active >= s.opts.MaxConns:
+		if victim = s.victimFor(cn.host); victim == nil {
+			err = ErrTooManyConns
+		} else {
+			// The newcomer takes the victim's slot now, so two
+			// newcomers cannot both take the same one.
+			victim.evicted = true
+			s.active--
+		}
+	}
+	if err == nil {
 		s.conns[cn] = struct{}{}
+		s.active++
+		if s.opts.IdleTimeout > 0 && !s.janitor {
+			s.janitor = true
+			go s.reapIdle()
+		}
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -263,13 +303,103 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) (err error) {
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, cn)
+		if !cn.evicted {
+			s.active--
+		}
 		s.mu.Unlock()
 		close(cn.done)
 	}()
 	stopAfter := context.AfterFunc(ctx, cn.stop)
 	defer stopAfter()
+	if victim != nil {
+		victim.logf("connection limit of %d reached; closing this idle connection for %s", s.opts.MaxConns, cn.remote)
+		victim.stop()
+		// Serve no more than MaxConns at once: start once the victim has
+		// finished its requests (an idle one has none, but one may have
+		// raced in). Its drained, not its done, so that a Shutdown that
+		// stops both cannot deadlock on the final flush.
+		t := time.NewTimer(s.opts.HandshakeTimeout)
+		select {
+		case <-victim.drained:
+		case <-t.C:
+		case <-ctx.Done(): // cn was stopped too: serve fails at once
+		}
+		t.Stop()
+	}
 	return cn.serve(ctx)
 }
+
+// victimFor chooses the connection a new client from host replaces when
+// the server is full, or nil. Only connections with no request in flight
+// qualify. A host may lose a connection only if it holds more than host
+// does (or is host itself), so no client is squeezed below the share of
+// the one arriving; among those, the host with the most connections loses
+// its longest-idle one. Connections still negotiating count as idle since
+// they were accepted. s.mu must be held.
+func (s *Server) victimFor(host string) *conn {
+	counts := make(map[string]int)
+	for c := range s.conns {
+		if !c.evicted {
+			counts[c.host]++
+		}
+	}
+	mine := counts[host]
+	var best *conn
+	var bestCount int
+	var bestSince int64
+	for c := range s.conns {
+		if c.evicted {
+			continue
+		}
+		k := counts[c.host]
+		if c.host != host && k <= mine {
+			continue
+		}
+		since, ok := c.idleSince(false)
+		if !ok {
+			continue
+		}
+		if best == nil || k > bestCount || k == bestCount && since < bestSince {
+			best, bestCount, bestSince = c, k, since
+		}
+	}
+	return best
+}
+
+// reapIdle stops connections idle for longer than IdleTimeout. It runs
+// while the server has connections, checking a few times per timeout.
+func (s *Server) reapIdle() {
+	timeout := s.opts.IdleTimeout
+	tick := time.NewTicker(min(max(timeout/8, 5*time.Millisecond), time.Second))
+	defer tick.Stop()
+	var idle []*conn
+	for range tick.C {
+		idle = idle[:0]
+		s.mu.Lock()
+		if len(s.conns) == 0 || s.closing {
+			s.janitor = false
+			s.mu.Unlock()
+			return
+		}
+		now := s.now()
+		for c := range s.conns {
+			if since, ok := c.idleSince(true); ok && now-since >= int64(timeout) {
+				idle = append(idle, c)
+			}
+		}
+		s.mu.Unlock()
+		for _, c := range idle {
+			if !c.isStopping() {
+				c.logf("idle for %v; closing", timeout)
+				c.stop()
+			}
+		}
+	}
+}
+
+// now is the time on the monotonic clock, in nanoseconds since the server
+// was made.
+func (s *Server) now() int64 { return int64(time.Since(s.epoch)) }
 
 // Shutdown stops accepting connections, stops reading new requests, waits
 // for in-flight requests to be answered, flushes the backend and closes all

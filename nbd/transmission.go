@@ -40,6 +40,10 @@ func (s *Server) putBuffer(b *buffer) { s.bufPools[b.class].Put(b) }
 // transmit runs the transmission phase: this goroutine decodes requests and
 // hands them to maxInflight workers.
 func (c *conn) transmit() error {
+	c.fmu.Lock()
+	c.transmitting = true
+	c.lastActive = c.s.now()
+	c.fmu.Unlock()
 	c.work = make(chan *request, maxInflight)
 	c.wg.Add(maxInflight)
 	for range maxInflight {
@@ -108,7 +112,10 @@ func (c *conn) readLoop() error {
 			r.buf = s.getBuffer(bufLen)
 		}
 		if typ == cmdWrite && bufLen > 0 {
-			if _, err := io.ReadFull(c.br, r.buf.b[replyPrefix:replyPrefix+bufLen]); err != nil {
+			c.reading.Store(true)
+			_, err := io.ReadFull(c.br, r.buf.b[replyPrefix:replyPrefix+bufLen])
+			c.reading.Store(false)
+			if err != nil {
 				c.release(r)
 				return readErr("write payload", err)
 			}
@@ -198,6 +205,7 @@ func (c *conn) acquire(n int64) {
 	}
 	c.inflight++
 	c.inflightBytes += n
+	c.lastActive = c.s.now()
 	c.fmu.Unlock()
 }
 
@@ -212,6 +220,7 @@ func (c *conn) release(r *request) {
 	c.fmu.Lock()
 	c.inflight--
 	c.inflightBytes -= w
+	c.lastActive = c.s.now()
 	c.fmu.Unlock()
 	c.fcond.Signal()
 }

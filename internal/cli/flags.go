@@ -70,6 +70,8 @@ var flagDefs = []flagDef{
 	{"tls-key", 0, kindString, "serve: TLS key"},
 	{"tls-ca", 0, kindString, "serve: CA for client certificates"},
 	{"insecure", 0, kindBool, "serve: allow a non-loopback address without TLS"},
+	{"max-connections", 0, kindInt, "serve: connections served at once (default 64)"},
+	{"idle-timeout", 0, kindString, "serve: close connections idle this long (90s, 5m; plain number = seconds; default 0 = never)"},
 	{"test-passphrase", 0, kindBool, "open: only check the passphrase"},
 	{"dir", 0, kindString, "demo: directory for the demo image"},
 	{"progress-frequency", 0, kindInt, "print progress every N seconds"},

@@ -81,6 +81,10 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
+	maxConns, idle, err := connPolicy(p)
+	if err != nil {
+		return err
+	}
 	hardenProcess()
 	v, err := openVolume(env, p, dev, p.bool("read-only"))
 	if err != nil {
@@ -108,6 +112,8 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 		AllowDiscards: p.bool("allow-discards"),
 		MultiConn:     true, // Volume.Flush syncs the device for every connection
 		TLSConfig:     tcfg,
+		MaxConns:      maxConns,
+		IdleTimeout:   idle,
 	})
 	fmt.Fprintf(env.Stderr, "blkcrypt: serving %s (%d bytes) on %s\n", dev, v.Size(), l.Addr())
 	errc := make(chan error, 1)
