@@ -113,7 +113,10 @@ type Key struct {
 }
 
 // AnySlotKey is pass tried in every keyslot.
-func AnySlotKey(pass []byte) Key { return Key{pass, -1} }
+func AnySlotKey(pass []byte) Key { return Key{Pass: pass, Slot: -1} }
+
+// SlotKey is pass tried in keyslot slot only (--key-slot).
+func SlotKey(pass []byte, slot int) Key { return Key{Pass: pass, Slot: slot} }
 
 // Expect is what must hold after a power cut; every key named anywhere
 // must open for cryptsetup exactly when it opens for us.
@@ -131,37 +134,46 @@ type Expect struct {
 // no header can be read at all.
 type Ours func(img string, k Key) (bool, error)
 
-// Judge checks e on img with cryptsetup and with ours.
+// Judge checks e on img with cryptsetup and with ours, failing the test
+// on the first violation.
 func (c *Cryptsetup) Judge(t *testing.T, img, what string, ours Ours, e Expect) {
 	t.Helper()
+	if err := c.JudgeErr(img, ours, e); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// JudgeErr checks e on img with cryptsetup and with ours and returns the
+// first violation.
+func (c *Cryptsetup) JudgeErr(img string, ours Ours, e Expect) error {
 	_, csErr := c.Run("isLuks", img)
 	all := append(append(append([]Key(nil), e.Must...), e.AnyOf...), e.Others...)
 	if e.NotLUKS && csErr != nil {
 		for _, k := range all {
 			if ok, err := ours(img, k); err == nil && ok {
-				t.Fatalf("%s: cryptsetup sees no LUKS header, but %q opens it for us", what, k.Pass)
+				return fmt.Errorf("cryptsetup sees no LUKS header, but %q opens it for us", k.Pass)
 			}
 		}
-		return
+		return nil
 	}
 	if csErr != nil {
-		t.Fatalf("%s: cryptsetup no longer sees a LUKS header", what)
+		return fmt.Errorf("cryptsetup no longer sees a LUKS header")
 	}
-	opened := map[int]bool{}
+	opened := make([]bool, len(all))
 	for i, k := range all {
 		o, err := ours(img, k)
 		if err != nil {
-			t.Fatalf("%s: cryptsetup reads the header, we do not: %v", what, err)
+			return fmt.Errorf("cryptsetup reads the header, we do not: %w", err)
 		}
 		th := c.TestPassphrase(img, k.Pass, k.Slot)
 		if o != th {
-			t.Fatalf("%s: %q (keyslot %d) opens for us: %v, for cryptsetup: %v", what, k.Pass, k.Slot, o, th)
+			return fmt.Errorf("%q (keyslot %d) opens for us: %v, for cryptsetup: %v", k.Pass, k.Slot, o, th)
 		}
 		opened[i] = o
 	}
 	for i, k := range e.Must {
 		if !opened[i] {
-			t.Fatalf("%s: %q (keyslot %d) no longer opens", what, k.Pass, k.Slot)
+			return fmt.Errorf("%q (keyslot %d) no longer opens", k.Pass, k.Slot)
 		}
 	}
 	if len(e.AnyOf) > 0 {
@@ -170,9 +182,10 @@ func (c *Cryptsetup) Judge(t *testing.T, img, what string, ours Ours, e Expect) 
 			any = any || opened[len(e.Must)+i]
 		}
 		if !any {
-			t.Fatalf("%s: none of the %d passphrases that should open it does (and it still is a LUKS header)", what, len(e.AnyOf))
+			return fmt.Errorf("none of the %d passphrases that should open it does (and it still is a LUKS header)", len(e.AnyOf))
 		}
 	}
+	return nil
 }
 
 // ReadImage reads a whole image file.
