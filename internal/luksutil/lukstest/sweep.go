@@ -18,8 +18,8 @@ import (
 type Sweep struct {
 	// Seed makes the random survivor sets repeatable; a failure names it.
 	Seed uint64
-	// Random is the number of random survivor sets per cut point (0: 6,
-	// or 2 with -short).
+	// Random is the number of random survivor sets per cut point (0: 12,
+	// or 3 with -short).
 	Random int
 }
 
@@ -37,9 +37,9 @@ func (s Sweep) Run(t *testing.T, base []byte, op func(dev *powercut.Device) erro
 	t.Helper()
 	n := s.Random
 	if n == 0 {
-		n = 6
+		n = 12
 		if testing.Short() {
-			n = 2
+			n = 3
 		}
 	}
 	dev := powercut.New(base)
