@@ -102,6 +102,9 @@ func TestPowerCut(t *testing.T) {
 	cs.MustRun(append([]string{"luksChangeKey", "--batch-mode", "--key-file", cs.KeyFile(old), changedPath, cs.KeyFile(nw)}, csFast...)...)
 	changed := lukstest.ReadImage(t, changedPath)
 	blank := make([]byte, pcSize)
+	base1Path := lukstest.NewImage(t, dir, "base1.img", pcSize)
+	cs.MustRun("luksFormat", "--type", "luks1", "--batch-mode", "--pbkdf-force-iterations", "1000", "--key-file", cs.KeyFile(old), base1Path)
+	base1 := lukstest.ReadImage(t, base1Path)
 
 	withHeader := func(f func(dev luks2.Device, h *luks2.Header) error) func(*powercut.Device) error {
 		return func(dev *powercut.Device) error {
@@ -186,6 +189,10 @@ func TestPowerCut(t *testing.T) {
 		{"format", blank, format, lukstest.Expect{AnyOf: []lukstest.Key{any(nw)}, NotLUKS: true}, nil},
 		// Over an old volume, the old passphrases open until the new does.
 		{"format-over-luks2", base, format, lukstest.Expect{AnyOf: []lukstest.Key{any(old), any(other), any(nw)}}, nil},
+		// A LUKS1 header with one keyslot at 4 KiB, under the new
+		// metadata, cannot survive; it may vanish first, but never leave
+		// a header nothing opens.
+		{"format-over-luks1", base1, format, lukstest.Expect{AnyOf: []lukstest.Key{any(old), any(nw)}, NotLUKS: true}, nil},
 		{"add-key", base, withHeader(func(dev luks2.Device, h *luks2.Header) error {
 			_, err := h.AddKey(dev, key, nw, fast)
 			return err
