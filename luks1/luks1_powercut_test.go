@@ -10,6 +10,7 @@ import (
 	"github.com/blkcrypt/blkcrypt/internal/luksutil/lukstest"
 	"github.com/blkcrypt/blkcrypt/internal/powercut"
 	"github.com/blkcrypt/blkcrypt/luks1"
+	"github.com/blkcrypt/blkcrypt/luks2"
 )
 
 // oursLUKS1 opens an image with our reader, afresh as after a reboot.
@@ -20,7 +21,16 @@ func oursLUKS1(img string, k lukstest.Key) (bool, error) {
 	}
 	defer f.Close()
 	dev := luksutil.File{File: f}
-	h, err := luks1.Read(dev)
+	// LUKS1 or LUKS2 by the version at offset 0, as cryptsetup decides
+	// (a format over LUKS2 leaves either).
+	var ver [8]byte
+	dev.ReadAt(ver[:], 0)
+	var h luksutil.Header
+	if ver[6] == 0 && ver[7] == 2 {
+		h, err = luks2.Read(dev)
+	} else {
+		h, err = luks1.Read(dev)
+	}
 	if err != nil {
 		return false, err
 	}
@@ -29,7 +39,7 @@ func oursLUKS1(img string, k lukstest.Key) (bool, error) {
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, luks1.ErrWrongPassphrase), errors.Is(err, luks1.ErrSlotInactive):
+	case errors.Is(err, luks1.ErrWrongPassphrase), errors.Is(err, luks1.ErrSlotInactive), errors.Is(err, luks1.ErrInvalidSlot):
 		return false, nil
 	}
 	return false, err
@@ -61,6 +71,12 @@ func TestPowerCut(t *testing.T) {
 	cs.MustRun("luksChangeKey", "--batch-mode", "--pbkdf-force-iterations", "1000", "--key-file", cs.KeyFile(old), changedPath, cs.KeyFile(nw))
 	changed := lukstest.ReadImage(t, changedPath)
 	blank := make([]byte, imgSize)
+	// base2: a LUKS2 volume with old in keyslot 0, other in keyslot 1.
+	base2Path := lukstest.NewImage(t, dir, "base2.img", imgSize)
+	cs.MustRun("luksFormat", "--type", "luks2", "--batch-mode", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000",
+		"--offset", "4096", "--luks2-keyslots-size", "1048576", "--key-file", cs.KeyFile(old), base2Path)
+	cs.MustRun("luksAddKey", "--batch-mode", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--key-file", cs.KeyFile(old), base2Path, cs.KeyFile(other))
+	base2 := lukstest.ReadImage(t, base2Path)
 
 	withHeader := func(f func(dev luks1.Device, h *luks1.Header) error) func(*powercut.Device) error {
 		return func(dev *powercut.Device) error {
@@ -86,6 +102,7 @@ func TestPowerCut(t *testing.T) {
 		{"format", blank, format, lukstest.Expect{AnyOf: []lukstest.Key{any(nw)}, NotLUKS: true}},
 		// Over an old volume, the old passphrases open until the new does.
 		{"format-over-luks1", base, format, lukstest.Expect{AnyOf: []lukstest.Key{any(old), any(other), any(nw)}}},
+		{"format-over-luks2", base2, format, lukstest.Expect{AnyOf: []lukstest.Key{any(old), any(other), any(nw)}}},
 		{"add-key", base, withHeader(func(dev luks1.Device, h *luks1.Header) error {
 			_, err := h.AddKey(dev, key, nw, fast)
 			return err
