@@ -189,6 +189,7 @@ func TestPowerCut(t *testing.T) {
 	}
 	repair := prop{func(h *luks2.Header) string { return fmt.Sprint("needs repair: ", h.NeedsRepair()) }, nil}
 	both := lukstest.Expect{Must: []lukstest.Key{slot(old, 0), slot(other, 1)}}
+	addKeyExpect := lukstest.Expect{Must: both.Must, Others: []lukstest.Key{any(nw)}}
 
 	cases := []struct {
 		name string
@@ -209,7 +210,7 @@ func TestPowerCut(t *testing.T) {
 		{"add-key", base, withHeader(func(dev luks2.Device, h *luks2.Header) error {
 			_, err := h.AddKey(dev, key, nw, fast)
 			return err
-		}), lukstest.Expect{Must: both.Must, Others: []lukstest.Key{any(nw)}}, nil},
+		}), addKeyExpect, nil},
 		{"change-key", base, withHeader(func(dev luks2.Device, h *luks2.Header) error {
 			_, err := h.ChangeKey(dev, old, nw, luks2.AnySlot, fast)
 			return err
@@ -242,7 +243,9 @@ func TestPowerCut(t *testing.T) {
 	t.Run("add-key-without-syncs-fails", func(t *testing.T) {
 		cs := cs.With(t)
 		bad := 0
-		lukstest.Sweep{Seed: 2}.Run(t, base, func(dev *powercut.Device) error {
+		// Only a cut that tears both metadata copies shows it (a few
+		// sectors of each differ), so this sweep takes more random sets.
+		lukstest.Sweep{Seed: 2, Random: 40}.Run(t, base, func(dev *powercut.Device) error {
 			d := noSync{dev}
 			h, err := luks2.Read(d)
 			if err != nil {
@@ -251,7 +254,7 @@ func TestPowerCut(t *testing.T) {
 			_, err = h.AddKey(d, key, nw, fast)
 			return err
 		}, func(t *testing.T, img, what string) {
-			if cs.JudgeErr(img, oursLUKS2, cases[2].e) != nil {
+			if cs.JudgeErr(img, oursLUKS2, addKeyExpect) != nil {
 				bad++
 			}
 		})
