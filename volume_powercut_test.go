@@ -13,6 +13,8 @@ import (
 
 const pcVolSize = 256 << 10
 
+var _ blkcrypt.Device = (*powercut.Device)(nil)
+
 // volumeHistory runs a seeded mix of writes (aligned and not, 1 byte to
 // 24 KiB) and flushes on a Volume over dev, and records for every sector
 // the plaintext it held after each write that changed it, and for every

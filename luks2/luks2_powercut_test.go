@@ -215,6 +215,10 @@ func TestPowerCut(t *testing.T) {
 			_, err := h.ChangeKey(dev, old, nw, luks2.AnySlot, fast)
 			return err
 		}), lukstest.Expect{Must: []lukstest.Key{slot(other, 1)}, AnyOf: []lukstest.Key{slot(old, 0), slot(nw, 0)}}, nil},
+		{"add-unbound-key", base, withHeader(func(dev luks2.Device, h *luks2.Header) error {
+			_, err := h.AddUnboundKey(dev, randKey(32), nw, fast)
+			return err
+		}), both, nil},
 		{"remove-key", base, withHeader(func(dev luks2.Device, h *luks2.Header) error {
 			k, s, err := h.Unlock(dev, old, luks2.AnySlot)
 			if err != nil {

@@ -3,7 +3,13 @@ package powercut
 import (
 	"bytes"
 	"testing"
+
+	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 )
+
+// The model goes under header writes (and, see the root package's
+// volume_powercut_test.go, under a Volume).
+var _ luksutil.Device = (*Device)(nil)
 
 func fill(n int, b byte) []byte { return bytes.Repeat([]byte{b}, n) }
 
