@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/blkcrypt/blkcrypt/internal/powercut"
@@ -41,6 +42,14 @@ func (s Sweep) Run(t *testing.T, base []byte, op func(dev *powercut.Device) erro
 		if testing.Short() {
 			n = 3
 		}
+	}
+	// Soak runs: BLKCRYPT_POWERCUT_SEED shifts every sweep's seed and
+	// BLKCRYPT_POWERCUT_RANDOM sets the random sets per cut.
+	if v, err := strconv.ParseUint(os.Getenv("BLKCRYPT_POWERCUT_SEED"), 10, 64); err == nil {
+		s.Seed += v
+	}
+	if v, err := strconv.Atoi(os.Getenv("BLKCRYPT_POWERCUT_RANDOM")); err == nil && v > 0 {
+		n = v
 	}
 	dev := powercut.New(base)
 	if err := op(dev); err != nil {
