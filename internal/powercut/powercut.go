@@ -116,13 +116,6 @@ func (d *Device) Close() error {
 	return nil
 }
 
-// Reopen allows I/O again after Close (a volume closed and opened again).
-func (d *Device) Reopen() {
-	d.mu.Lock()
-	d.closed = false
-	d.mu.Unlock()
-}
-
 // Ops returns the number of operations recorded (writes and syncs).
 func (d *Device) Ops() int {
 	d.mu.Lock()

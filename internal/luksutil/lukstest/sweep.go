@@ -159,8 +159,8 @@ func (c *Cryptsetup) JudgeErr(img string, ours Ours, e Expect) error {
 	all := append(append(append([]Key(nil), e.Must...), e.AnyOf...), e.Others...)
 	if e.NotLUKS && csErr != nil {
 		for _, k := range all {
-			if ok, err := ours(img, k); err == nil && ok {
-				return fmt.Errorf("cryptsetup sees no LUKS header, but %q opens it for us", k.Pass)
+			if ok, err := ours(img, k); err == nil {
+				return fmt.Errorf("cryptsetup sees no LUKS header, but we read one (%q opens: %v)", k.Pass, ok)
 			}
 		}
 		return nil
