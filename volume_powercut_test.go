@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/blkcrypt/blkcrypt"
@@ -185,4 +187,136 @@ func TestPowerCutVolume(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPowerCutVolumeConcurrent: four writers, each in its own 64 KiB
+// regions, race a flusher. A write acknowledged before a Flush began, of
+// a Flush acknowledged before the cut, survives the cut.
+func TestPowerCutVolumeConcurrent(t *testing.T) {
+	key := make([]byte, 64)
+	for i := range key {
+		key[i] = byte(i * 11)
+	}
+	c, err := sector.New("aes-xts-plain64", key, sector.Options{SectorSize: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	judge, err := sector.New("aes-xts-plain64", key, sector.Options{SectorSize: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := make([]byte, pcVolSize)
+	c.EncryptSectors(zero, zero, 0)
+	dev := powercut.New(zero)
+	start := dev.Ops()
+	v, err := blkcrypt.NewVolume(dev, c, 0, pcVolSize, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, region = 4, 64 << 10
+	nsec := pcVolSize / 512
+	// clock orders acknowledgements and flush starts.
+	var clock atomic.Int64
+	states := make([][][]byte, nsec)
+	acked := make([][]int64, nsec)
+	for s := range states {
+		states[s] = [][]byte{make([]byte, 512)}
+		acked[s] = []int64{-1}
+	}
+	var wg sync.WaitGroup
+	tick := make(chan struct{}, 1) // a write was acknowledged
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 2))
+			plain := make([]byte, pcVolSize)
+			for i := 0; i < 30; i++ {
+				// Regions w, w+4, …: this writer's sectors are its own.
+				reg := int64(w+writers*r.IntN(pcVolSize/region/writers)) * region
+				n := 1 + r.IntN(region/2)
+				off := reg + r.Int64N(int64(region-n)+1)
+				p := make([]byte, n)
+				for j := range p {
+					p[j] = byte(r.Uint32())
+				}
+				if _, err := v.WriteAt(p, off); err != nil {
+					t.Error(err)
+					return
+				}
+				seq := clock.Add(1)
+				select {
+				case tick <- struct{}{}:
+				default:
+				}
+				copy(plain[off:], p)
+				for s := off / 512; s <= (off+int64(n)-1)/512; s++ {
+					states[s] = append(states[s], append([]byte(nil), plain[s*512:(s+1)*512]...))
+					acked[s] = append(acked[s], seq)
+				}
+			}
+		}(w)
+	}
+	type mark struct{ begin, ops int64 }
+	var flushes []mark
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	// Flush after every few acknowledged writes, concurrently with the
+	// writers, and once more after the last.
+	for running, n := true, 0; running; {
+		select {
+		case <-done:
+			running = false
+		case <-tick:
+			if n++; n%3 != 0 {
+				continue
+			}
+		}
+		b := clock.Add(1)
+		if err := v.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		flushes = append(flushes, mark{b, int64(dev.Ops())})
+	}
+	if t.Failed() {
+		return
+	}
+	images := 0
+	seen := map[[32]byte]bool{}
+	pt := make([]byte, pcVolSize)
+	for k := start; k <= dev.Ops(); k++ {
+		var durable int64 = -1 // writes acknowledged before this clock value
+		for _, f := range flushes {
+			if f.ops <= int64(k) {
+				durable = f.begin
+			}
+		}
+		for _, im := range dev.CutAfter(k).Images(11, 4) {
+			if seen[im.Sum] {
+				continue
+			}
+			seen[im.Sum] = true
+			images++
+			if err := judge.DecryptSectors(pt, im.Bytes(), 0); err != nil {
+				t.Fatal(err)
+			}
+			for s := range states {
+				first := 0
+				for j, a := range acked[s] {
+					if a < durable {
+						first = j
+					}
+				}
+				ok := false
+				for _, st := range states[s][first:] {
+					ok = ok || bytes.Equal(pt[s*512:(s+1)*512], st)
+				}
+				if !ok {
+					t.Fatalf("cut after %d ops, survivors %s: sector %d lost a write acknowledged before an acknowledged flush", k, im.Survivors, s)
+				}
+			}
+		}
+	}
+	t.Logf("%d writers, %d flushes, %d device ops, %d distinct cut images", writers, len(flushes), dev.Ops()-start, images)
+	v.Close()
 }
