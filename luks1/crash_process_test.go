@@ -297,14 +297,16 @@ func testKillHeaderRestore(t *testing.T, cs *lukstest.Cryptsetup, bin string) {
 	}
 }
 
-// TestTornHeaderRestore: header-restore is one write of the whole backup
-// and an fsync (internal/cli runHeaderRestore), so the per-write fault
-// device has only "nothing written" and "all written" to offer, which the
-// cryptsetup tests cover. A power cut can tear that write anywhere, though;
-// this writes the first k bytes of the backup over the current header for
-// k at sector boundaries across the headers and keyslot areas, and checks
-// that the passphrase both headers share still opens with cryptsetup and
-// with us, and that we agree on the other one.
+// testTornHeaderRestore models a header restore done in one write of the
+// whole backup (as cryptsetup's luksHeaderRestore does, and blkcrypt's did)
+// that a power cut stopped part way, in order: it writes the first k bytes
+// of the backup over the current header for k at sector boundaries across
+// the headers and keyslot areas, and checks that the passphrase both
+// headers share still opens with cryptsetup and with us, and that we agree
+// on the other one. An out-of-order tear of such a write can lose both
+// passphrases (the luks1 power-cut sweep shows it); blkcrypt's own
+// header-restore (RestoreHeader) is ordered and synced, and its power-cut
+// sweeps are in luks1_powercut_test.go and luks2_powercut_test.go.
 func testTornHeaderRestore(t *testing.T, cs *lukstest.Cryptsetup, bin string) {
 	old, nw := []byte("old passphrase"), []byte("new passphrase")
 	for _, typ := range []string{"luks1", "luks2"} {
