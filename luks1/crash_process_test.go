@@ -22,8 +22,8 @@ import (
 // cryptsetup is the judge: the passphrase that worked before must still
 // work, and our test-passphrase must agree with cryptsetup's on every
 // passphrase. What reached the page cache before the kill stays (a process
-// crash, not a power cut; the per-write FaultDevice tests in luks1 and
-// luks2 model the power cut).
+// crash, not a power cut; the power-cut sweeps in luks1_powercut_test.go
+// and luks2_powercut_test.go model that, on internal/powercut).
 
 // buildBlkcrypt builds cmd/blkcrypt into dir.
 func buildBlkcrypt(t *testing.T, dir string) string {
