@@ -207,6 +207,14 @@ func TestPowerCut(t *testing.T) {
 		// metadata, cannot survive; it may vanish first, but never leave
 		// a header nothing opens.
 		{"format-over-luks1", base1, format, lukstest.Expect{AnyOf: []lukstest.Key{any(old), any(nw)}, NotLUKS: true}, nil},
+		// New 64 KiB metadata copies cover the old keyslots at 32 KiB:
+		// the same erase-first rule as over LUKS1.
+		{"format-over-luks2-bigger-metadata", base, func(dev *powercut.Device) error {
+			o := fopts
+			o.MetadataSize = 0x10000
+			_, err := luks2.Format(dev, randKey(64), nw, o)
+			return err
+		}, lukstest.Expect{AnyOf: []lukstest.Key{any(old), any(other), any(nw)}, NotLUKS: true}, nil},
 		{"add-key", base, withHeader(func(dev luks2.Device, h *luks2.Header) error {
 			_, err := h.AddKey(dev, key, nw, fast)
 			return err
