@@ -12,8 +12,9 @@ import (
 //
 //  1. every part of the backup that differs from the device and that the
 //     current header does not use (InUse: its metadata and active keyslot
-//     areas), synced: the backup's keyslot material is in place while the
-//     current header still works;
+//     areas, as seen by the probers of the header packages linked in),
+//     synced: the backup's keyslot material is in place while the current
+//     header still works;
 //  2. the backup's header copies, one by one in the order given, each
 //     synced: the switch (LUKS2 has two checksummed copies and readers
 //     take the valid one with the higher sequence id, so each step leaves
