@@ -35,9 +35,13 @@
 // so at every point the old or the new passphrase opens the volume; it
 // needs a free keyslot and refuses to overwrite a keyslot in place. Format
 // over an existing LUKS header puts its first keyslot in an area the old
-// header does not use, then switches headers with one write. After any
-// error, Read the header again: the in-memory Header only changes when a
-// header write succeeded.
+// header does not use, then switches headers. The 592-byte header spans
+// two sectors; when its second changes it is written and synced first, so
+// the switch is the one-sector write of the first. RestoreHeader puts a
+// header backup back in the same spirit. A power cut, which may lose,
+// reorder or tear unsynced writes, leaves what docs/security.md ("Crash
+// safety") states per operation. After any error, Read the header again:
+// the in-memory Header only changes when a header write succeeded.
 //
 // # Errors and secrets
 //

@@ -1,6 +1,7 @@
 package luks1
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -251,8 +252,25 @@ func (h *Header) Unlock(dev Device, passphrase []byte, slot int) ([]byte, int, e
 }
 
 // writeHeader writes p at offset 0 and syncs; on success h takes p.
+//
+// The 592-byte header spans two sectors, and a power cut may keep either
+// without the other. So when its second sector (the end of keyslot 6 and
+// keyslot 7) changes, that part is written and synced on its own first:
+// until the first sector follows, the old header still holds (its keyslots
+// 0-5 unchanged; over a LUKS2 header, whose primary this breaks, the
+// LUKS2 secondary copy), and the switch is the single-sector write of the
+// first. Writing both at once let a cut keep a new first sector over an
+// old second one: over LUKS2, a LUKS1 header with keyslots 6 and 7 made of
+// LUKS2 bytes, which cryptsetup refuses, so nothing opened.
 func (h *Header) writeHeader(dev Device, p *Phdr) error {
-	if err := luksutil.WriteSync(dev, p.Marshal(), 0); err != nil {
+	raw := p.Marshal()
+	cur := make([]byte, len(raw)-SectorSize)
+	if _, err := dev.ReadAt(cur, SectorSize); err != nil || !bytes.Equal(cur, raw[SectorSize:]) {
+		if err := luksutil.WriteSync(dev, raw[SectorSize:], SectorSize); err != nil {
+			return fmt.Errorf("writing LUKS1 header: %w", err)
+		}
+	}
+	if err := luksutil.WriteSync(dev, raw[:SectorSize], 0); err != nil {
 		return fmt.Errorf("writing LUKS1 header: %w", err)
 	}
 	h.p = *p

@@ -62,7 +62,13 @@
 // passphrase to a fresh area and switches the keyslot over in one metadata
 // update, keeping its number. Format picks a keyslot area that a LUKS
 // header already on the device does not use and writes metadata with a
-// higher seqid, so a crash leaves the old or the new volume openable.
+// higher seqid, so a crash leaves the old or the new volume openable;
+// only an old header whose keyslot material lies under the new metadata
+// (LUKS1's first keyslot at 4 KiB) cannot be kept, and its signatures are
+// erased first. RestoreHeader writes a header backup back so that the
+// current or the restored header works throughout. docs/security.md
+// ("Crash safety") states what each operation guarantees after a power
+// cut that loses, reorders or tears unsynced writes.
 //
 // Format defaults follow cryptsetup 2.7: aes-xts-plain64 with the given
 // key (512 bits recommended), argon2id (benchmarked for 2 s, at most 1 GiB

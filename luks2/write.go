@@ -575,7 +575,12 @@ func existingSeqID(dev Device) uint64 {
 // The keyslot material is written first, to space no LUKS header on the
 // device still uses; then the primary and the secondary metadata (with a
 // sequence id above any old one); then the rest of the keyslots area is
-// overwritten with random data.
+// overwritten with random data. So a power cut leaves the old header
+// working or the new one, except where the old header's keyslot material
+// lies under the new metadata (a LUKS1 header with its first keyslot at
+// 4 KiB): that header cannot survive, and its signatures are erased
+// first, so a cut leaves it, no LUKS header, or the new one, never a
+// header that nothing opens.
 func Format(dev Device, volumeKey, passphrase []byte, opts FormatOptions) (*Header, error) {
 	if len(volumeKey) == 0 {
 		return nil, fmt.Errorf("%w: empty volume key", ErrInvalidOptions)
@@ -699,6 +704,11 @@ func Format(dev Device, volumeKey, passphrase []byte, opts FormatOptions) (*Head
 	// The first keyslot avoids whatever an existing header still needs,
 	// when the keyslots area leaves room for that.
 	avoid := luksutil.InUse(dev)
+	if buriedKeyslots(avoid, 2*mds) {
+		if err := eraseSignatures(dev); err != nil {
+			return nil, fmt.Errorf("erasing the old header signatures: %w", err)
+		}
+	}
 	kopts := opts.Keyslot
 	if kopts.Slot == AnySlot {
 		kopts.Slot = 0
@@ -714,6 +724,47 @@ func Format(dev Device, volumeKey, passphrase []byte, opts FormatOptions) (*Head
 		return h, fmt.Errorf("wiping old header areas: %w", err)
 	}
 	return h, nil
+}
+
+// buriedKeyslots reports whether an old header's keyslot material (a range
+// of inUse not at offset 0, where the old metadata itself starts) lies
+// under the new metadata copies, [0, end). Such an old header cannot
+// outlive the metadata writes: a torn primary would leave it readable
+// with its key material half overwritten, a LUKS device nothing opens.
+func buriedKeyslots(inUse []luksutil.Range, end uint64) bool {
+	for _, r := range inUse {
+		if r.Off != 0 && r.Overlaps(luksutil.Range{Off: 0, Len: int64(end)}) {
+			return true
+		}
+	}
+	return false
+}
+
+// eraseSignatures zeroes the sector of every LUKS1 or LUKS2 header magic
+// at the places readers look (offset 0 and the LUKS2 secondary offsets)
+// and syncs, so that until the new metadata is durable a power cut leaves
+// no LUKS header rather than a broken one, as cryptsetup's format wipes
+// signatures first.
+func eraseSignatures(dev Device) error {
+	var magic [MagicLen]byte
+	zero := make([]byte, 512)
+	wrote := false
+	for _, off := range append([]uint64{0}, MetadataSizes...) {
+		if _, err := dev.ReadAt(magic[:], int64(off)); err != nil {
+			continue // beyond the device
+		}
+		if magic != MagicPrimary && magic != MagicSecondary {
+			continue
+		}
+		if _, err := dev.WriteAt(zero, int64(off)); err != nil {
+			return err
+		}
+		wrote = true
+	}
+	if !wrote {
+		return nil
+	}
+	return dev.Sync()
 }
 
 // wipeUnused overwrites the keyslots area outside the keyslot with random

@@ -465,10 +465,11 @@ func runHeaderRestore(ctx context.Context, env *Env, p *parsed) error {
 	if st, err := f.Stat(); err == nil && st.Size() < int64(len(backup)) {
 		return deviceErr(fmt.Errorf("device is smaller than the header backup"))
 	}
-	if err := luksutil.WriteSync(luksutil.File{File: f}, backup, 0); err != nil {
-		return err
+	restore := luks1.RestoreHeader
+	if bh.Version() == 2 {
+		restore = luks2.RestoreHeader
 	}
-	return nil
+	return restore(luksutil.File{File: f}, backup)
 }
 
 // runFormat creates a LUKS volume.
