@@ -2,7 +2,6 @@ package luks2
 
 import (
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -59,6 +58,7 @@ type Digest struct {
 	Iterations uint32
 	Salt       []byte
 	Value      []byte
+	refs       []string // the keyslot names as stored
 }
 
 // Config is the decoded config section.
@@ -116,14 +116,14 @@ func containsString(obj *jval, key string) (string, bool) {
 	return v.s, true
 }
 
-func sectionIDs(sec *jval) []int {
-	var ids []int
-	for _, m := range sec.obj {
-		n, _ := strconv.Atoi(m.key)
-		ids = append(ids, n)
+// containsInt is json_contains(..., json_type_int): an integer number
+// member; a fraction such as 4000.5 is a json-c double and does not count.
+func containsInt(obj *jval, key string) *jval {
+	v := obj.get(key)
+	if !v.isInt() {
+		return nil
 	}
-	sort.Ints(ids)
-	return ids
+	return v
 }
 
 // idOf parses an object key that passed numbered().
@@ -320,13 +320,18 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 		if d.Keyslots, err = validateRefs(ka, keyslots, "keyslot"); err != nil {
 			return nil, fmt.Errorf("digest %s: %w", m.key, err)
 		}
+		for _, e := range ka.arr {
+			d.refs = append(d.refs, e.s)
+		}
 		if d.Segments, err = validateRefs(sa, segments, "segment"); err != nil {
 			return nil, fmt.Errorf("digest %s: %w", m.key, err)
 		}
 		if d.Type == "pbkdf2" {
 			d.Hash, _ = containsString(m.val, "hash")
-			if it, ok := m.val.get("iterations").uint32Val(); ok {
-				d.Iterations = it
+			// cryptsetup reads the count with json_object_get_int64 and
+			// no type check, so "1000" (a string) works as 1000.
+			if it := m.val.get("iterations").getInt64(); it > 0 && it <= 1<<32-1 {
+				d.Iterations = uint32(it)
 			}
 			if s, ok := containsString(m.val, "salt"); ok {
 				d.Salt, _ = base64.StdEncoding.DecodeString(s)
@@ -463,19 +468,18 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 		if k.Type, ok = containsString(m.val, "type"); !ok {
 			return nil, verr("keyslot %s has no type", m.key)
 		}
-		ksz, ok := contains(m.val, "key_size", jNum).uint32Val()
+		ksz, ok := containsInt(m.val, "key_size").uint32Val()
 		if !ok {
 			return nil, verr("keyslot %s has an illegal key_size", m.key)
 		}
 		k.KeySize = int(ksz)
 		k.Priority = luksutil.PriorityUnset
 		if p := m.val.get("priority"); p != nil {
-			n, ok := p.int64Val()
-			if !ok {
-				return nil, verr("keyslot %s priority is not an integer", m.key)
-			}
-			if k.Priority, ok = luksutil.PriorityFromDisk(int(n)); !ok {
-				k.Priority = luksutil.PriorityNormal
+			// cryptsetup reads it with json_object_get_int, whatever its
+			// type, and an AnySlot unlock tries only priorities 2 and 1:
+			// any other number means never tried unless named.
+			if k.Priority, ok = luksutil.PriorityFromDisk(int(p.getInt())); !ok {
+				k.Priority = PriorityInvalid
 			}
 		}
 		md.keyslots[id] = k
@@ -588,8 +592,10 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 		id, _ := strconv.Atoi(m.key)
 		k := md.keyslots[id]
 		for _, d := range md.digests {
-			for _, s := range d.Keyslots {
-				if s == id {
+			for _, s := range d.refs {
+				// cryptsetup finds a keyslot's digest by the name it
+				// prints for the id ("%u"), so keyslot "01" has none.
+				if s == strconv.Itoa(id) {
 					if k.Digest >= 0 {
 						k.Digest = -2 // more than one
 					} else {
@@ -645,7 +651,7 @@ func validateCryptSegment(key string, seg *jval, s *Segment, digests *jval) erro
 	if s.Encryption, ok = containsString(seg, "encryption"); !ok {
 		return verr("segment %s has no encryption", key)
 	}
-	ss := contains(seg, "sector_size", jNum)
+	ss := containsInt(seg, "sector_size")
 	if ss == nil {
 		return verr("segment %s has no sector_size", key)
 	}
@@ -704,7 +710,7 @@ func validateLUKS2Keyslot(key string, ks *jval, k *Keyslot) error {
 	switch t {
 	case kdf.PBKDF2:
 		h, okh := containsString(kd, "hash")
-		it := contains(kd, "iterations", jNum)
+		it := containsInt(kd, "iterations")
 		_, oks := containsString(kd, "salt")
 		if len(kd.obj) != 4 || !okh || it == nil || !oks {
 			return verr("keyslot %s has a malformed pbkdf2 kdf", key)
@@ -712,7 +718,7 @@ func validateLUKS2Keyslot(key string, ks *jval, k *Keyslot) error {
 		k.KDF.Hash = h
 		k.KDF.Iterations, _ = it.uint32Val()
 	case kdf.Argon2i, kdf.Argon2id:
-		tm, mem, cpus := contains(kd, "time", jNum), contains(kd, "memory", jNum), contains(kd, "cpus", jNum)
+		tm, mem, cpus := containsInt(kd, "time"), containsInt(kd, "memory"), containsInt(kd, "cpus")
 		_, oks := containsString(kd, "salt")
 		if len(kd.obj) != 5 || tm == nil || mem == nil || cpus == nil || !oks {
 			return verr("keyslot %s has a malformed %s kdf", key, t)
@@ -732,7 +738,7 @@ func validateLUKS2Keyslot(key string, ks *jval, k *Keyslot) error {
 	if k.AFHash, ok = containsString(afo, "hash"); !ok {
 		return verr("keyslot %s af has no hash", key)
 	}
-	st := contains(afo, "stripes", jNum)
+	st := containsInt(afo, "stripes")
 	if st == nil {
 		return verr("keyslot %s af has no stripes", key)
 	}
@@ -745,7 +751,7 @@ func validateLUKS2Keyslot(key string, ks *jval, k *Keyslot) error {
 	if k.AreaEncryption, ok = containsString(area, "encryption"); !ok {
 		return verr("keyslot %s area has no encryption", key)
 	}
-	ak := contains(area, "key_size", jNum)
+	ak := containsInt(area, "key_size")
 	if ak == nil {
 		return verr("keyslot %s area has no key_size", key)
 	}
@@ -755,4 +761,8 @@ func validateLUKS2Keyslot(key string, ks *jval, k *Keyslot) error {
 	return nil
 }
 
-var errNotFound = errors.New("not found")
+
+// PriorityInvalid is the Priority of a keyslot whose stored priority is a
+// number other than 0, 1 or 2: cryptsetup never tries such a keyslot
+// unless it is named, and neither does Unlock.
+const PriorityInvalid = luksutil.Priority(-1)

@@ -87,7 +87,9 @@ func doDumpLUKS2(w io.Writer, p *parsed, dev string, hh blkcrypt.Header) error {
 		}
 	}
 	fmt.Fprintf(w, "Tokens:\n")
-	for id, t := range h.Tokens() {
+	tokens := h.Tokens()
+	for _, id := range h.TokenIDs() { // cryptsetup lists them by id
+		t := tokens[id]
 		typ := "unknown"
 		if i := strings.Index(string(t), `"type"`); i >= 0 {
 			rest := string(t[i+6:])
