@@ -761,7 +761,6 @@ func validateLUKS2Keyslot(key string, ks *jval, k *Keyslot) error {
 	return nil
 }
 
-
 // PriorityInvalid is the Priority of a keyslot whose stored priority is a
 // number other than 0, 1 or 2: cryptsetup never tries such a keyslot
 // unless it is named, and neither does Unlock.
