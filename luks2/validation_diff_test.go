@@ -3,6 +3,7 @@ package luks2
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,6 +142,76 @@ func TestDifferentialCasesStandalone(t *testing.T) {
 			_, err := Read(luksutil.NewMemDevice(0, m.buf))
 			if c.accept != (err == nil) {
 				t.Fatalf("accept %v, Read: %v", c.accept, err)
+			}
+		})
+	}
+}
+
+// TestDifferentialUnlock checks the unlock half of the differential cases
+// where cryptsetup is missing: on a header made here with two known
+// passphrases, keyslot 1 is edited as the cases edit it.
+func TestDifferentialUnlock(t *testing.T) {
+	volKey := bytes.Repeat([]byte{7}, 64)
+	fresh := func(t *testing.T) *vimg {
+		dev := luksutil.NewMemDevice(20<<20, nil)
+		h, err := Format(dev, volKey, []byte("zero"), FormatOptions{Keyslot: fastOpts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := fastOpts
+		o.Slot = 1
+		if _, err := h.AddKey(dev, volKey, []byte("one"), o); err != nil {
+			t.Fatal(err)
+		}
+		return &vimg{t: t, buf: dev.Buf}
+	}
+	cases := []struct {
+		name     string
+		mut      func(r *jval)
+		anySlot  string // Unlock("one", AnySlot): opens, wrong, error
+		namedOne string // Unlock("one", 1)
+	}{
+		{"priority-5", func(r *jval) { path(r, "keyslots", "1").set("priority", jint(5)) }, "wrong", "opens"},
+		{"priority-negative", func(r *jval) { path(r, "keyslots", "1").set("priority", jint(-1)) }, "wrong", "opens"},
+		{"priority-string-0", func(r *jval) { path(r, "keyslots", "1").set("priority", jstr("0")) }, "wrong", "opens"},
+		{"priority-fraction", func(r *jval) { path(r, "keyslots", "1").set("priority", &jval{kind: jNum, s: "2.9"}) }, "opens", "opens"},
+		{"digest-iterations-string", func(r *jval) {
+			d := path(r, "digests", "0")
+			d.set("iterations", jstr(d.get("iterations").s))
+		}, "opens", "opens"},
+		{"argon2-cpus-255-memory-1024", func(r *jval) {
+			k := path(r, "keyslots", "1")
+			k.set("kdf", jobj(jmember{"type", jstr("argon2id")}, jmember{"time", jint(4)}, jmember{"memory", jint(1024)},
+				jmember{"cpus", jint(255)}, jmember{"salt", path(k, "kdf", "salt")}))
+		}, "error", "error"},
+	}
+	class := func(key []byte, err error) string {
+		switch {
+		case err == nil && bytes.Equal(key, volKey):
+			return "opens"
+		case err == nil:
+			return "wrong key"
+		case errors.Is(err, ErrWrongPassphrase):
+			return "wrong"
+		}
+		return "error"
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := fresh(t)
+			m.edit(c.mut)
+			dev := luksutil.NewMemDevice(0, m.buf)
+			h, err := Read(dev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key, _, err := h.Unlock(dev, []byte("one"), AnySlot)
+			if got := class(key, err); got != c.anySlot {
+				t.Errorf("any slot: %s (%v), want %s", got, err, c.anySlot)
+			}
+			key, _, err = h.Unlock(dev, []byte("one"), 1)
+			if got := class(key, err); got != c.namedOne {
+				t.Errorf("slot 1: %s (%v), want %s", got, err, c.namedOne)
 			}
 		})
 	}
