@@ -594,6 +594,9 @@ func (h *Header) openKeyslot(dev Device, k *Keyslot, passphrase []byte) ([]byte,
 	if k.Type != "luks2" {
 		return nil, fmt.Errorf("%w: keyslot %d has type %q", ErrUnsupported, k.ID, k.Type)
 	}
+	if h.md.badToken != 0 {
+		return nil, fmt.Errorf("%w: token id %d is out of range (LUKS2 has tokens 0-%d)", ErrCorruptHeader, h.md.badToken, MaxTokens-1)
+	}
 	if len(k.KDFSalt) != 32 {
 		return nil, fmt.Errorf("%w: keyslot %d salt is not 32 bytes", ErrCorruptHeader, k.ID)
 	}
@@ -630,6 +633,10 @@ func (h *Header) openKeyslot(dev Device, k *Keyslot, passphrase []byte) ([]byte,
 	if d == nil {
 		clear(key)
 		return nil, fmt.Errorf("%w: keyslot %d has no digest", ErrCorruptHeader, k.ID)
+	}
+	if !d.named {
+		clear(key)
+		return nil, fmt.Errorf("%w: digest %d is not stored under its id", ErrCorruptHeader, d.ID)
 	}
 	ok, err := digestOK(d, key)
 	if err != nil || !ok {

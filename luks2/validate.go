@@ -59,6 +59,7 @@ type Digest struct {
 	Salt       []byte
 	Value      []byte
 	refs       []string // the keyslot names as stored
+	named      bool     // stored under its canonical name ("0", not "00")
 }
 
 // Config is the decoded config section.
@@ -77,6 +78,10 @@ type metadata struct {
 	digests  map[int]*Digest
 	tokens   []int
 	config   Config
+	// badToken is a token id of 32 or more (else 0): cryptsetup loads
+	// such a header but its open aborts on an assertion
+	// (token_is_blocked in luks2_token.c, 2.6.1), so Unlock refuses it.
+	badToken int
 }
 
 func verr(format string, a ...any) error {
@@ -285,6 +290,9 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 		if _, err := validateRefs(ka, keyslots, "keyslot"); err != nil {
 			return nil, fmt.Errorf("token %s: %w", m.key, err)
 		}
+		if id >= MaxTokens {
+			md.badToken = id
+		}
 		md.tokens = append(md.tokens, id)
 	}
 	sort.Ints(md.tokens)
@@ -340,7 +348,12 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 				d.Value, _ = base64.StdEncoding.DecodeString(s)
 			}
 		}
-		md.digests[id] = d
+		// cryptsetup finds a digest by the name it prints for its id, so
+		// a digest stored as "00" loads but cannot verify a key.
+		d.named = m.key == strconv.Itoa(id)
+		if prev := md.digests[id]; prev == nil || !prev.named {
+			md.digests[id] = d
+		}
 	}
 
 	// Segments.
@@ -413,7 +426,11 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 		if strings.HasPrefix(s.Type, "hw-opal") && s.Dynamic {
 			return nil, verr("segment %s of type %s cannot have a dynamic size", m.key, s.Type)
 		}
-		md.segments[id] = s
+		// Like digests, segments are looked up by their printed id: one
+		// stored as "00" leaves a gap at 0, refused below.
+		if m.key == strconv.Itoa(id) {
+			md.segments[id] = s
+		}
 	}
 	count := len(segments.obj)
 	if firstBackup == 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -48,7 +49,11 @@ func differentialCases() []vcase {
 	// cannot hold, such as a repeated member) and kills the secondary.
 	text := func(f func(b []byte) []byte) func(m *vimg) {
 		return func(m *vimg) {
-			b := f(marshalMetadata(m.root(0)))
+			orig := marshalMetadata(m.root(0))
+			b := f(bytes.Clone(orig))
+			if bytes.Equal(b, orig) {
+				m.t.Fatal("the text edit found nothing to change")
+			}
 			m.setText(0, b, m.hdrSize(0))
 			m.kill(1)
 		}
@@ -122,6 +127,34 @@ func differentialCases() []vcase {
 		{"diff-cipher-null-segment", true, func(m *vimg) {
 			m.edit(func(r *jval) { path(r, "segments", "0").set("encryption", jstr("cipher_null-ecb")) })
 		}},
+		// Ids: range and form. cryptsetup loads a token 32 but its open
+		// then aborts on an assertion; a digest "00" loads but verifies
+		// nothing; a segment "00" leaves a gap at segment 0.
+		{"diff-keyslot-id-32", true, text(func(b []byte) []byte {
+			// Keyslot 1 renamed 32, digest included.
+			b = bytes.Replace(b, []byte(`},"1":{"type":"luks2"`), []byte(`},"32":{"type":"luks2"`), 1)
+			return bytes.Replace(b, []byte(`"keyslots":["0","1",`), []byte(`"keyslots":["0","32",`), 1)
+		})},
+		{"diff-token-id-32", true, func(m *vimg) {
+			m.edit(func(r *jval) { r.get("tokens").set("32", parseV(`{"type":"x","keyslots":[]}`)) })
+		}},
+		{"diff-tokens-33", true, func(m *vimg) {
+			m.edit(func(r *jval) {
+				for i := 0; i <= 32; i++ {
+					r.get("tokens").set(strconv.Itoa(i), parseV(`{"type":"x","keyslots":[]}`))
+				}
+			})
+		}},
+		{"diff-token-id-leading-zero", true, func(m *vimg) {
+			m.edit(func(r *jval) { r.get("tokens").set("01", parseV(`{"type":"x","keyslots":[]}`)) })
+		}},
+		{"diff-digest-id-leading-zero", true, text(func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"digests":{"0":`), []byte(`"digests":{"00":`), 1)
+		})},
+		{"diff-segment-id-leading-zero", false, text(func(b []byte) []byte {
+			b = bytes.Replace(b, []byte(`"segments":{"0":`), []byte(`"segments":{"00":`), 1)
+			return bytes.Replace(b, []byte(`"segments":["0"]`), []byte(`"segments":["00"]`), 1)
+		})},
 		// json-c's nesting limit (JSON_TOKENER_DEFAULT_DEPTH 32).
 		{"diff-json-depth-31", true, nest(29, false)},
 		{"diff-json-depth-32", false, nest(30, false)},
@@ -179,6 +212,7 @@ func TestDifferentialUnlock(t *testing.T) {
 			d := path(r, "digests", "0")
 			d.set("iterations", jstr(d.get("iterations").s))
 		}, "opens", "opens"},
+		{"token-id-32", func(r *jval) { r.get("tokens").set("32", parseV(`{"type":"x","keyslots":[]}`)) }, "error", "error"},
 		{"argon2-cpus-255-memory-1024", func(r *jval) {
 			k := path(r, "keyslots", "1")
 			k.set("kdf", jobj(jmember{"type", jstr("argon2id")}, jmember{"time", jint(4)}, jmember{"memory", jint(1024)},
