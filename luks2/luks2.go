@@ -164,7 +164,7 @@ func parseAreaContext(ctx context.Context, area []byte) (*metadata, error) {
 			return nil, verr("byte 0x%02x found beyond the JSON data at offset %d", area[i], i)
 		}
 	}
-	return validateMetadata(root, uint64(len(area)))
+	return validateMetadataContext(ctx, root, uint64(len(area)))
 }
 
 // Read is ReadContext with context.Background().

@@ -1,6 +1,7 @@
 package luks2
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"sort"
@@ -227,6 +228,26 @@ func reencryptCandidate(flag string) bool {
 // validateMetadata checks the JSON like cryptsetup's LUKS2_hdr_validate
 // (after LUKS2_hdr_repair) and decodes it. jsonAreaSize is hdr_size-4096.
 func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
+	return validateMetadataContext(context.Background(), root, jsonAreaSize)
+}
+
+// validateMetadataContext is validateMetadata, stopping with ctx's error
+// when ctx ends. Every check is linear or n log n in the size of the
+// JSON, so a hostile 4 MiB area (tens of thousands of segments or
+// keyslots) costs a fraction of a second.
+func validateMetadataContext(ctx context.Context, root *jval, jsonAreaSize uint64) (*metadata, error) {
+	tick := 0
+	stop := func() error {
+		if tick++; tick%ctxEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("validating the LUKS2 metadata: %w", err)
+			}
+		}
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("validating the LUKS2 metadata: %w", err)
+	}
 	if root == nil || root.kind != jObj {
 		return nil, verr("metadata is not a JSON object")
 	}
@@ -360,8 +381,21 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 	if len(segments.obj) < 1 {
 		return nil, verr("empty segments section")
 	}
+	digested := map[string]bool{} // segment names some digest lists
+	for _, d := range digests.obj {
+		if sa := contains(d.val, "segments", jArr); sa != nil {
+			for _, e := range sa.arr {
+				if e.kind == jStr {
+					digested[e.s] = true
+				}
+			}
+		}
+	}
 	firstBackup := -1
 	for _, m := range segments.obj {
+		if err := stop(); err != nil {
+			return nil, err
+		}
 		if !numbered(m.key) {
 			return nil, verr("segment %q is not in numbered form", m.key)
 		}
@@ -419,7 +453,7 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 			return nil, verr("regular segment %d is behind backup segment %d", id, firstBackup)
 		}
 		if s.Type == "crypt" || s.Type == "hw-opal-crypt" {
-			if err := validateCryptSegment(m.key, m.val, s, digests); err != nil {
+			if err := validateCryptSegment(m.key, m.val, s, digested); err != nil {
 				return nil, err
 			}
 		}
@@ -447,23 +481,8 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 			return nil, verr("gap at segment %d", i)
 		}
 	}
-	for i := 0; i < firstBackup; i++ {
-		a := md.segments[i]
-		if a.Dynamic && i != firstBackup-1 {
-			return nil, verr("only the last regular segment may have a dynamic size")
-		}
-		for j := 0; j < firstBackup; j++ {
-			if i == j {
-				continue
-			}
-			b := md.segments[j]
-			if !b.Dynamic && b.Offset > ^uint64(0)-b.Size {
-				return nil, verr("segment %d offset+size overflows", j)
-			}
-			if a.Offset >= b.Offset && (b.Dynamic || a.Offset < b.Offset+b.Size) {
-				return nil, verr("segments %d and %d overlap", i, j)
-			}
-		}
+	if err := regularSegmentsApart(md.segments, firstBackup); err != nil {
+		return nil, err
 	}
 	for i := firstBackup; i < count; i++ {
 		if md.segments[i] == nil {
@@ -575,7 +594,7 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 		}
 		areas = append(areas, iv{id, k.AreaOffset, k.AreaSize})
 	}
-	for i, a := range areas {
+	for _, a := range areas {
 		if a.off < 2*mdSize {
 			return nil, verr("keyslot %d area offset %d is inside the metadata", a.id, a.off)
 		}
@@ -588,11 +607,14 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 		if a.off+a.len > end {
 			return nil, verr("keyslot %d area [%d, %d] overflows the keyslots area (ends at %d)", a.id, a.off, a.off+a.len, end)
 		}
-		for j, b := range areas {
-			if i != j && a.off >= b.off && a.off < b.off+b.len {
-				return nil, verr("keyslot %d and %d areas overlap", a.id, b.id)
-			}
-		}
+	}
+	// Two areas overlap when one starts inside the other: in start order,
+	// when a start lies below the furthest end seen so far.
+	sort.Slice(areas, func(i, j int) bool { return areas[i].off < areas[j].off })
+	if err := apart(len(areas), func(i int) (uint64, uint64, bool) { return areas[i].off, areas[i].off + areas[i].len, false }, func(i, j int) error {
+		return verr("keyslot %d and %d areas overlap", areas[i].id, areas[j].id)
+	}); err != nil {
+		return nil, err
 	}
 
 	// JSON size.
@@ -603,23 +625,27 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 		return nil, verr("JSON (%d bytes) does not fit in the %d-byte area", n, jsonAreaSize)
 	}
 
-	// Keyslot types.
+	// Keyslot types. cryptsetup finds a keyslot's digest by the name it
+	// prints for the id ("%u"), so keyslot "01" has none.
+	digestOf := map[string][]int{} // keyslot name -> digests listing it, once per listing
+	for _, d := range md.digests {
+		for _, r := range d.refs {
+			digestOf[r] = append(digestOf[r], d.ID)
+		}
+	}
 	reencrypt := 0
 	for _, m := range keyslots.obj {
+		if err := stop(); err != nil {
+			return nil, err
+		}
 		id, _ := strconv.Atoi(m.key)
 		k := md.keyslots[id]
-		for _, d := range md.digests {
-			for _, s := range d.refs {
-				// cryptsetup finds a keyslot's digest by the name it
-				// prints for the id ("%u"), so keyslot "01" has none.
-				if s == strconv.Itoa(id) {
-					if k.Digest >= 0 {
-						k.Digest = -2 // more than one
-					} else {
-						k.Digest = d.ID
-					}
-				}
-			}
+		switch ds := digestOf[strconv.Itoa(id)]; len(ds) {
+		case 0:
+		case 1:
+			k.Digest = ds[0]
+		default:
+			k.Digest = -2 // more than one
 		}
 		switch k.Type {
 		case "luks2":
@@ -660,7 +686,7 @@ func contains1u(list []uint64, v uint64) bool {
 	return false
 }
 
-func validateCryptSegment(key string, seg *jval, s *Segment, digests *jval) error {
+func validateCryptSegment(key string, seg *jval, s *Segment, digested map[string]bool) error {
 	ivs, ok := containsString(seg, "iv_tweak")
 	if !ok {
 		return verr("segment %s has no iv_tweak", key)
@@ -700,14 +726,8 @@ func validateCryptSegment(key string, seg *jval, s *Segment, digests *jval) erro
 	if s.Size%uint64(n) != 0 {
 		return verr("segment %s size must be aligned to its sector size %d", key, n)
 	}
-	for _, d := range digests.obj {
-		if sa := contains(d.val, "segments", jArr); sa != nil {
-			for _, e := range sa.arr {
-				if e.kind == jStr && e.s == key {
-					return nil
-				}
-			}
-		}
+	if digested[key] {
+		return nil
 	}
 	return verr("crypt segment %s is not assigned to a key digest", key)
 }
@@ -782,3 +802,44 @@ func validateLUKS2Keyslot(key string, ks *jval, k *Keyslot) error {
 // number other than 0, 1 or 2: cryptsetup never tries such a keyslot
 // unless it is named, and neither does Unlock.
 const PriorityInvalid = luksutil.Priority(-1)
+
+// apart checks that no interval of n starts inside another. interval(i)
+// gives start, end and whether it is open-ended (a dynamic segment); the
+// intervals must be sorted by start. overlap reports a pair.
+func apart(n int, interval func(i int) (start, end uint64, open bool), overlap func(i, j int) error) error {
+	far, farOpen, who := uint64(0), false, -1
+	for i := 0; i < n; i++ {
+		st, en, op := interval(i)
+		if who >= 0 && (farOpen || st < far) {
+			return overlap(i, who)
+		}
+		if who < 0 || op || !farOpen && en > far {
+			far, farOpen, who = en, op || farOpen, i
+		}
+	}
+	return nil
+}
+
+// regularSegmentsApart is the overlap check of hdr_validate_segments over
+// segments 0..n-1 (gaps already refused): only the last may be dynamic,
+// none may end beyond 2^64, and none may start inside another.
+func regularSegmentsApart(segs map[int]*Segment, n int) error {
+	order := make([]*Segment, 0, n)
+	for i := 0; i < n; i++ {
+		a := segs[i]
+		if a.Dynamic && i != n-1 {
+			return verr("only the last regular segment may have a dynamic size")
+		}
+		if n > 1 && !a.Dynamic && a.Offset > ^uint64(0)-a.Size {
+			return verr("segment %d offset+size overflows", i)
+		}
+		order = append(order, a)
+	}
+	sort.Slice(order, func(i, j int) bool { return order[i].Offset < order[j].Offset })
+	return apart(len(order), func(i int) (uint64, uint64, bool) {
+		s := order[i]
+		return s.Offset, s.Offset + s.Size, s.Dynamic
+	}, func(i, j int) error {
+		return verr("segments %d and %d overlap", order[j].ID, order[i].ID)
+	})
+}

@@ -14,7 +14,7 @@ import (
 	"github.com/blkcrypt/blkcrypt/internal/luksutil/lukstest"
 )
 
-func validHdr(t *testing.T) []byte {
+func validHdr(t testing.TB) []byte {
 	t.Helper()
 	dir := lukstest.Extract(t, "luks2_valid_hdr.img.xz")
 	b, err := os.ReadFile(filepath.Join(dir, "luks2_valid_hdr.img"))
