@@ -31,6 +31,7 @@ const (
 	MinHeaderSize  = 0x4000
 	MaxHeaderSize  = 0x400000 // LUKS2_HDR_OFFSET_MAX
 	MaxKeyslots    = 32
+	MaxTokens      = 32 // LUKS2_TOKENS_MAX
 	// MaxKeyslotsSize is LUKS2_MAX_KEYSLOTS_SIZE (128 MiB).
 	MaxKeyslotsSize = 0x8000000
 )

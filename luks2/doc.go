@@ -16,6 +16,7 @@
 //
 //	dev := luks2.File{File: f}                    // or any luks2.Device
 //	h, err := luks2.Read(dev)                      // both copies, validated
+//	h, err = luks2.ReadContext(ctx, dev)           // the same, stopping when ctx ends
 //	key, slot, err := h.Unlock(dev, pass, luks2.AnySlot)
 //	h.DataOffset(); h.DataSize(devSize); h.Cipher(); h.SectorSize(); h.KeySize(); h.UUID()
 //	h, err = luks2.Format(dev, key, pass, luks2.FormatOptions{})
@@ -24,7 +25,7 @@
 //	err = h.RemoveKey(dev, slot)
 //	ok := h.VolumeKeyDigestOK(key)
 //	h.AddUnboundKey / UnlockUnbound, SetLabel, SetPriority, SetToken,
-//	RemoveToken, Tokens, Keyslots, Segments, Digests, Config, Repair
+//	RemoveToken, Tokens, TokenIDs, Keyslots, Segments, Digests, Config, Repair
 //
 // *Header implements luksutil.Header, like *luks1.Header.
 //
@@ -40,6 +41,18 @@
 // (or any write) rewrites both. Tokens are kept byte for byte through
 // rewrites; unknown sections and fields are preserved.
 //
+// The JSON is read by json-c's rules, the parser cryptsetup uses: a
+// repeated member keeps its first place and takes its last value, values
+// may nest 31 levels below the top-level object, members cryptsetup
+// requires to be integers refuse fractions and exponents, and values it
+// reads without a type check (digest iterations, keyslot priority) follow
+// json_object_get_int, so "1000" is 1000. Ids are found by the name their
+// number prints as: keyslot "01" has no digest, segment "00" leaves a gap.
+// A primary binary header whose version is neither 1 nor 2 makes the
+// device no LUKS device, whatever the secondary holds. Parsing and
+// validation are linear or n log n in the size of the JSON area, and
+// ReadContext returns with the context's error within 4096 values.
+//
 // Unknown mandatory requirements make the header read-only: reading and
 // unlocking work, writes return ErrReadOnly. A reencryption in progress
 // (several segments or a reencryption requirement) is refused with
@@ -48,7 +61,8 @@
 // # Unlocking
 //
 // Keyslot priorities are honoured: with AnySlot "prefer" keyslots are tried
-// first, then "normal" ones; "ignore" keyslots only when named. Only
+// first, then "normal" ones; "ignore" keyslots, and those whose stored
+// priority is no known number (PriorityInvalid), only when named. Only
 // keyslots bound to the data segment give the volume key (ErrUnbound
 // otherwise); UnlockUnbound opens any keyslot.
 //

@@ -2,9 +2,12 @@ package luks2
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -41,23 +44,49 @@ type jval struct {
 	arr  []*jval
 	obj  []jmember
 	raw  []byte // when set, written verbatim
+	// idx maps member names to their position in obj for large objects,
+	// so lookups stay O(1) on a token with 100k members. It is a cache:
+	// code that edits obj directly (write.go) need not maintain it, since
+	// get rebuilds it whenever obj no longer matches.
+	idx    map[string]int
+	idxLen int
 }
 
-const maxJSONDepth = 64
+// json-c (cryptsetup's parser) refuses a value nested 32 levels below the
+// top-level one (JSON_TOKENER_DEFAULT_DEPTH, the depth json_tokener_new
+// uses). The same limit here means a header cryptsetup loads is never
+// refused for its depth, and recursion stays shallow.
+const maxJSONDepth = 32
+
+// indexMin is the member count from which an object keeps a name index;
+// below it a linear scan is cheaper than hashing.
+const indexMin = 16
+
+// ctxEvery is how many values the parser reads between looks at its
+// context: often enough to stop within a millisecond, rarely enough to
+// cost nothing measurable.
+const ctxEvery = 1 << 12
 
 var errJSON = errors.New("malformed JSON")
 
 type jparser struct {
+	ctx   context.Context
 	b     []byte
 	pos   int
-	depth int
+	count int // values parsed, for the periodic context check
 }
 
 // parseJSONArea parses one JSON value from the start of b and returns it
 // with the offset just past it.
 func parseJSONArea(b []byte) (*jval, int, error) {
-	p := &jparser{b: b}
-	v, err := p.value()
+	return parseJSONAreaContext(context.Background(), b)
+}
+
+// parseJSONAreaContext is parseJSONArea, stopping with ctx's error (in the
+// chain) when ctx ends.
+func parseJSONAreaContext(ctx context.Context, b []byte) (*jval, int, error) {
+	p := &jparser{ctx: ctx, b: b}
+	v, err := p.value(0)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -66,13 +95,13 @@ func parseJSONArea(b []byte) (*jval, int, error) {
 
 // parseJSON parses exactly one JSON value (surrounding whitespace allowed).
 func parseJSON(b []byte) (*jval, error) {
-	p := &jparser{b: b}
-	v, err := p.value()
+	p := &jparser{ctx: context.Background(), b: b}
+	v, err := p.value(0)
 	if err != nil {
 		return nil, err
 	}
 	p.ws()
-	if p.pos != len(b) {
+	if p.pos != len(p.b) {
 		return nil, fmt.Errorf("%w: trailing data at offset %d", errJSON, p.pos)
 	}
 	return v, nil
@@ -93,16 +122,27 @@ func (p *jparser) ws() {
 	}
 }
 
-func (p *jparser) value() (*jval, error) {
+// value parses the value at p.pos, which sits depth levels below the
+// top-level value.
+func (p *jparser) value(depth int) (*jval, error) {
+	if depth >= maxJSONDepth {
+		return nil, p.errf("nested deeper than %d levels", maxJSONDepth)
+	}
+	p.count++
+	if p.count%ctxEvery == 0 {
+		if err := p.ctx.Err(); err != nil {
+			return nil, fmt.Errorf("parsing the LUKS2 metadata: %w", err)
+		}
+	}
 	p.ws()
 	if p.pos >= len(p.b) {
 		return nil, p.errf("unexpected end")
 	}
 	switch c := p.b[p.pos]; {
 	case c == '{':
-		return p.object()
+		return p.object(depth)
 	case c == '[':
-		return p.array()
+		return p.array(depth)
 	case c == '"':
 		s, err := p.str()
 		if err != nil {
@@ -125,19 +165,7 @@ func (p *jparser) value() (*jval, error) {
 	}
 }
 
-func (p *jparser) enter() error {
-	p.depth++
-	if p.depth > maxJSONDepth {
-		return p.errf("nested deeper than %d", maxJSONDepth)
-	}
-	return nil
-}
-
-func (p *jparser) object() (*jval, error) {
-	if err := p.enter(); err != nil {
-		return nil, err
-	}
-	defer func() { p.depth-- }()
+func (p *jparser) object(depth int) (*jval, error) {
 	p.pos++ // '{'
 	v := &jval{kind: jObj}
 	p.ws()
@@ -154,9 +182,6 @@ func (p *jparser) object() (*jval, error) {
 		if err != nil {
 			return nil, err
 		}
-		if v.get(k) != nil {
-			return nil, p.errf("duplicate member %q", k)
-		}
 		p.ws()
 		if p.pos >= len(p.b) || p.b[p.pos] != ':' {
 			return nil, p.errf("expected ':'")
@@ -164,16 +189,26 @@ func (p *jparser) object() (*jval, error) {
 		p.pos++
 		p.ws()
 		start := p.pos
-		m, err := p.value()
+		m, err := p.value(depth + 1)
 		if err != nil {
 			return nil, err
 		}
-		if p.depth == 2 && m.kind == jObj {
+		if depth == 1 && m.kind == jObj {
 			// Members of the top-level sections keep their raw text
 			// (used for tokens); it is dropped as soon as they change.
 			m.raw = p.b[start:p.pos]
 		}
-		v.obj = append(v.obj, jmember{k, m})
+		// A repeated name keeps its first place and takes the last value,
+		// as json-c's json_object_object_add does for cryptsetup.
+		if i := v.find(k); i >= 0 {
+			v.obj[i].val = m
+		} else {
+			v.obj = append(v.obj, jmember{k, m})
+			if v.idx != nil {
+				v.idx[k] = len(v.obj) - 1
+				v.idxLen = len(v.obj)
+			}
+		}
 		p.ws()
 		if p.pos >= len(p.b) {
 			return nil, p.errf("unterminated object")
@@ -190,11 +225,7 @@ func (p *jparser) object() (*jval, error) {
 	}
 }
 
-func (p *jparser) array() (*jval, error) {
-	if err := p.enter(); err != nil {
-		return nil, err
-	}
-	defer func() { p.depth-- }()
+func (p *jparser) array(depth int) (*jval, error) {
 	p.pos++ // '['
 	v := &jval{kind: jArr}
 	p.ws()
@@ -203,7 +234,7 @@ func (p *jparser) array() (*jval, error) {
 		return v, nil
 	}
 	for {
-		e, err := p.value()
+		e, err := p.value(depth + 1)
 		if err != nil {
 			return nil, err
 		}
@@ -349,14 +380,49 @@ func (p *jparser) number() (*jval, error) {
 
 // ---- accessors ----
 
+// find returns the position of member key in object v, or -1.
+func (v *jval) find(key string) int {
+	if len(v.obj) < indexMin {
+		for i := range v.obj {
+			if v.obj[i].key == key {
+				return i
+			}
+		}
+		return -1
+	}
+	if v.idx == nil || v.idxLen != len(v.obj) {
+		v.reindex()
+	}
+	i, ok := v.idx[key]
+	if !ok {
+		return -1
+	}
+	if v.obj[i].key != key {
+		// obj was rearranged behind the index's back.
+		v.reindex()
+		if i, ok = v.idx[key]; !ok {
+			return -1
+		}
+	}
+	return i
+}
+
+func (v *jval) reindex() {
+	v.idx = make(map[string]int, len(v.obj))
+	for i, m := range v.obj {
+		if _, dup := v.idx[m.key]; !dup {
+			v.idx[m.key] = i
+		}
+	}
+	v.idxLen = len(v.obj)
+}
+
 func (v *jval) get(key string) *jval {
 	if v == nil || v.kind != jObj {
 		return nil
 	}
-	for _, m := range v.obj {
-		if m.key == key {
-			return m.val
-		}
+	if i := v.find(key); i >= 0 {
+		return v.obj[i].val
 	}
 	return nil
 }
@@ -364,23 +430,101 @@ func (v *jval) get(key string) *jval {
 // set replaces or appends a member and drops the raw text of v.
 func (v *jval) set(key string, val *jval) {
 	v.raw = nil
-	for i := range v.obj {
-		if v.obj[i].key == key {
-			v.obj[i].val = val
-			return
-		}
+	if i := v.find(key); i >= 0 {
+		v.obj[i].val = val
+		return
 	}
 	v.obj = append(v.obj, jmember{key, val})
 }
 
 func (v *jval) del(key string) {
 	v.raw = nil
-	for i := range v.obj {
-		if v.obj[i].key == key {
-			v.obj = append(v.obj[:i], v.obj[i+1:]...)
-			return
-		}
+	if i := v.find(key); i >= 0 {
+		v.obj = append(v.obj[:i], v.obj[i+1:]...)
+		v.idx = nil
 	}
+}
+
+// isInt reports whether v is a number json-c parses as an integer
+// (json_type_int): no fraction and no exponent.
+func (v *jval) isInt() bool {
+	return v != nil && v.kind == jNum && !strings.ContainsAny(v.s, ".eE")
+}
+
+// getInt64 is json-c's json_object_get_int64, which cryptsetup uses for
+// values it reads without checking their type: integers as they are
+// (beyond int64 clamped, as strtoll clamps), fractions truncated, strings
+// parsed from their leading decimal digits, booleans as 0 or 1, anything
+// else 0.
+func (v *jval) getInt64() int64 {
+	if v == nil {
+		return 0
+	}
+	switch v.kind {
+	case jBool:
+		if v.s == "true" {
+			return 1
+		}
+		return 0
+	case jNum:
+		if v.isInt() {
+			return clampedInt(v.s)
+		}
+		f, err := strconv.ParseFloat(v.s, 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			return 0
+		}
+		switch {
+		case f != f:
+			return 0
+		case f >= math.MaxInt64:
+			return math.MaxInt64
+		case f <= math.MinInt64:
+			return math.MinInt64
+		}
+		return int64(f)
+	case jStr:
+		return clampedInt(v.s)
+	}
+	return 0
+}
+
+// getInt is json-c's json_object_get_int: getInt64 clamped to int32.
+func (v *jval) getInt() int32 {
+	return int32(min(max(v.getInt64(), math.MinInt32), math.MaxInt32))
+}
+
+// clampedInt is strtoll(s, NULL, 10): leading space, a sign, then the
+// longest run of digits; out of range values clamp; no digits gives 0.
+func clampedInt(s string) int64 {
+	i := 0
+	for i < len(s) && (s[i] == ' ' || s[i] >= '\t' && s[i] <= '\r') {
+		i++
+	}
+	neg := false
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		neg = s[i] == '-'
+		i++
+	}
+	var n uint64
+	over := false
+	for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		d := uint64(s[i] - '0')
+		if n > (1<<63-d)/10 {
+			over = true
+			continue
+		}
+		n = n*10 + d
+	}
+	switch {
+	case neg && (over || n > 1<<63):
+		return math.MinInt64
+	case neg:
+		return -int64(n)
+	case over || n > math.MaxInt64:
+		return math.MaxInt64
+	}
+	return int64(n)
 }
 
 // int64Val returns an integer number's value.

@@ -1,6 +1,8 @@
 package luks2
 
 import (
+	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -96,6 +98,7 @@ const (
 	hdrFailIO
 	hdrObsolete
 	hdrOK
+	hdrCancelled // the context ended while this copy was parsed
 )
 
 type copyRead struct {
@@ -106,7 +109,7 @@ type copyRead struct {
 }
 
 // readCopy reads and checks one metadata copy at offset.
-func readCopy(dev Device, offset uint64, secondary bool) copyRead {
+func readCopy(ctx context.Context, dev Device, offset uint64, secondary bool) copyRead {
 	buf := make([]byte, BinHeaderSize)
 	if _, err := dev.ReadAt(buf, int64(offset)); err != nil {
 		return copyRead{state: hdrFailIO, err: err}
@@ -126,8 +129,11 @@ func readCopy(dev Device, offset uint64, secondary bool) copyRead {
 	if !luksutil.ConstantTimeEqual(sum, bin.Csum[:len(sum)]) {
 		return copyRead{bin: bin, err: fmt.Errorf("%w: checksum mismatch in the header at offset %d", ErrCorruptHeader, offset)}
 	}
-	md, err := parseArea(area)
+	md, err := parseAreaContext(ctx, area)
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return copyRead{bin: bin, state: hdrCancelled, err: err}
+		}
 		return copyRead{bin: bin, state: hdrObsolete, err: err}
 	}
 	return copyRead{bin: bin, md: md, state: hdrOK}
@@ -136,11 +142,18 @@ func readCopy(dev Device, offset uint64, secondary bool) copyRead {
 // parseArea parses and validates a JSON area (validate_json_area plus
 // LUKS2_hdr_validate).
 func parseArea(area []byte) (*metadata, error) {
+	return parseAreaContext(context.Background(), area)
+}
+
+func parseAreaContext(ctx context.Context, area []byte) (*metadata, error) {
 	if len(area) == 0 || area[0] != '{' {
 		return nil, verr("the JSON area must start with '{'")
 	}
-	root, end, err := parseJSONArea(area)
+	root, end, err := parseJSONAreaContext(ctx, area)
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil, err
+		}
 		return nil, verr("%v", err)
 	}
 	if end >= len(area) {
@@ -151,29 +164,57 @@ func parseArea(area []byte) (*metadata, error) {
 			return nil, verr("byte 0x%02x found beyond the JSON data at offset %d", area[i], i)
 		}
 	}
-	return validateMetadata(root, uint64(len(area)))
+	return validateMetadataContext(ctx, root, uint64(len(area)))
 }
 
-// Read reads both metadata copies of a LUKS2 header, validates them like
-// cryptsetup and picks the valid one with the higher sequence id; a
-// damaged copy is reported by NeedsRepair and fixed by Repair or by the
-// next write. The device must hold both copies and all keyslot areas.
+// Read is ReadContext with context.Background().
 func Read(dev Device) (*Header, error) {
-	var first [8]byte
-	if _, err := dev.ReadAt(first[:], 0); err == nil && [MagicLen]byte(first[:MagicLen]) == MagicPrimary && first[6] == 0 && first[7] == 1 {
-		return nil, fmt.Errorf("%w: the device has a LUKS1 header", ErrNotLUKS)
+	return ReadContext(context.Background(), dev)
+}
+
+// ReadContext reads both metadata copies of a LUKS2 header, validates
+// them like cryptsetup and picks the valid one with the higher sequence
+// id; a damaged copy is reported by NeedsRepair and fixed by Repair or by
+// the next write. The device must hold both copies and all keyslot areas.
+// When ctx ends during the parse (a 4 MiB JSON area takes a fraction of a
+// second) it returns an error with ctx.Err() in its chain.
+func ReadContext(ctx context.Context, dev Device) (*Header, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("reading the LUKS2 header: %w", err)
 	}
-	p := readCopy(dev, 0, false)
+	var first [8]byte
+	if _, err := dev.ReadAt(first[:], 0); err == nil && [MagicLen]byte(first[:MagicLen]) == MagicPrimary {
+		// cryptsetup picks the LUKS version from the primary header's
+		// version field before it reads either copy: 1 is LUKS1, and a
+		// number other than 2 makes the device no LUKS device at all,
+		// even with a valid secondary copy (crypt_load's dispatch; only
+		// a damaged primary magic, version 0 there, sends it to the
+		// secondary).
+		switch v := binary.BigEndian.Uint16(first[offVersion:]); v {
+		case 1:
+			return nil, fmt.Errorf("%w: the device has a LUKS1 header", ErrNotLUKS)
+		case 2:
+		default:
+			return nil, fmt.Errorf("%w: unsupported LUKS version %d", ErrNotLUKS, v)
+		}
+	}
+	p := readCopy(ctx, dev, 0, false)
 	var s copyRead
+	if p.state == hdrCancelled {
+		return nil, p.err
+	}
 	if p.state == hdrOK || p.state == hdrObsolete {
-		s = readCopy(dev, p.bin.HdrSize, true)
+		s = readCopy(ctx, dev, p.bin.HdrSize, true)
 	} else {
 		for _, off := range MetadataSizes {
-			s = readCopy(dev, off, true)
-			if s.state == hdrOK || s.state == hdrObsolete {
+			s = readCopy(ctx, dev, off, true)
+			if s.state == hdrOK || s.state == hdrObsolete || s.state == hdrCancelled {
 				break
 			}
 		}
+	}
+	if s.state == hdrCancelled {
+		return nil, s.err
 	}
 	if p.state == hdrOK && s.state == hdrOK {
 		if p.bin.SeqID > s.bin.SeqID {
@@ -318,7 +359,20 @@ func (h *Header) Digests() []Digest {
 	return out
 }
 
-// Tokens returns every token's JSON, byte for byte as stored.
+// TokenIDs returns the ids of the tokens in ascending order, the order
+// cryptsetup lists them in.
+func (h *Header) TokenIDs() []int {
+	var ids []int
+	for _, m := range h.md.root.get("tokens").obj {
+		id, _ := strconv.Atoi(m.key)
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	return ids
+}
+
+// Tokens returns every token's JSON, byte for byte as stored; see
+// TokenIDs for their order.
 func (h *Header) Tokens() map[int]json.RawMessage {
 	out := map[int]json.RawMessage{}
 	tokens := h.md.root.get("tokens")
@@ -540,11 +594,22 @@ func (h *Header) openKeyslot(dev Device, k *Keyslot, passphrase []byte) ([]byte,
 	if k.Type != "luks2" {
 		return nil, fmt.Errorf("%w: keyslot %d has type %q", ErrUnsupported, k.ID, k.Type)
 	}
+	if h.md.badToken != 0 {
+		return nil, fmt.Errorf("%w: token id %d is out of range (LUKS2 has tokens 0-%d)", ErrCorruptHeader, h.md.badToken, MaxTokens-1)
+	}
 	if len(k.KDFSalt) != 32 {
 		return nil, fmt.Errorf("%w: keyslot %d salt is not 32 bytes", ErrCorruptHeader, k.ID)
 	}
 	switch k.KDF.Type {
-	case kdf.PBKDF2, kdf.Argon2i, kdf.Argon2id:
+	case kdf.PBKDF2:
+	case kdf.Argon2i, kdf.Argon2id:
+		// Argon2 needs at least 8 KiB per lane (ARGON2_MEMORY_TOO_LITTLE),
+		// which cryptsetup's argon2 reports as an error rather than a
+		// wrong passphrase. golang.org/x/crypto/argon2 silently raises
+		// the memory instead, deriving a different key.
+		if uint64(k.KDF.MemoryKiB) < 8*uint64(k.KDF.Parallel) {
+			return nil, fmt.Errorf("%w: keyslot %d: argon2 memory %d KiB is below 8 KiB for each of its %d lanes", ErrCorruptHeader, k.ID, k.KDF.MemoryKiB, k.KDF.Parallel)
+		}
 	default:
 		return nil, fmt.Errorf("%w: keyslot %d kdf type %q", ErrUnsupported, k.ID, k.KDF.Type)
 	}
@@ -568,6 +633,10 @@ func (h *Header) openKeyslot(dev Device, k *Keyslot, passphrase []byte) ([]byte,
 	if d == nil {
 		clear(key)
 		return nil, fmt.Errorf("%w: keyslot %d has no digest", ErrCorruptHeader, k.ID)
+	}
+	if !d.named {
+		clear(key)
+		return nil, fmt.Errorf("%w: digest %d is not stored under its id", ErrCorruptHeader, d.ID)
 	}
 	ok, err := digestOK(d, key)
 	if err != nil || !ok {

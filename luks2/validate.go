@@ -1,8 +1,8 @@
 package luks2
 
 import (
+	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -59,6 +59,8 @@ type Digest struct {
 	Iterations uint32
 	Salt       []byte
 	Value      []byte
+	refs       []string // the keyslot names as stored
+	named      bool     // stored under its canonical name ("0", not "00")
 }
 
 // Config is the decoded config section.
@@ -77,6 +79,10 @@ type metadata struct {
 	digests  map[int]*Digest
 	tokens   []int
 	config   Config
+	// badToken is a token id of 32 or more (else 0): cryptsetup loads
+	// such a header but its open aborts on an assertion
+	// (token_is_blocked in luks2_token.c, 2.6.1), so Unlock refuses it.
+	badToken int
 }
 
 func verr(format string, a ...any) error {
@@ -116,14 +122,14 @@ func containsString(obj *jval, key string) (string, bool) {
 	return v.s, true
 }
 
-func sectionIDs(sec *jval) []int {
-	var ids []int
-	for _, m := range sec.obj {
-		n, _ := strconv.Atoi(m.key)
-		ids = append(ids, n)
+// containsInt is json_contains(..., json_type_int): an integer number
+// member; a fraction such as 4000.5 is a json-c double and does not count.
+func containsInt(obj *jval, key string) *jval {
+	v := obj.get(key)
+	if !v.isInt() {
+		return nil
 	}
-	sort.Ints(ids)
-	return ids
+	return v
 }
 
 // idOf parses an object key that passed numbered().
@@ -222,6 +228,26 @@ func reencryptCandidate(flag string) bool {
 // validateMetadata checks the JSON like cryptsetup's LUKS2_hdr_validate
 // (after LUKS2_hdr_repair) and decodes it. jsonAreaSize is hdr_size-4096.
 func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
+	return validateMetadataContext(context.Background(), root, jsonAreaSize)
+}
+
+// validateMetadataContext is validateMetadata, stopping with ctx's error
+// when ctx ends. Every check is linear or n log n in the size of the
+// JSON, so a hostile 4 MiB area (tens of thousands of segments or
+// keyslots) costs a fraction of a second.
+func validateMetadataContext(ctx context.Context, root *jval, jsonAreaSize uint64) (*metadata, error) {
+	tick := 0
+	stop := func() error {
+		if tick++; tick%ctxEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("validating the LUKS2 metadata: %w", err)
+			}
+		}
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("validating the LUKS2 metadata: %w", err)
+	}
 	if root == nil || root.kind != jObj {
 		return nil, verr("metadata is not a JSON object")
 	}
@@ -285,6 +311,9 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 		if _, err := validateRefs(ka, keyslots, "keyslot"); err != nil {
 			return nil, fmt.Errorf("token %s: %w", m.key, err)
 		}
+		if id >= MaxTokens {
+			md.badToken = id
+		}
 		md.tokens = append(md.tokens, id)
 	}
 	sort.Ints(md.tokens)
@@ -320,13 +349,18 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 		if d.Keyslots, err = validateRefs(ka, keyslots, "keyslot"); err != nil {
 			return nil, fmt.Errorf("digest %s: %w", m.key, err)
 		}
+		for _, e := range ka.arr {
+			d.refs = append(d.refs, e.s)
+		}
 		if d.Segments, err = validateRefs(sa, segments, "segment"); err != nil {
 			return nil, fmt.Errorf("digest %s: %w", m.key, err)
 		}
 		if d.Type == "pbkdf2" {
 			d.Hash, _ = containsString(m.val, "hash")
-			if it, ok := m.val.get("iterations").uint32Val(); ok {
-				d.Iterations = it
+			// cryptsetup reads the count with json_object_get_int64 and
+			// no type check, so "1000" (a string) works as 1000.
+			if it := m.val.get("iterations").getInt64(); it > 0 && it <= 1<<32-1 {
+				d.Iterations = uint32(it)
 			}
 			if s, ok := containsString(m.val, "salt"); ok {
 				d.Salt, _ = base64.StdEncoding.DecodeString(s)
@@ -335,15 +369,33 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 				d.Value, _ = base64.StdEncoding.DecodeString(s)
 			}
 		}
-		md.digests[id] = d
+		// cryptsetup finds a digest by the name it prints for its id, so
+		// a digest stored as "00" loads but cannot verify a key.
+		d.named = m.key == strconv.Itoa(id)
+		if prev := md.digests[id]; prev == nil || !prev.named {
+			md.digests[id] = d
+		}
 	}
 
 	// Segments.
 	if len(segments.obj) < 1 {
 		return nil, verr("empty segments section")
 	}
+	digested := map[string]bool{} // segment names some digest lists
+	for _, d := range digests.obj {
+		if sa := contains(d.val, "segments", jArr); sa != nil {
+			for _, e := range sa.arr {
+				if e.kind == jStr {
+					digested[e.s] = true
+				}
+			}
+		}
+	}
 	firstBackup := -1
 	for _, m := range segments.obj {
+		if err := stop(); err != nil {
+			return nil, err
+		}
 		if !numbered(m.key) {
 			return nil, verr("segment %q is not in numbered form", m.key)
 		}
@@ -401,14 +453,18 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 			return nil, verr("regular segment %d is behind backup segment %d", id, firstBackup)
 		}
 		if s.Type == "crypt" || s.Type == "hw-opal-crypt" {
-			if err := validateCryptSegment(m.key, m.val, s, digests); err != nil {
+			if err := validateCryptSegment(m.key, m.val, s, digested); err != nil {
 				return nil, err
 			}
 		}
 		if strings.HasPrefix(s.Type, "hw-opal") && s.Dynamic {
 			return nil, verr("segment %s of type %s cannot have a dynamic size", m.key, s.Type)
 		}
-		md.segments[id] = s
+		// Like digests, segments are looked up by their printed id: one
+		// stored as "00" leaves a gap at 0, refused below.
+		if m.key == strconv.Itoa(id) {
+			md.segments[id] = s
+		}
 	}
 	count := len(segments.obj)
 	if firstBackup == 0 {
@@ -425,23 +481,8 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 			return nil, verr("gap at segment %d", i)
 		}
 	}
-	for i := 0; i < firstBackup; i++ {
-		a := md.segments[i]
-		if a.Dynamic && i != firstBackup-1 {
-			return nil, verr("only the last regular segment may have a dynamic size")
-		}
-		for j := 0; j < firstBackup; j++ {
-			if i == j {
-				continue
-			}
-			b := md.segments[j]
-			if !b.Dynamic && b.Offset > ^uint64(0)-b.Size {
-				return nil, verr("segment %d offset+size overflows", j)
-			}
-			if a.Offset >= b.Offset && (b.Dynamic || a.Offset < b.Offset+b.Size) {
-				return nil, verr("segments %d and %d overlap", i, j)
-			}
-		}
+	if err := regularSegmentsApart(md.segments, firstBackup); err != nil {
+		return nil, err
 	}
 	for i := firstBackup; i < count; i++ {
 		if md.segments[i] == nil {
@@ -463,19 +504,18 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 		if k.Type, ok = containsString(m.val, "type"); !ok {
 			return nil, verr("keyslot %s has no type", m.key)
 		}
-		ksz, ok := contains(m.val, "key_size", jNum).uint32Val()
+		ksz, ok := containsInt(m.val, "key_size").uint32Val()
 		if !ok {
 			return nil, verr("keyslot %s has an illegal key_size", m.key)
 		}
 		k.KeySize = int(ksz)
 		k.Priority = luksutil.PriorityUnset
 		if p := m.val.get("priority"); p != nil {
-			n, ok := p.int64Val()
-			if !ok {
-				return nil, verr("keyslot %s priority is not an integer", m.key)
-			}
-			if k.Priority, ok = luksutil.PriorityFromDisk(int(n)); !ok {
-				k.Priority = luksutil.PriorityNormal
+			// cryptsetup reads it with json_object_get_int, whatever its
+			// type, and an AnySlot unlock tries only priorities 2 and 1:
+			// any other number means never tried unless named.
+			if k.Priority, ok = luksutil.PriorityFromDisk(int(p.getInt())); !ok {
+				k.Priority = PriorityInvalid
 			}
 		}
 		md.keyslots[id] = k
@@ -554,7 +594,7 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 		}
 		areas = append(areas, iv{id, k.AreaOffset, k.AreaSize})
 	}
-	for i, a := range areas {
+	for _, a := range areas {
 		if a.off < 2*mdSize {
 			return nil, verr("keyslot %d area offset %d is inside the metadata", a.id, a.off)
 		}
@@ -567,11 +607,14 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 		if a.off+a.len > end {
 			return nil, verr("keyslot %d area [%d, %d] overflows the keyslots area (ends at %d)", a.id, a.off, a.off+a.len, end)
 		}
-		for j, b := range areas {
-			if i != j && a.off >= b.off && a.off < b.off+b.len {
-				return nil, verr("keyslot %d and %d areas overlap", a.id, b.id)
-			}
-		}
+	}
+	// Two areas overlap when one starts inside the other: in start order,
+	// when a start lies below the furthest end seen so far.
+	sort.Slice(areas, func(i, j int) bool { return areas[i].off < areas[j].off })
+	if err := apart(len(areas), func(i int) (uint64, uint64, bool) { return areas[i].off, areas[i].off + areas[i].len, false }, func(i, j int) error {
+		return verr("keyslot %d and %d areas overlap", areas[i].id, areas[j].id)
+	}); err != nil {
+		return nil, err
 	}
 
 	// JSON size.
@@ -582,21 +625,27 @@ func validateMetadata(root *jval, jsonAreaSize uint64) (*metadata, error) {
 		return nil, verr("JSON (%d bytes) does not fit in the %d-byte area", n, jsonAreaSize)
 	}
 
-	// Keyslot types.
+	// Keyslot types. cryptsetup finds a keyslot's digest by the name it
+	// prints for the id ("%u"), so keyslot "01" has none.
+	digestOf := map[string][]int{} // keyslot name -> digests listing it, once per listing
+	for _, d := range md.digests {
+		for _, r := range d.refs {
+			digestOf[r] = append(digestOf[r], d.ID)
+		}
+	}
 	reencrypt := 0
 	for _, m := range keyslots.obj {
+		if err := stop(); err != nil {
+			return nil, err
+		}
 		id, _ := strconv.Atoi(m.key)
 		k := md.keyslots[id]
-		for _, d := range md.digests {
-			for _, s := range d.Keyslots {
-				if s == id {
-					if k.Digest >= 0 {
-						k.Digest = -2 // more than one
-					} else {
-						k.Digest = d.ID
-					}
-				}
-			}
+		switch ds := digestOf[strconv.Itoa(id)]; len(ds) {
+		case 0:
+		case 1:
+			k.Digest = ds[0]
+		default:
+			k.Digest = -2 // more than one
 		}
 		switch k.Type {
 		case "luks2":
@@ -637,7 +686,7 @@ func contains1u(list []uint64, v uint64) bool {
 	return false
 }
 
-func validateCryptSegment(key string, seg *jval, s *Segment, digests *jval) error {
+func validateCryptSegment(key string, seg *jval, s *Segment, digested map[string]bool) error {
 	ivs, ok := containsString(seg, "iv_tweak")
 	if !ok {
 		return verr("segment %s has no iv_tweak", key)
@@ -645,7 +694,7 @@ func validateCryptSegment(key string, seg *jval, s *Segment, digests *jval) erro
 	if s.Encryption, ok = containsString(seg, "encryption"); !ok {
 		return verr("segment %s has no encryption", key)
 	}
-	ss := contains(seg, "sector_size", jNum)
+	ss := containsInt(seg, "sector_size")
 	if ss == nil {
 		return verr("segment %s has no sector_size", key)
 	}
@@ -677,14 +726,8 @@ func validateCryptSegment(key string, seg *jval, s *Segment, digests *jval) erro
 	if s.Size%uint64(n) != 0 {
 		return verr("segment %s size must be aligned to its sector size %d", key, n)
 	}
-	for _, d := range digests.obj {
-		if sa := contains(d.val, "segments", jArr); sa != nil {
-			for _, e := range sa.arr {
-				if e.kind == jStr && e.s == key {
-					return nil
-				}
-			}
-		}
+	if digested[key] {
+		return nil
 	}
 	return verr("crypt segment %s is not assigned to a key digest", key)
 }
@@ -704,7 +747,7 @@ func validateLUKS2Keyslot(key string, ks *jval, k *Keyslot) error {
 	switch t {
 	case kdf.PBKDF2:
 		h, okh := containsString(kd, "hash")
-		it := contains(kd, "iterations", jNum)
+		it := containsInt(kd, "iterations")
 		_, oks := containsString(kd, "salt")
 		if len(kd.obj) != 4 || !okh || it == nil || !oks {
 			return verr("keyslot %s has a malformed pbkdf2 kdf", key)
@@ -712,7 +755,7 @@ func validateLUKS2Keyslot(key string, ks *jval, k *Keyslot) error {
 		k.KDF.Hash = h
 		k.KDF.Iterations, _ = it.uint32Val()
 	case kdf.Argon2i, kdf.Argon2id:
-		tm, mem, cpus := contains(kd, "time", jNum), contains(kd, "memory", jNum), contains(kd, "cpus", jNum)
+		tm, mem, cpus := containsInt(kd, "time"), containsInt(kd, "memory"), containsInt(kd, "cpus")
 		_, oks := containsString(kd, "salt")
 		if len(kd.obj) != 5 || tm == nil || mem == nil || cpus == nil || !oks {
 			return verr("keyslot %s has a malformed %s kdf", key, t)
@@ -732,7 +775,7 @@ func validateLUKS2Keyslot(key string, ks *jval, k *Keyslot) error {
 	if k.AFHash, ok = containsString(afo, "hash"); !ok {
 		return verr("keyslot %s af has no hash", key)
 	}
-	st := contains(afo, "stripes", jNum)
+	st := containsInt(afo, "stripes")
 	if st == nil {
 		return verr("keyslot %s af has no stripes", key)
 	}
@@ -745,7 +788,7 @@ func validateLUKS2Keyslot(key string, ks *jval, k *Keyslot) error {
 	if k.AreaEncryption, ok = containsString(area, "encryption"); !ok {
 		return verr("keyslot %s area has no encryption", key)
 	}
-	ak := contains(area, "key_size", jNum)
+	ak := containsInt(area, "key_size")
 	if ak == nil {
 		return verr("keyslot %s area has no key_size", key)
 	}
@@ -755,4 +798,48 @@ func validateLUKS2Keyslot(key string, ks *jval, k *Keyslot) error {
 	return nil
 }
 
-var errNotFound = errors.New("not found")
+// PriorityInvalid is the Priority of a keyslot whose stored priority is a
+// number other than 0, 1 or 2: cryptsetup never tries such a keyslot
+// unless it is named, and neither does Unlock.
+const PriorityInvalid = luksutil.Priority(-1)
+
+// apart checks that no interval of n starts inside another. interval(i)
+// gives start, end and whether it is open-ended (a dynamic segment); the
+// intervals must be sorted by start. overlap reports a pair.
+func apart(n int, interval func(i int) (start, end uint64, open bool), overlap func(i, j int) error) error {
+	far, farOpen, who := uint64(0), false, -1
+	for i := 0; i < n; i++ {
+		st, en, op := interval(i)
+		if who >= 0 && (farOpen || st < far) {
+			return overlap(i, who)
+		}
+		if who < 0 || op || !farOpen && en > far {
+			far, farOpen, who = en, op || farOpen, i
+		}
+	}
+	return nil
+}
+
+// regularSegmentsApart is the overlap check of hdr_validate_segments over
+// segments 0..n-1 (gaps already refused): only the last may be dynamic,
+// none may end beyond 2^64, and none may start inside another.
+func regularSegmentsApart(segs map[int]*Segment, n int) error {
+	order := make([]*Segment, 0, n)
+	for i := 0; i < n; i++ {
+		a := segs[i]
+		if a.Dynamic && i != n-1 {
+			return verr("only the last regular segment may have a dynamic size")
+		}
+		if n > 1 && !a.Dynamic && a.Offset > ^uint64(0)-a.Size {
+			return verr("segment %d offset+size overflows", i)
+		}
+		order = append(order, a)
+	}
+	sort.Slice(order, func(i, j int) bool { return order[i].Offset < order[j].Offset })
+	return apart(len(order), func(i int) (uint64, uint64, bool) {
+		s := order[i]
+		return s.Offset, s.Offset + s.Size, s.Dynamic
+	}, func(i, j int) error {
+		return verr("segments %d and %d overlap", order[j].ID, order[i].ID)
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,12 +34,12 @@ type vcase struct {
 
 func (c vcase) removeToken() bool { return strings.HasPrefix(c.name, "non-compact-json") }
 
-// validationMutations returns the 85 mutations: the 83 load cases and the
-// two non-compact token cases. The 83 are a copy of the table in
-// TestLUKS2ValidationCases (that table is local to its test function);
-// TestValidationMutationsInStep fails when the two drift apart.
+// validationMutations returns the mutations: the 83 load cases of
+// cryptsetup's luks2-validation-test (validationLoadCases, shared with
+// TestLUKS2ValidationCases), its two non-compact token cases, and the
+// header-differential cases of issue #18 (differentialCases).
 func validationMutations() []vcase {
-	return append(validationLoadCases(), nonCompactTokenCases()...)
+	return append(append(validationLoadCases(), nonCompactTokenCases()...), differentialCases()...)
 }
 
 // nonCompactTokenCases are the two "non-compact-json" cases: a token whose
@@ -333,7 +334,10 @@ func writeSparse(t *testing.T, path string, img []byte) {
 type verdict struct {
 	load bool   // the header loads (luksDump / Read)
 	why  string // our error, or cryptsetup's message
-	pass []bool // per known passphrase: it opens (test-passphrase / Unlock)
+	// pass, per known passphrase: "opens", "wrong passphrase" (cryptsetup
+	// exit 2, ErrWrongPassphrase) or "error" (any other refusal, which
+	// stops the keyslot search in both), from test-passphrase / Unlock.
+	pass []string
 	// tokenRemoved: token remove --token-id 0 worked and the header
 	// loads afterwards (the non-compact token cases only).
 	tokenRemoved *bool
@@ -345,7 +349,7 @@ func (v verdict) String() string {
 		s = "accepted"
 	}
 	if len(v.pass) > 0 {
-		s += fmt.Sprintf(", passphrases open %v", v.pass)
+		s += fmt.Sprintf(", passphrases %q", v.pass)
 	}
 	if v.tokenRemoved != nil {
 		s += fmt.Sprintf(", token removed %v", *v.tokenRemoved)
@@ -365,6 +369,16 @@ var expectedDisagreement = map[string]string{
 	// `blkcrypt test-passphrase` therefore exits non-zero with that reason
 	// rather than claiming a usable passphrase.
 	"known/segment-unknown-type": "Unlock refuses a header without a crypt data segment before trying keyslots; cryptsetup --test-passphrase checks only keyslot and digest",
+	// Keyslot 1 asks for 4 GiB + 1 KiB of Argon2 memory. Both load the
+	// header; cryptsetup then runs the KDF (4 GiB, 15-20 s here) and
+	// finds the passphrase wrong, while Unlock refuses the keyslot
+	// (ErrUnsupported) without deriving. cryptsetup itself never creates
+	// a keyslot above 4 GiB (its --pbkdf-memory maximum), so only a
+	// crafted header has one, and such a header may ask for up to 4 TiB:
+	// a failed allocation aborts a Go process with no error to return,
+	// where argon2's malloc in cryptsetup fails cleanly. The stricter
+	// choice keeps every verb from being killed by a header.
+	"known/diff-argon2-memory-4194305": "Unlock refuses Argon2 memory above cryptsetup's own 4 GiB creation limit rather than risk an unrecoverable allocation failure; cryptsetup derives and reports a wrong passphrase",
 }
 
 // TestLUKS2ValidationAgainstCryptsetup writes every mutated image to a file
@@ -413,8 +427,8 @@ func TestLUKS2ValidationAgainstCryptsetup(t *testing.T) {
 	}
 	bases := []base{{"valid_hdr", valid, nil}, {"known", knownImg, passes}}
 	cases := validationMutations()
-	if len(cases) != 85 {
-		t.Fatalf("%d mutations, want 85", len(cases))
+	if want := 85 + len(differentialCases()); len(cases) != want {
+		t.Fatalf("%d mutations, want %d", len(cases), want)
 	}
 	seen := map[string]bool{}
 	disagreements := 0
@@ -445,13 +459,13 @@ func TestLUKS2ValidationAgainstCryptsetup(t *testing.T) {
 							}
 						}
 						for _, p := range b.passes {
-							opened := false
+							res := "not loaded"
 							if h != nil {
 								key, _, err := h.Unlock(dev, p, AnySlot)
 								clear(key)
-								opened = err == nil
+								res = passClass(err, errors.Is(err, ErrWrongPassphrase))
 							}
-							ours.pass = append(ours.pass, opened)
+							ours.pass = append(ours.pass, res)
 						}
 						// cryptsetup may repair a damaged copy while loading; each of
 						// its commands gets the mutated image afresh.
@@ -477,7 +491,13 @@ func TestLUKS2ValidationAgainstCryptsetup(t *testing.T) {
 						// header luksDump refuses opens with no passphrase; asking
 						// would only cost time.
 						for i := range b.passes {
-							theirs.pass = append(theirs.pass, theirs.load && csRun("open", "--test-passphrase", "--batch-mode", "--key-file", keyFiles[i]) == nil)
+							res := "not loaded"
+							if theirs.load {
+								err := csRun("open", "--test-passphrase", "--batch-mode", "--key-file", keyFiles[i])
+								var ee *exec.ExitError
+								res = passClass(err, errors.As(err, &ee) && ee.ExitCode() == 2)
+							}
+							theirs.pass = append(theirs.pass, res)
 						}
 						if c.removeToken() {
 							// Ours removes the token and reads the result back; then
@@ -530,6 +550,18 @@ func TestLUKS2ValidationAgainstCryptsetup(t *testing.T) {
 		}
 	}
 	t.Logf("%d cases on %d images, %d listed disagreements", len(cases), len(bases), disagreements)
+}
+
+// passClass names the outcome of one passphrase; wrong tells whether err
+// is the wrong-passphrase refusal.
+func passClass(err error, wrong bool) string {
+	switch {
+	case err == nil:
+		return "opens"
+	case wrong:
+		return "wrong passphrase"
+	}
+	return "error"
 }
 
 // oneLineOf returns the first non-empty line of cryptsetup's output.

@@ -73,7 +73,11 @@ func doDumpLUKS2(w io.Writer, p *parsed, dev string, hh blkcrypt.Header) error {
 		} else {
 			fmt.Fprintf(w, "\tKey:        %d bits\n", k.KeySize*8)
 		}
-		fmt.Fprintf(w, "\tPriority:   %s\n\tCipher:     %s\n\tCipher key: %d bits\n\tPBKDF:      %s\n", k.Priority, k.AreaEncryption, k.AreaKeySize*8, strings.ToLower(k.KDF.Type))
+		prio := k.Priority.String()
+		if k.Priority == luks2.PriorityInvalid {
+			prio = "invalid" // a stored number other than 0-2, as cryptsetup prints it
+		}
+		fmt.Fprintf(w, "\tPriority:   %s\n\tCipher:     %s\n\tCipher key: %d bits\n\tPBKDF:      %s\n", prio, k.AreaEncryption, k.AreaKeySize*8, strings.ToLower(k.KDF.Type))
 		if strings.EqualFold(k.KDF.Type, "pbkdf2") {
 			fmt.Fprintf(w, "\tHash:       %s\n\tIterations: %d\n", k.KDF.Hash, k.KDF.Iterations)
 		} else {
@@ -87,7 +91,9 @@ func doDumpLUKS2(w io.Writer, p *parsed, dev string, hh blkcrypt.Header) error {
 		}
 	}
 	fmt.Fprintf(w, "Tokens:\n")
-	for id, t := range h.Tokens() {
+	tokens := h.Tokens()
+	for _, id := range h.TokenIDs() { // cryptsetup lists them by id
+		t := tokens[id]
 		typ := "unknown"
 		if i := strings.Index(string(t), `"type"`); i >= 0 {
 			rest := string(t[i+6:])
