@@ -1,6 +1,8 @@
 package blkcrypt
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -14,76 +16,189 @@ import (
 // "argon2id"), hash, unlock time, or forced cost.
 type PBKDFOptions = kdf.Options
 
-// FormatOptions configure Format. Zero values give cryptsetup 2.7's
-// defaults: LUKS2, aes-xts-plain64 with a 512-bit key, argon2id for 2 s.
+// FormatOptions configure Format: every option of `blkcrypt format`. Zero
+// values give cryptsetup's defaults: LUKS2, aes-xts-plain64 with a 512-bit
+// key, argon2id benchmarked for 2 s, any free keyslot.
 type FormatOptions struct {
-	Type       string // "luks2" (default) or "luks1"
-	Cipher     string // default aes-xts-plain64
-	KeySize    int    // volume key bytes; default 64
-	SectorSize int    // LUKS2 only; 0 picks 4096 where the data area allows
-	UUID       string
-	Label      string // LUKS2 only
-	// Size creates or extends the image file to this many bytes.
-	Size  int64
-	PBKDF PBKDFOptions
+	Type    string // "luks2" (default) or "luks1" ("luks" too)
+	Cipher  string // default aes-xts-plain64
+	KeySize int    // volume key bytes; default 64
+	// Hash is the LUKS1 header hash, and the PBKDF2/AF hash of either
+	// version (PBKDF.Hash when that is set).
+	Hash       string
+	SectorSize int // LUKS2 only; 0 picks 4096 where the data area allows
+	// Offset is the data offset in 512-byte sectors (cryptsetup's
+	// --offset); Align the alignment of the default offset in 512-byte
+	// sectors (--align-payload). 0 means the default.
+	Offset, Align uint64
+	UUID          string
+	Label         string // LUKS2 only
+	Subsystem     string // LUKS2 only
+	// Header is a detached header file: the header goes there (created or
+	// grown as needed) and the data stays on the device.
+	Header string
+	// Keyslot is the first keyslot's number; nil picks a free one.
+	Keyslot *int
+	// Size creates or extends the image file to this many bytes. A failed
+	// Format removes a file it created.
+	Size int64
+	// VolumeKey is the volume key to store; nil makes a random one.
+	VolumeKey []byte
+	PBKDF     PBKDFOptions
 }
 
-// Format creates a LUKS volume on the file at path with a random volume key
-// and one keyslot for passphrase.
-func Format(path string, passphrase []byte, o FormatOptions) error {
+// Format creates a LUKS volume on the file or block device at path with one
+// keyslot for passphrase. The device (and a detached header) is locked
+// exclusively while it runs. ctx cancels it before the header is written
+// (during the KDF benchmark and derivation); a header write under way is
+// finished.
+func Format(ctx context.Context, path string, passphrase []byte, o FormatOptions) (err error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	typ := o.Type
+	switch typ {
+	case "", "luks2":
+		typ = "luks2"
+	case "luks", "luks1":
+		typ = "luks1"
+	default:
+		return fmt.Errorf("%w: unknown type %q for format", ErrInvalidOptions, o.Type)
+	}
 	if o.Cipher == "" {
 		o.Cipher = luks1.DefaultCipher
 	}
 	if o.KeySize == 0 {
 		o.KeySize = 64
+		if o.VolumeKey != nil {
+			o.KeySize = len(o.VolumeKey)
+		}
+	}
+	if o.KeySize < 0 || o.KeySize > 512 {
+		return fmt.Errorf("%w: key size %d bits", ErrInvalidOptions, o.KeySize*8)
+	}
+	if o.VolumeKey != nil && len(o.VolumeKey) != o.KeySize {
+		return fmt.Errorf("%w: volume key of %d bytes for a %d-byte key size", ErrInvalidOptions, len(o.VolumeKey), o.KeySize)
 	}
 	if err := luksutil.CheckCipher(o.Cipher, o.KeySize); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
-	key := make([]byte, o.KeySize)
-	defer clear(key)
-	if err := luksutil.Random(key); err != nil {
-		return err
+	if o.PBKDF.Hash == "" {
+		o.PBKDF.Hash = o.Hash
 	}
-	flag := os.O_RDWR
+	if err := o.PBKDF.Check(map[string]string{"luks1": kdf.PBKDF2, "luks2": kdf.Argon2id}[typ]); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	if o.Size < 0 {
+		return fmt.Errorf("%w: negative size", ErrInvalidOptions)
+	}
+	if typ == "luks1" {
+		switch {
+		case o.SectorSize != 0 && o.SectorSize != 512:
+			return fmt.Errorf("%w: LUKS1 has 512-byte sectors only", ErrInvalidOptions)
+		case o.Label != "" || o.Subsystem != "":
+			return fmt.Errorf("%w: a label or subsystem needs LUKS2", ErrInvalidOptions)
+		case o.Offset > 1<<32-1 || o.Align > 1<<32-1:
+			return fmt.Errorf("%w: LUKS1 offset and alignment are 32-bit sector counts", ErrInvalidOptions)
+		}
+	}
+	if o.Offset > 1<<54 || o.Align > 1<<54 {
+		return fmt.Errorf("%w: offset or alignment out of range", ErrInvalidOptions)
+	}
+
+	// The image: created or grown with Size; removed again if Format fails.
+	created := false
 	if o.Size > 0 {
-		flag |= os.O_CREATE
+		if _, serr := os.Stat(path); errors.Is(serr, os.ErrNotExist) {
+			created = true
+		}
 	}
-	f, err := os.OpenFile(path, flag, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|map[bool]int{true: os.O_CREATE}[o.Size > 0], 0o600)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() {
+		f.Close()
+		if err != nil && created {
+			os.Remove(path)
+		}
+	}()
+	if _, err = lockFile(f, true); err != nil {
+		return err
+	}
 	if o.Size > 0 {
-		if st, err := f.Stat(); err == nil && st.Size() < o.Size {
-			if err := f.Truncate(o.Size); err != nil {
+		if st, serr := f.Stat(); serr == nil && st.Mode().IsRegular() && st.Size() < o.Size {
+			if err = f.Truncate(o.Size); err != nil {
 				return err
 			}
 		}
 	}
-	ks := luksutil.KeyslotOptions{Slot: AnySlot, PBKDF: o.PBKDF}
-	dev := luksutil.File{File: f}
-	switch o.Type {
-	case "", "luks2":
-		_, err = luks2.Format(dev, key, passphrase, luks2.FormatOptions{Cipher: o.Cipher, SectorSize: o.SectorSize, UUID: o.UUID, Label: o.Label, Keyslot: ks})
-	case "luks1", "luks":
-		if o.SectorSize != 0 && o.SectorSize != 512 {
-			return fmt.Errorf("%w: LUKS1 has 512-byte sectors only", luksutil.ErrInvalidOptions)
+	hf := f
+	if o.Header != "" {
+		hcreated := false
+		if _, serr := os.Stat(o.Header); errors.Is(serr, os.ErrNotExist) {
+			hcreated = true
 		}
-		_, err = luks1.Format(dev, key, passphrase, luks1.FormatOptions{Cipher: o.Cipher, UUID: o.UUID, Keyslot: ks})
-	default:
-		return fmt.Errorf("%w: unknown type %q", luksutil.ErrInvalidOptions, o.Type)
+		if hf, err = os.OpenFile(o.Header, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+			return err
+		}
+		defer func() {
+			hf.Close()
+			if err != nil && hcreated {
+				os.Remove(o.Header)
+			}
+		}()
+		if _, err = lockFile(hf, true); err != nil {
+			return err
+		}
+		// A detached header file is grown to hold the header and keyslots,
+		// as cryptsetup does.
+		need := int64(16 << 20)
+		if typ == "luks1" {
+			need = 2 << 20
+		}
+		if st, serr := hf.Stat(); serr == nil && st.Mode().IsRegular() && st.Size() < need {
+			if err = hf.Truncate(need); err != nil {
+				return err
+			}
+		}
+	}
+	key := o.VolumeKey
+	if key == nil {
+		key = make([]byte, o.KeySize)
+		defer clear(key)
+		if err = luksutil.Random(key); err != nil {
+			return err
+		}
+	}
+	if err = ctx.Err(); err != nil {
+		return err
+	}
+	ks := luksutil.KeyslotOptions{Slot: keyslotArg(o.Keyslot), PBKDF: o.PBKDF}
+	dev := luksutil.File{File: hf}
+	if typ == "luks2" {
+		_, err = luks2.Format(dev, key, passphrase, luks2.FormatOptions{
+			Cipher: o.Cipher, SectorSize: o.SectorSize, UUID: o.UUID, Label: o.Label, Subsystem: o.Subsystem,
+			DataOffset: o.Offset * 512, Align: o.Align * 512, Detached: o.Header != "", Keyslot: ks,
+		})
+	} else {
+		_, err = luks1.Format(dev, key, passphrase, luks1.FormatOptions{
+			Cipher: o.Cipher, Hash: o.Hash, UUID: o.UUID, PayloadOffset: uint32(o.Offset), Align: uint32(o.Align),
+			Detached: o.Header != "", Keyslot: ks,
+		})
 	}
 	return err
 }
 
-// withHeader opens path read-write and reads its LUKS header.
+// withHeader opens path (or a detached header) read-write, locked, and
+// reads its LUKS header.
 func withHeader(path string, f func(dev luksutil.Device, h Header) error) error {
-	fd, err := os.OpenFile(path, os.O_RDWR, 0)
+	fd, release, err := openLocked(path, false)
 	if err != nil {
 		return err
 	}
 	defer fd.Close()
+	defer release()
 	dev := luksutil.File{File: fd}
 	h, err := ReadHeader(dev)
 	if err != nil {
@@ -94,15 +209,15 @@ func withHeader(path string, f func(dev luksutil.Device, h Header) error) error 
 
 // AddKey adds a keyslot for newPassphrase, authorised by any existing
 // passphrase, and returns its number.
-func AddKey(path string, passphrase, newPassphrase []byte, pbkdf PBKDFOptions) (int, error) {
+func AddKey(ctx context.Context, path string, passphrase, newPassphrase []byte, pbkdf PBKDFOptions) (int, error) {
 	slot := -1
 	err := withHeader(path, func(dev luksutil.Device, h Header) error {
-		key, _, err := h.Unlock(dev, passphrase, AnySlot)
+		key, _, err := h.UnlockContext(ctx, dev, passphrase, luksutil.AnySlot)
 		if err != nil {
 			return err
 		}
 		defer clear(key)
-		slot, err = h.AddKey(dev, key, newPassphrase, luksutil.KeyslotOptions{Slot: AnySlot, PBKDF: pbkdf})
+		slot, err = h.AddKey(dev, key, newPassphrase, luksutil.KeyslotOptions{Slot: luksutil.AnySlot, PBKDF: pbkdf})
 		return err
 	})
 	return slot, err
@@ -110,27 +225,16 @@ func AddKey(path string, passphrase, newPassphrase []byte, pbkdf PBKDFOptions) (
 
 // RemoveKey removes the keyslot that passphrase opens and returns its
 // number.
-func RemoveKey(path string, passphrase []byte) (int, error) {
+func RemoveKey(ctx context.Context, path string, passphrase []byte) (int, error) {
 	slot := -1
 	err := withHeader(path, func(dev luksutil.Device, h Header) error {
-		key, s, err := h.Unlock(dev, passphrase, AnySlot)
+		key, s, err := h.UnlockContext(ctx, dev, passphrase, luksutil.AnySlot)
 		if err != nil {
 			return err
 		}
 		clear(key)
 		slot = s
 		return h.RemoveKey(dev, s)
-	})
-	return slot, err
-}
-
-// ChangeKey replaces the passphrase of the keyslot oldPassphrase opens.
-func ChangeKey(path string, oldPassphrase, newPassphrase []byte, pbkdf PBKDFOptions) (int, error) {
-	slot := -1
-	err := withHeader(path, func(dev luksutil.Device, h Header) error {
-		var err error
-		slot, err = h.ChangeKey(dev, oldPassphrase, newPassphrase, AnySlot, luksutil.KeyslotOptions{Slot: AnySlot, PBKDF: pbkdf})
-		return err
 	})
 	return slot, err
 }

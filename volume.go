@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/blkcrypt/blkcrypt/internal/volspec"
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 
@@ -14,7 +15,7 @@ var (
 	// ErrOutOfRange means a request reaches past the end of the volume.
 	ErrOutOfRange = errors.New("request outside the volume")
 	// ErrReadOnly means a write to a volume opened read-only.
-	ErrReadOnly = errors.New("volume is read-only")
+	ErrReadOnly = volspec.ErrReadOnly
 	// ErrClosed means the volume was closed.
 	ErrClosed = errors.New("volume is closed")
 )
@@ -41,6 +42,8 @@ type Volume struct {
 	readOnly bool
 	locks    [lockStripes]sync.RWMutex
 	onClose  func()
+	typ      string // set by Open: the volume type
+	note     string // set by Open: the format's warning
 
 	mu     sync.RWMutex // guards closed
 	closed bool

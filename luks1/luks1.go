@@ -1,6 +1,7 @@
 package luks1
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -202,10 +203,10 @@ func (h *Header) VolumeKeyDigestOK(key []byte) bool {
 }
 
 // openSlot tries one keyslot; ErrWrongPassphrase when the digest differs.
-func (h *Header) openSlot(dev Device, passphrase []byte, slot int) ([]byte, error) {
+func (h *Header) openSlot(ctx context.Context, dev Device, passphrase []byte, slot int) ([]byte, error) {
 	k := &h.p.Keyslots[slot]
 	p := kdf.Params{Type: kdf.PBKDF2, Hash: h.p.HashSpec(), Iterations: k.Iterations}
-	key, err := luksutil.OpenArea(dev, h.areaSpec(slot), p, k.Salt[:], passphrase)
+	key, err := luksutil.OpenAreaContext(ctx, dev, h.areaSpec(slot), p, k.Salt[:], passphrase)
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +223,12 @@ func (h *Header) openSlot(dev Device, passphrase []byte, slot int) ([]byte, erro
 // Errors other than a wrong passphrase (an unavailable cipher, an I/O
 // error) stop the search, as in cryptsetup.
 func (h *Header) Unlock(dev Device, passphrase []byte, slot int) ([]byte, int, error) {
+	return h.UnlockContext(context.Background(), dev, passphrase, slot)
+}
+
+// UnlockContext is Unlock that returns with ctx's error (in the chain)
+// when ctx ends during a key derivation or between keyslots.
+func (h *Header) UnlockContext(ctx context.Context, dev Device, passphrase []byte, slot int) ([]byte, int, error) {
 	if slot != AnySlot {
 		if slot < 0 || slot >= NumKeyslots {
 			return nil, -1, fmt.Errorf("%w: %d (LUKS1 has keyslots 0-7)", ErrInvalidSlot, slot)
@@ -229,7 +236,7 @@ func (h *Header) Unlock(dev Device, passphrase []byte, slot int) ([]byte, int, e
 		if !h.p.Keyslots[slot].Enabled() {
 			return nil, -1, fmt.Errorf("%w: keyslot %d", ErrSlotInactive, slot)
 		}
-		key, err := h.openSlot(dev, passphrase, slot)
+		key, err := h.openSlot(ctx, dev, passphrase, slot)
 		if err != nil {
 			return nil, -1, err
 		}
@@ -239,7 +246,10 @@ func (h *Header) Unlock(dev Device, passphrase []byte, slot int) ([]byte, int, e
 		if !h.p.Keyslots[i].Enabled() {
 			continue
 		}
-		key, err := h.openSlot(dev, passphrase, i)
+		if err := ctx.Err(); err != nil {
+			return nil, -1, err
+		}
+		key, err := h.openSlot(ctx, dev, passphrase, i)
 		if err == nil {
 			return key, i, nil
 		}

@@ -1,6 +1,7 @@
 package luks2
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -536,7 +537,7 @@ func (h *Header) VolumeKeyDigestOK(key []byte) bool {
 
 // openKeyslot derives, decrypts and merges one keyslot and checks the
 // result against the keyslot's digest.
-func (h *Header) openKeyslot(dev Device, k *Keyslot, passphrase []byte) ([]byte, error) {
+func (h *Header) openKeyslot(ctx context.Context, dev Device, k *Keyslot, passphrase []byte) ([]byte, error) {
 	if k.Type != "luks2" {
 		return nil, fmt.Errorf("%w: keyslot %d has type %q", ErrUnsupported, k.ID, k.Type)
 	}
@@ -560,7 +561,7 @@ func (h *Header) openKeyslot(dev Device, k *Keyslot, passphrase []byte) ([]byte,
 	if strings.HasPrefix(k.AreaEncryption, "cipher_null") && len(passphrase) > 0 {
 		return nil, ErrWrongPassphrase
 	}
-	key, err := luksutil.OpenArea(dev, spec, k.KDF, k.KDFSalt, passphrase)
+	key, err := luksutil.OpenAreaContext(ctx, dev, spec, k.KDF, k.KDFSalt, passphrase)
 	if err != nil {
 		return nil, err
 	}
@@ -598,6 +599,12 @@ func (h *Header) keyslot(slot int) (*Keyslot, error) {
 // or ErrWrongPassphrase. Keyslots not bound to the data segment are
 // skipped (ErrUnbound when named); see UnlockUnbound.
 func (h *Header) Unlock(dev Device, passphrase []byte, slot int) ([]byte, int, error) {
+	return h.UnlockContext(context.Background(), dev, passphrase, slot)
+}
+
+// UnlockContext is Unlock that returns with ctx's error (in the chain)
+// when ctx ends during a key derivation or between keyslots.
+func (h *Header) UnlockContext(ctx context.Context, dev Device, passphrase []byte, slot int) ([]byte, int, error) {
 	if _, err := h.dataSegment(); err != nil {
 		return nil, -1, err
 	}
@@ -609,7 +616,7 @@ func (h *Header) Unlock(dev Device, passphrase []byte, slot int) ([]byte, int, e
 		if !h.bound(k) {
 			return nil, -1, fmt.Errorf("%w: keyslot %d", ErrUnbound, slot)
 		}
-		key, err := h.openKeyslot(dev, k, passphrase)
+		key, err := h.openKeyslot(ctx, dev, k, passphrase)
 		if err != nil {
 			return nil, -1, err
 		}
@@ -620,7 +627,10 @@ func (h *Header) Unlock(dev Device, passphrase []byte, slot int) ([]byte, int, e
 		if !h.bound(k) {
 			continue
 		}
-		key, err := h.openKeyslot(dev, k, passphrase)
+		if err := ctx.Err(); err != nil {
+			return nil, -1, err
+		}
+		key, err := h.openKeyslot(ctx, dev, k, passphrase)
 		if err == nil {
 			return key, id, nil
 		}
@@ -649,7 +659,7 @@ func (h *Header) UnlockUnbound(dev Device, passphrase []byte, slot int) ([]byte,
 		if k.Type != "luks2" && slot == AnySlot {
 			continue
 		}
-		key, err := h.openKeyslot(dev, k, passphrase)
+		key, err := h.openKeyslot(context.Background(), dev, k, passphrase)
 		if err == nil {
 			return key, id, h.bound(k), nil
 		}
