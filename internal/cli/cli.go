@@ -252,4 +252,3 @@ func readVolumeKeyFile(path string, keySize int) ([]byte, error) {
 	}
 	return b, nil
 }
-

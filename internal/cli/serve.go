@@ -128,4 +128,3 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 	}
 	return v.Flush()
 }
-
