@@ -1,6 +1,7 @@
 package blkcrypt
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/blkcrypt/blkcrypt/plain"
@@ -85,4 +86,11 @@ func openPlain(dev Device, devSize int64, o OpenOptions) (*Volume, error) {
 		return nil, fmt.Errorf("%w: offset %d is not aligned to the %d-byte sector size", ErrInvalidOptions, p.Offset, c.SectorSize())
 	}
 	return NewVolume(dev, c, off, size, o.ReadOnly)
+}
+
+// OpenPlain opens a plain dm-crypt volume on the file at path, read-write,
+// with a raw volume key: Open with Type "plain" and VolumeKey.
+func OpenPlain(path string, key []byte, o PlainOptions) (*Volume, error) {
+	o.KeySize = len(key)
+	return Open(context.Background(), path, OpenOptions{Type: TypePlain, VolumeKey: key, Plain: o})
 }

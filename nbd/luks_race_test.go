@@ -2,6 +2,7 @@ package nbd
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -48,10 +49,10 @@ func TestConcurrentClientsLUKS(t *testing.T) {
 	img := filepath.Join(dir, "luks.img")
 	pass := []byte("race test passphrase")
 	fast := blkcrypt.PBKDFOptions{Type: kdf.PBKDF2, Iterations: 1000}
-	if err := blkcrypt.Format(img, pass, blkcrypt.FormatOptions{Size: 16<<20 + nblocks*block, SectorSize: block, PBKDF: fast}); err != nil {
+	if err := blkcrypt.Format(context.Background(), img, pass, blkcrypt.FormatOptions{Size: 16<<20 + nblocks*block, SectorSize: block, PBKDF: fast}); err != nil {
 		t.Fatal(err)
 	}
-	v, err := blkcrypt.Open(img, pass, blkcrypt.OpenOptions{Slot: blkcrypt.AnySlot})
+	v, err := blkcrypt.Open(context.Background(), img, blkcrypt.OpenOptions{Passphrase: pass})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +237,7 @@ func TestConcurrentClientsLUKS(t *testing.T) {
 		views = append(views, cl.mustOK(reqArgs{typ: cmdRead, length: nblocks * block}))
 		cl.disconnect()
 	}
-	v2, err := blkcrypt.Open(img, pass, blkcrypt.OpenOptions{Slot: blkcrypt.AnySlot, ReadOnly: true})
+	v2, err := blkcrypt.Open(context.Background(), img, blkcrypt.OpenOptions{Passphrase: pass, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
