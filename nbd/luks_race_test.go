@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -237,7 +238,13 @@ func TestConcurrentClientsLUKS(t *testing.T) {
 		views = append(views, cl.mustOK(reqArgs{typ: cmdRead, length: nblocks * block}))
 		cl.disconnect()
 	}
-	v2, err := blkcrypt.Open(context.Background(), img, blkcrypt.OpenOptions{Passphrase: pass, ReadOnly: true})
+	// The server still holds the image's exclusive lock, so read it
+	// through a device of our own (OpenDevice takes no lock).
+	f2, err := os.Open(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := blkcrypt.OpenDevice(context.Background(), f2, blkcrypt.OpenOptions{Passphrase: pass, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
