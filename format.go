@@ -117,13 +117,17 @@ func Format(ctx context.Context, path string, passphrase []byte, o FormatOptions
 	if err != nil {
 		return err
 	}
+	var release func()
 	defer func() {
+		if release != nil {
+			release()
+		}
 		f.Close()
 		if err != nil && created {
 			os.Remove(path)
 		}
 	}()
-	if _, err = lockFile(f, true); err != nil {
+	if release, err = lockFile(f, true); err != nil {
 		return err
 	}
 	if o.Size > 0 {
@@ -142,13 +146,17 @@ func Format(ctx context.Context, path string, passphrase []byte, o FormatOptions
 		if hf, err = os.OpenFile(o.Header, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
 			return err
 		}
+		var hrelease func()
 		defer func() {
+			if hrelease != nil {
+				hrelease()
+			}
 			hf.Close()
 			if err != nil && hcreated {
 				os.Remove(o.Header)
 			}
 		}()
-		if _, err = lockFile(hf, true); err != nil {
+		if hrelease, err = lockFile(hf, true); err != nil {
 			return err
 		}
 		// A detached header file is grown to hold the header and keyslots,
@@ -198,7 +206,7 @@ func withHeader(path string, f func(dev luksutil.Device, h Header) error) error 
 		return err
 	}
 	defer fd.Close()
-	defer release()
+	defer release() // runs first: unlock, then close
 	dev := luksutil.File{File: fd}
 	h, err := ReadHeader(dev)
 	if err != nil {

@@ -117,10 +117,7 @@ func Open(ctx context.Context, path string, o OpenOptions) (*Volume, error) {
 		}
 		o.HeaderDevice = hf
 	}
-	var dev Device = f
-	if hf != nil {
-		dev = &fileDevice{File: f, also: hf}
-	}
+	dev := &fileDevice{File: f, release: release, also: hf, alsoRelease: hrelease}
 	v, err := open(ctx, dev, f, path, o.Header, o)
 	if err != nil {
 		if hf != nil {
@@ -161,16 +158,24 @@ func openLocked(path string, readOnly bool) (*os.File, func(), error) {
 
 var errNotDevice = errors.New("not a file or block device")
 
-// fileDevice is a data file that also keeps the detached header file (and
-// its lock) until Close.
+// fileDevice is a locked data file, and the detached header file (also
+// locked) kept until Close. Close unlocks before it closes: a child process
+// forked at that moment shares the open file, and would otherwise hold the
+// lock until its exec.
 type fileDevice struct {
 	*os.File
-	also *os.File
+	release     func()
+	also        *os.File
+	alsoRelease func()
 }
 
 func (d *fileDevice) Close() error {
+	d.release()
 	err := d.File.Close()
-	d.also.Close()
+	if d.also != nil {
+		d.alsoRelease()
+		d.also.Close()
+	}
 	return err
 }
 
@@ -398,10 +403,26 @@ var (
 	_ = luks2.Read
 )
 
+// LockedFile is a file opened with OpenFileLocked; Close drops the lock.
+type LockedFile struct {
+	*os.File
+	release func()
+}
+
+// Close unlocks and closes the file.
+func (f *LockedFile) Close() error {
+	f.release()
+	return f.File.Close()
+}
+
 // OpenFileLocked opens path as Open does, read-only or read-write, and takes
-// the same lock: for tools that change a header (add-key, kill-slot,
-// header-restore) so they exclude a running volume and cryptsetup. release
-// drops the lock; closing the file drops it too for a regular file.
-func OpenFileLocked(path string, readOnly bool) (f *os.File, release func(), err error) {
-	return openLocked(path, readOnly)
+// the same lock (ErrBusy when it is held): for tools that change a header
+// (add-key, kill-slot, header-restore) so that they exclude a running
+// volume and cryptsetup.
+func OpenFileLocked(path string, readOnly bool) (*LockedFile, error) {
+	f, release, err := openLocked(path, readOnly)
+	if err != nil {
+		return nil, err
+	}
+	return &LockedFile{f, release}, nil
 }

@@ -36,7 +36,7 @@ const anySlot = -1
 
 // luksDevice opens the header device (the --header file or DEVICE itself)
 // and reads the header.
-func luksDevice(p *parsed, path string, readOnly bool) (*os.File, luksutil.Device, blkcrypt.Header, error) {
+func luksDevice(p *parsed, path string, readOnly bool) (*blkcrypt.LockedFile, luksutil.Device, blkcrypt.Header, error) {
 	hpath := path
 	if h := p.str("header"); h != "" {
 		hpath = h
@@ -47,16 +47,18 @@ func luksDevice(p *parsed, path string, readOnly bool) (*os.File, luksutil.Devic
 	if typ != "" && typ != "luks" && typ != "luks1" && typ != "luks2" {
 		return nil, nil, nil, usageErr("--type %q is not a LUKS type", typ)
 	}
-	if _, err := openDevice(hpath, true); err != nil {
+	if f, err := openDevice(hpath, true); err != nil {
 		return nil, nil, nil, err
+	} else {
+		f.Close()
 	}
 	// Locked as the library locks it: a header change waits for no one and
 	// is refused (busy) while a volume on it is open anywhere.
-	f, _, err := blkcrypt.OpenFileLocked(hpath, readOnly)
+	f, err := blkcrypt.OpenFileLocked(hpath, readOnly)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	dev := luksutil.File{File: f}
+	dev := luksutil.File{File: f.File}
 	h, err := blkcrypt.ReadHeader(dev)
 	if err != nil {
 		f.Close()
@@ -443,23 +445,25 @@ func runHeaderRestore(ctx context.Context, env *Env, p *parsed) error {
 	if int64(len(backup)) != headerSize(bh) {
 		return usageErr("backup file is %d bytes, its header needs %d", len(backup), headerSize(bh))
 	}
-	if _, err := openDevice(dev, true); err != nil {
+	if f, err := openDevice(dev, true); err != nil {
 		return err
+	} else {
+		f.Close()
 	}
-	f, _, err := blkcrypt.OpenFileLocked(dev, false)
+	f, err := blkcrypt.OpenFileLocked(dev, false)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	// If the device has a header, the data offset must agree, or the data
 	// would be lost.
-	if cur, err := blkcrypt.ReadHeader(luksutil.File{File: f}); err == nil && cur.DataOffset() != bh.DataOffset() {
+	if cur, err := blkcrypt.ReadHeader(luksutil.File{File: f.File}); err == nil && cur.DataOffset() != bh.DataOffset() {
 		return usageErr("data offset differs between the backup (%d) and the device (%d)", bh.DataOffset(), cur.DataOffset())
 	}
 	if st, err := f.Stat(); err == nil && st.Size() < int64(len(backup)) {
 		return deviceErr(fmt.Errorf("device is smaller than the header backup"))
 	}
-	if err := luksutil.WriteSync(luksutil.File{File: f}, backup, 0); err != nil {
+	if err := luksutil.WriteSync(luksutil.File{File: f.File}, backup, 0); err != nil {
 		return err
 	}
 	return nil

@@ -62,9 +62,11 @@ func volumeType(p *parsed, path string) string {
 // openVolume unlocks DEVICE per the flags and returns the decrypted view:
 // the flags become blkcrypt.OpenOptions, the library does the rest.
 func openVolume(ctx context.Context, env *Env, p *parsed, path string, readOnly bool) (*blkcrypt.Volume, error) {
-	if _, err := openDevice(path, true); err != nil {
+	f, err := openDevice(path, true)
+	if err != nil {
 		return nil, err
 	}
+	f.Close()
 	typ := volumeType(p, path)
 	o := blkcrypt.OpenOptions{Type: typ, ReadOnly: readOnly, Header: p.str("header")}
 	if p.has("key-slot") {
