@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
@@ -102,74 +103,36 @@ func Format(ctx context.Context, path string, passphrase []byte, o FormatOptions
 			return fmt.Errorf("%w: LUKS1 offset and alignment are 32-bit sector counts", ErrInvalidOptions)
 		}
 	}
+	if k := o.Keyslot; k != nil {
+		n := map[string]int{"luks1": luks1.NumKeyslots, "luks2": luks2.MaxKeyslots}[typ]
+		if *k < 0 || *k >= n {
+			return fmt.Errorf("%w: keyslot %d (%s has keyslots 0-%d)", luksutil.ErrInvalidSlot, *k, strings.ToUpper(typ), n-1)
+		}
+	}
 	if o.Offset > 1<<54 || o.Align > 1<<54 {
 		return fmt.Errorf("%w: offset or alignment out of range", ErrInvalidOptions)
 	}
 
-	// The image: created or grown with Size; removed again if Format fails.
-	created := false
-	if o.Size > 0 {
-		if _, serr := os.Stat(path); errors.Is(serr, os.ErrNotExist) {
-			created = true
-		}
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|map[bool]int{true: os.O_CREATE}[o.Size > 0], 0o600)
+	// The image (created or grown with Size) and a detached header, both
+	// removed again if Format fails after creating them.
+	f, done, err := createLocked(path, o.Size > 0, o.Size)
 	if err != nil {
 		return err
 	}
-	var release func()
-	defer func() {
-		if release != nil {
-			release()
-		}
-		f.Close()
-		if err != nil && created {
-			os.Remove(path)
-		}
-	}()
-	if release, err = lockFile(f, true); err != nil {
-		return err
-	}
-	if o.Size > 0 {
-		if st, serr := f.Stat(); serr == nil && st.Mode().IsRegular() && st.Size() < o.Size {
-			if err = f.Truncate(o.Size); err != nil {
-				return err
-			}
-		}
-	}
+	defer func() { done(err != nil) }()
 	hf := f
 	if o.Header != "" {
-		hcreated := false
-		if _, serr := os.Stat(o.Header); errors.Is(serr, os.ErrNotExist) {
-			hcreated = true
-		}
-		if hf, err = os.OpenFile(o.Header, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
-			return err
-		}
-		var hrelease func()
-		defer func() {
-			if hrelease != nil {
-				hrelease()
-			}
-			hf.Close()
-			if err != nil && hcreated {
-				os.Remove(o.Header)
-			}
-		}()
-		if hrelease, err = lockFile(hf, true); err != nil {
-			return err
-		}
 		// A detached header file is grown to hold the header and keyslots,
 		// as cryptsetup does.
 		need := int64(16 << 20)
 		if typ == "luks1" {
 			need = 2 << 20
 		}
-		if st, serr := hf.Stat(); serr == nil && st.Mode().IsRegular() && st.Size() < need {
-			if err = hf.Truncate(need); err != nil {
-				return err
-			}
+		var hdone func(bool)
+		if hf, hdone, err = createLocked(o.Header, true, need); err != nil {
+			return err
 		}
+		defer func() { hdone(err != nil) }()
 	}
 	key := o.VolumeKey
 	if key == nil {
@@ -196,6 +159,45 @@ func Format(ctx context.Context, path string, passphrase []byte, o FormatOptions
 		})
 	}
 	return err
+}
+
+// createLocked opens path read-write and locked, creating it when create
+// is set and growing a regular file to size. done(failed) unlocks and
+// closes it, and removes it when failed and it did not exist before.
+func createLocked(path string, create bool, size int64) (*os.File, func(failed bool), error) {
+	flag := os.O_RDWR
+	created := false
+	if create {
+		flag |= os.O_CREATE
+		_, serr := os.Stat(path)
+		created = errors.Is(serr, os.ErrNotExist)
+	}
+	f, err := os.OpenFile(path, flag, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	release := func() {}
+	done := func(failed bool) {
+		release()
+		f.Close()
+		if failed && created {
+			os.Remove(path)
+		}
+	}
+	if release, err = lockFile(f, true); err != nil {
+		release = func() {}
+		done(true)
+		return nil, nil, err
+	}
+	if size > 0 {
+		if st, serr := f.Stat(); serr == nil && st.Mode().IsRegular() && st.Size() < size {
+			if err := f.Truncate(size); err != nil {
+				done(true)
+				return nil, nil, err
+			}
+		}
+	}
+	return f, done, nil
 }
 
 // withHeader opens path (or a detached header) read-write, locked, and

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/internal/volspec"
 	"github.com/blkcrypt/blkcrypt/luks1"
 	"github.com/blkcrypt/blkcrypt/luks2"
@@ -232,25 +233,23 @@ func (a *adapted) Close() error {
 }
 
 // DeviceSize finds the size of a device: a Size() int64 or
-// Size() (int64, error) method, Stat (a regular file's size), or seeking
-// to the end (block devices).
+// Size() (int64, error) method, an *os.File's (a regular file's size, a
+// block device's end), Stat for a regular file, or seeking to the end.
 func DeviceSize(dev any) (int64, error) {
 	switch d := dev.(type) {
+	case *os.File:
+		return luksutil.File{File: d}.Size()
+	case *fileDevice:
+		return luksutil.File{File: d.File}.Size()
+	case *adapted:
+		return DeviceSize(d.r)
 	case interface{ Size() (int64, error) }:
 		return d.Size()
 	case interface{ Size() int64 }:
 		return d.Size(), nil
-	case *adapted:
-		return DeviceSize(d.r)
-	case *fileDevice:
-		return DeviceSize(d.File)
 	}
 	if s, ok := dev.(interface{ Stat() (os.FileInfo, error) }); ok {
-		st, err := s.Stat()
-		if err != nil {
-			return 0, err
-		}
-		if st.Mode().IsRegular() {
+		if st, err := s.Stat(); err == nil && st.Mode().IsRegular() {
 			return st.Size(), nil
 		}
 	}

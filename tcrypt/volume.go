@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/internal/volspec"
 	"github.com/blkcrypt/blkcrypt/sector"
 )
@@ -317,7 +318,7 @@ func open(ctx context.Context, r *volspec.Request) (*volspec.Spec, error) {
 				return nil, fmt.Errorf("opening the drive %s of system partition %s: %w", base, meta, err)
 			}
 			defer f.Close()
-			n, err := f.Seek(0, io.SeekEnd)
+			n, err := luksutil.File{File: f}.Size()
 			if err != nil {
 				return nil, fmt.Errorf("cannot get the size of %s: %w", base, err)
 			}

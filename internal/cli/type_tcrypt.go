@@ -213,7 +213,7 @@ func (d *tcryptDevice) close() {
 }
 
 func fileSize(f *os.File) (int64, error) {
-	n, err := f.Seek(0, io.SeekEnd)
+	n, err := blkcrypt.DeviceSize(f)
 	if err != nil {
 		return 0, deviceErr(fmt.Errorf("cannot get the size of %s: %w", f.Name(), err))
 	}
