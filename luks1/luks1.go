@@ -4,15 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 )
 
-// Device is where a header lives; see luksutil.Device. Wrap an *os.File
-// with File.
-type Device = luksutil.Device
+// Device is where a header lives: random-access reads and writes, a
+// durability barrier and a size. Wrap an *os.File with File.
+type Device = interface {
+	io.ReaderAt
+	io.WriterAt
+	Sync() error
+	Size() (int64, error)
+}
 
 // File adapts an *os.File to Device.
 type File = luksutil.File

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,9 +14,14 @@ import (
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 )
 
-// Device is where a header lives; see luksutil.Device. Wrap an *os.File
-// with File.
-type Device = luksutil.Device
+// Device is where a header lives: random-access reads and writes, a
+// durability barrier and a size. Wrap an *os.File with File.
+type Device = interface {
+	io.ReaderAt
+	io.WriterAt
+	Sync() error
+	Size() (int64, error)
+}
 
 // File adapts an *os.File to Device.
 type File = luksutil.File

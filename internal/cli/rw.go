@@ -59,6 +59,17 @@ func volumeType(p *parsed, path string) string {
 	return detectType(path)
 }
 
+// openShared opens DEVICE read-only with the shared lock readers take, so
+// that a dump never reads a header another process is changing.
+func openShared(path string) (*blkcrypt.LockedFile, error) {
+	f, err := openDevice(path, true)
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
+	return blkcrypt.OpenFileLocked(path, true)
+}
+
 // openVolume unlocks DEVICE per the flags and returns the decrypted view:
 // the flags become blkcrypt.OpenOptions, the library does the rest.
 func openVolume(ctx context.Context, env *Env, p *parsed, path string, readOnly bool) (*blkcrypt.Volume, error) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/bitlk"
 )
 
@@ -34,8 +35,8 @@ func bitlkClearKey(path string) bool {
 }
 
 // bitlkMetadata opens DEVICE and reads its BitLocker metadata.
-func bitlkMetadata(path string) (*os.File, *bitlk.Metadata, error) {
-	f, err := openDevice(path, true)
+func bitlkMetadata(path string) (*blkcrypt.LockedFile, *bitlk.Metadata, error) {
+	f, err := openShared(path)
 	if err != nil {
 		return nil, nil, err
 	}

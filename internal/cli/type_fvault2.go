@@ -20,7 +20,7 @@ func init() {
 }
 
 func dumpFvault2(env *Env, p *parsed, path string) error {
-	f, err := openDevice(path, true)
+	f, err := openShared(path)
 	if err != nil {
 		return err
 	}

@@ -196,9 +196,9 @@ func parsePIM(b []byte) (uint32, error) {
 // tcryptDevice is an open TCRYPT data device and where its header comes
 // from.
 type tcryptDevice struct {
-	data       *os.File
+	data       *blkcrypt.LockedFile
 	dataSize   int64
-	hdr        *os.File // nil: the header is on data
+	hdr        *blkcrypt.LockedFile // nil: the header is on data
 	hdrSize    int64
 	partOffset int64 // system volume: start of the partition, or -1
 }
@@ -224,13 +224,13 @@ func fileSize(f *os.File) (int64, error) {
 // volume whose DEVICE (or --header) is a partition of a block device, the
 // header is read from the whole drive and the IV offset is the partition
 // start, as cryptsetup does through sysfs.
-func openTCRYPTDevice(p *parsed, path string, readOnly bool) (*tcryptDevice, error) {
+func openTCRYPTDevice(p *parsed, path string) (*tcryptDevice, error) {
 	d := &tcryptDevice{partOffset: -1}
 	var err error
-	if d.data, err = openDevice(path, readOnly); err != nil {
+	if d.data, err = openShared(path); err != nil {
 		return nil, err
 	}
-	if d.dataSize, err = fileSize(d.data); err != nil {
+	if d.dataSize, err = fileSize(d.data.File); err != nil {
 		d.close()
 		return nil, err
 	}
@@ -246,11 +246,11 @@ func openTCRYPTDevice(p *parsed, path string, readOnly bool) (*tcryptDevice, err
 		}
 	}
 	if hpath != "" {
-		if d.hdr, err = openDevice(hpath, true); err != nil {
+		if d.hdr, err = openShared(hpath); err != nil {
 			d.close()
 			return nil, err
 		}
-		if d.hdrSize, err = fileSize(d.hdr); err != nil {
+		if d.hdrSize, err = fileSize(d.hdr.File); err != nil {
 			d.close()
 			return nil, err
 		}
@@ -301,7 +301,7 @@ func dumpTCRYPT(env *Env, p *parsed, path string) error {
 	}
 	defer clear(o.Passphrase)
 	defer wipeAll(o.Keyfiles)
-	d, err := openTCRYPTDevice(p, path, true)
+	d, err := openTCRYPTDevice(p, path)
 	if err != nil {
 		return err
 	}

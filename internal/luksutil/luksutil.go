@@ -25,7 +25,11 @@ import (
 // a durability barrier and a size. *os.File works through File. Every
 // write goes through WriteAt and is followed by Sync at the points where
 // ordering matters for crash safety.
-type Device interface {
+//
+// It is an alias of an unnamed interface type, which luks1.Device and
+// luks2.Device spell out too: the same type under every name, with no
+// internal package in the public signatures.
+type Device = interface {
 	io.ReaderAt
 	io.WriterAt
 	Sync() error
