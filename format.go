@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
@@ -13,9 +14,34 @@ import (
 	"github.com/blkcrypt/blkcrypt/luks2"
 )
 
-// PBKDFOptions choose a keyslot's KDF: type ("pbkdf2", "argon2i",
-// "argon2id"), hash, unlock time, or forced cost.
-type PBKDFOptions = kdf.Options
+// PBKDFOptions choose a new keyslot's KDF and its cost, as cryptsetup's
+// --pbkdf options do. Zero values are cryptsetup's defaults: the type's
+// default (argon2id for LUKS2, pbkdf2 for LUKS1), sha256, and a benchmark
+// aiming at 2 s of unlock time.
+type PBKDFOptions struct {
+	// Type is "pbkdf2", "argon2i" or "argon2id".
+	Type string
+	// Hash is the PBKDF2 hash (also the AF and digest hash).
+	Hash string
+	// IterTime is the unlock time the benchmark aims at (--iter-time).
+	IterTime time.Duration
+	// Iterations, when non-zero, forces the PBKDF2 iteration count or the
+	// Argon2 time cost and skips the benchmark (--pbkdf-force-iterations).
+	Iterations uint32
+	// MemoryKiB is the Argon2 memory cost: the benchmark's maximum, or the
+	// exact cost when Iterations is forced; 0 means 1 GiB, limited to half
+	// of the physical memory when benchmarking (--pbkdf-memory).
+	MemoryKiB uint32
+	// Parallel is the Argon2 thread count; 0 means 4, limited to the CPUs
+	// when benchmarking (--pbkdf-parallel).
+	Parallel uint32
+	// Progress, when set, is called after each benchmark measurement.
+	Progress func(elapsed time.Duration)
+}
+
+// kdf converts to the KDF package's options (the same fields, so a change
+// there fails to compile here).
+func (o PBKDFOptions) kdf() kdf.Options { return kdf.Options(o) }
 
 // FormatOptions configure Format: every option of `blkcrypt format`. Zero
 // values give cryptsetup's defaults: LUKS2, aes-xts-plain64 with a 512-bit
@@ -87,7 +113,7 @@ func Format(ctx context.Context, path string, passphrase []byte, o FormatOptions
 	if o.PBKDF.Hash == "" {
 		o.PBKDF.Hash = o.Hash
 	}
-	if err := o.PBKDF.Check(map[string]string{"luks1": kdf.PBKDF2, "luks2": kdf.Argon2id}[typ]); err != nil {
+	if err := o.PBKDF.kdf().Check(map[string]string{"luks1": kdf.PBKDF2, "luks2": kdf.Argon2id}[typ]); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if o.Size < 0 {
@@ -145,7 +171,7 @@ func Format(ctx context.Context, path string, passphrase []byte, o FormatOptions
 	if err = ctx.Err(); err != nil {
 		return err
 	}
-	ks := luksutil.KeyslotOptions{Slot: keyslotArg(o.Keyslot), PBKDF: o.PBKDF}
+	ks := luksutil.KeyslotOptions{Slot: keyslotArg(o.Keyslot), PBKDF: o.PBKDF.kdf()}
 	dev := luksutil.File{File: hf}
 	if typ == "luks2" {
 		_, err = luks2.Format(dev, key, passphrase, luks2.FormatOptions{
@@ -202,7 +228,7 @@ func createLocked(path string, create bool, size int64) (*os.File, func(failed b
 
 // withHeader opens path (or a detached header) read-write, locked, and
 // reads its LUKS header.
-func withHeader(path string, f func(dev luksutil.Device, h Header) error) error {
+func withHeader(path string, f func(dev luksutil.Device, h luksutil.Header) error) error {
 	fd, release, err := openLocked(path, false)
 	if err != nil {
 		return err
@@ -210,7 +236,7 @@ func withHeader(path string, f func(dev luksutil.Device, h Header) error) error 
 	defer fd.Close()
 	defer release() // runs first: unlock, then close
 	dev := luksutil.File{File: fd}
-	h, err := ReadHeader(dev)
+	h, err := readHeader(dev)
 	if err != nil {
 		return err
 	}
@@ -221,13 +247,13 @@ func withHeader(path string, f func(dev luksutil.Device, h Header) error) error 
 // passphrase, and returns its number.
 func AddKey(ctx context.Context, path string, passphrase, newPassphrase []byte, pbkdf PBKDFOptions) (int, error) {
 	slot := -1
-	err := withHeader(path, func(dev luksutil.Device, h Header) error {
+	err := withHeader(path, func(dev luksutil.Device, h luksutil.Header) error {
 		key, _, err := h.UnlockContext(ctx, dev, passphrase, luksutil.AnySlot)
 		if err != nil {
 			return err
 		}
 		defer clear(key)
-		slot, err = h.AddKey(dev, key, newPassphrase, luksutil.KeyslotOptions{Slot: luksutil.AnySlot, PBKDF: pbkdf})
+		slot, err = h.AddKey(dev, key, newPassphrase, luksutil.KeyslotOptions{Slot: luksutil.AnySlot, PBKDF: pbkdf.kdf()})
 		return err
 	})
 	return slot, err
@@ -237,7 +263,7 @@ func AddKey(ctx context.Context, path string, passphrase, newPassphrase []byte, 
 // number.
 func RemoveKey(ctx context.Context, path string, passphrase []byte) (int, error) {
 	slot := -1
-	err := withHeader(path, func(dev luksutil.Device, h Header) error {
+	err := withHeader(path, func(dev luksutil.Device, h luksutil.Header) error {
 		key, s, err := h.UnlockContext(ctx, dev, passphrase, luksutil.AnySlot)
 		if err != nil {
 			return err

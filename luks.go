@@ -12,8 +12,32 @@ import (
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 
-// Header is a LUKS1 or LUKS2 header (*luks1.Header or *luks2.Header).
-type Header = luksutil.Header
+// Header is a LUKS1 or LUKS2 header (*luks1.Header or *luks2.Header): what
+// both versions answer. Use the version's own type for the rest (adding
+// keys, tokens, labels).
+type Header interface {
+	Version() int
+	UUID() string
+	// Cipher is the data cipher in cryptsetup form, "aes-xts-plain64".
+	Cipher() string
+	KeySize() int    // volume key bytes
+	SectorSize() int // data encryption unit (512 for LUKS1)
+	// DataOffset is where the encrypted payload starts, in bytes; DataSize
+	// its size on a device of devSize bytes.
+	DataOffset() int64
+	DataSize(devSize int64) int64
+	// ActiveKeyslots lists the keyslots in use, ascending.
+	ActiveKeyslots() []int
+	// Unlock and UnlockContext derive the volume key from a passphrase,
+	// trying slot only or every usable keyslot when slot is -1; they
+	// return the key (wipe it) and the keyslot that opened.
+	Unlock(dev HeaderDevice, passphrase []byte, slot int) ([]byte, int, error)
+	UnlockContext(ctx context.Context, dev HeaderDevice, passphrase []byte, slot int) ([]byte, int, error)
+	// VolumeKeyDigestOK reports whether key is this volume's key.
+	VolumeKeyDigestOK(key []byte) bool
+	// RemoveKey disables a keyslot and wipes its key material.
+	RemoveKey(dev HeaderDevice, slot int) error
+}
 
 // HeaderDevice is what a LUKS header lives on (luks1.Device, luks2.Device).
 type HeaderDevice = luks1.Device
@@ -21,6 +45,14 @@ type HeaderDevice = luks1.Device
 // ReadHeader reads and validates the LUKS header on dev, whatever its
 // version. A device with no LUKS header gives ErrNotLUKS.
 func ReadHeader(dev HeaderDevice) (Header, error) {
+	h, err := readHeader(dev)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func readHeader(dev HeaderDevice) (luksutil.Header, error) {
 	h1, err1 := luks1.Read(dev)
 	if err1 == nil {
 		return h1, nil
@@ -55,7 +87,7 @@ func keyslotArg(k *int) int {
 
 // unlockLUKS returns the volume key of h from o (VolumeKey, KeyFiles[0] or
 // Passphrase) and the keyslot that opened (-1 for a volume key).
-func unlockLUKS(ctx context.Context, h Header, hdr HeaderDevice, o OpenOptions) ([]byte, int, error) {
+func unlockLUKS(ctx context.Context, h luksutil.Header, hdr HeaderDevice, o OpenOptions) ([]byte, int, error) {
 	if o.VolumeKey != nil {
 		if !h.VolumeKeyDigestOK(o.VolumeKey) {
 			return nil, -1, luksutil.ErrWrongKey
@@ -78,7 +110,7 @@ func openLUKS(ctx context.Context, dev Device, size int64, typ string, o OpenOpt
 		}
 		hdr = readerDevice{o.HeaderDevice, hsize}
 	}
-	h, err := ReadHeader(hdr)
+	h, err := readHeader(hdr)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +131,7 @@ func openLUKS(ctx context.Context, dev Device, size int64, typ string, o OpenOpt
 }
 
 // luksVolume makes the decrypted view of a LUKS payload on data.
-func luksVolume(h Header, data Device, devSize int64, key []byte, readOnly bool) (*Volume, error) {
+func luksVolume(h luksutil.Header, data Device, devSize int64, key []byte, readOnly bool) (*Volume, error) {
 	var ivOff uint64
 	if t, ok := h.(interface{ IVTweak() uint64 }); ok {
 		ivOff = t.IVTweak() // LUKS2 segment iv_tweak, dm-crypt's iv_offset

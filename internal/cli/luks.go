@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/keyinput"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/luks1"
@@ -36,7 +37,7 @@ const anySlot = -1
 
 // luksDevice opens the header device (the --header file or DEVICE itself)
 // and reads the header.
-func luksDevice(p *parsed, path string, readOnly bool) (*blkcrypt.LockedFile, luksutil.Device, blkcrypt.Header, error) {
+func luksDevice(p *parsed, path string, readOnly bool) (*blkcrypt.LockedFile, luksutil.Device, luksutil.Header, error) {
 	hpath := path
 	if h := p.str("header"); h != "" {
 		hpath = h
@@ -59,11 +60,12 @@ func luksDevice(p *parsed, path string, readOnly bool) (*blkcrypt.LockedFile, lu
 		return nil, nil, nil, err
 	}
 	dev := luksutil.File{File: f.File}
-	h, err := blkcrypt.ReadHeader(dev)
+	bh, err := blkcrypt.ReadHeader(dev)
 	if err != nil {
 		f.Close()
 		return nil, nil, nil, err
 	}
+	h := bh.(luksutil.Header) // the verbs below add keys too
 	if typ != "" && typ != "luks" && typ != fmt.Sprintf("luks%d", h.Version()) {
 		f.Close()
 		return nil, nil, nil, usageErr("device holds LUKS%d, not %s", h.Version(), typ)
@@ -79,7 +81,7 @@ func slotOpt(p *parsed) int {
 }
 
 // unlock returns the volume key from --volume-key-file or a passphrase.
-func unlock(ctx context.Context, env *Env, p *parsed, h blkcrypt.Header, dev luksutil.Device) ([]byte, int, error) {
+func unlock(ctx context.Context, env *Env, p *parsed, h luksutil.Header, dev luksutil.Device) ([]byte, int, error) {
 	if vk := p.str("volume-key-file"); vk != "" {
 		key, err := readVolumeKeyFile(vk, h.KeySize())
 		if err != nil {
@@ -260,7 +262,7 @@ func runAddKey(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
-	slot, err := h.AddKey(hdev, key, np, luksutil.KeyslotOptions{Slot: slotOpt(p), PBKDF: pk})
+	slot, err := h.AddKey(hdev, key, np, luksutil.KeyslotOptions{Slot: slotOpt(p), PBKDF: kdf.Options(pk)})
 	if err != nil {
 		return err
 	}
@@ -303,7 +305,7 @@ func runChangeKey(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
-	slot, err := h.AddKey(hdev, key, np, luksutil.KeyslotOptions{Slot: anySlot, PBKDF: pk})
+	slot, err := h.AddKey(hdev, key, np, luksutil.KeyslotOptions{Slot: anySlot, PBKDF: kdf.Options(pk)})
 	if err != nil {
 		return err
 	}
