@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/volspec"
 	"github.com/blkcrypt/blkcrypt/sector"
 )
@@ -259,7 +260,11 @@ func unlockKey(ctx context.Context, m *Metadata, r *volspec.Request) ([]byte, er
 			return key, nil
 		}
 	}
-	return volspec.Derive(ctx, func() ([]byte, error) {
+	// The run keeps its own copy of the secret: the caller wipes its own
+	// when Open returns, which may be before an abandoned run ends.
+	secret = bytes.Clone(secret)
+	return kdf.Run(ctx, func() ([]byte, error) {
+		defer clear(secret)
 		key, _, err := m.VolumeKey(secret)
 		return key, err
 	})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/volspec"
 	"github.com/blkcrypt/blkcrypt/sector"
 )
@@ -28,7 +29,14 @@ func open(ctx context.Context, r *volspec.Request) (*volspec.Spec, error) {
 		if len(r.KeyFiles) > 0 {
 			secret = r.KeyFiles[0]
 		}
-		if key, err = volspec.Derive(ctx, func() ([]byte, error) { return m.VolumeKey(secret) }); err != nil {
+		// The run keeps its own copy of the secret: the caller wipes its
+		// own when Open returns, which may be before an abandoned run ends.
+		secret = bytes.Clone(secret)
+		key, err = kdf.Run(ctx, func() ([]byte, error) {
+			defer clear(secret)
+			return m.VolumeKey(secret)
+		})
+		if err != nil {
 			return nil, err
 		}
 	}

@@ -158,23 +158,40 @@ func DeriveContext(ctx context.Context, p Params, password, salt []byte, keyLen 
 	if p.Type == Argon2i {
 		f = argon2.Key
 	}
-	// The goroutine gets its own copy of the secret so that a caller that
-	// wipes its passphrase on return does not race an abandoned run.
+	// The run gets its own copy of the secret so that a caller that wipes
+	// its passphrase on return does not race an abandoned run.
 	pw := append([]byte(nil), password...)
-	run := func() []byte {
+	return Run(ctx, func() ([]byte, error) {
 		defer clear(pw)
-		return f(pw, salt, p.Iterations, p.MemoryKiB, uint8(p.Parallel), uint32(keyLen))
-	}
+		return f(pw, salt, p.Iterations, p.MemoryKiB, uint8(p.Parallel), uint32(keyLen)), nil
+	})
+}
+
+// Run runs a derivation that cannot be interrupted and returns when it is
+// done or ctx ends, whichever is first. An abandoned run finishes in the
+// background and its result is wiped. f must not use memory the caller
+// wipes on return.
+func Run(ctx context.Context, f func() ([]byte, error)) ([]byte, error) {
 	if ctx.Done() == nil {
-		return run(), nil
+		return f()
 	}
-	ch := make(chan []byte, 1)
-	go func() { ch <- run() }()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	type res struct {
+		b   []byte
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		b, err := f()
+		ch <- res{b, err}
+	}()
 	select {
-	case k := <-ch:
-		return k, nil
+	case r := <-ch:
+		return r.b, r.err
 	case <-ctx.Done():
-		go func() { clear(<-ch) }()
+		go func() { r := <-ch; clear(r.b) }()
 		return nil, ctx.Err()
 	}
 }

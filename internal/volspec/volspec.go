@@ -162,31 +162,3 @@ func Formats() []Format {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
-
-// Derive runs a non-cancellable derivation f in a goroutine and returns
-// when it is done or ctx ends, whichever is first. An abandoned
-// derivation finishes in the background; its result is wiped.
-func Derive(ctx context.Context, f func() ([]byte, error)) ([]byte, error) {
-	if ctx == nil || ctx.Done() == nil {
-		return f()
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	type res struct {
-		b   []byte
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		b, err := f()
-		ch <- res{b, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.b, r.err
-	case <-ctx.Done():
-		go func() { r := <-ch; clear(r.b) }()
-		return nil, ctx.Err()
-	}
-}
