@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/blkcrypt/blkcrypt/internal/kdf"
@@ -20,8 +21,11 @@ type Device = interface {
 	Size() (int64, error)
 }
 
-// File adapts an *os.File to Device.
-type File = luksutil.File
+// File adapts an *os.File (regular file or block device) to Device.
+type File struct{ *os.File }
+
+// Size returns the file size, or the block device size.
+func (f File) Size() (int64, error) { return luksutil.File{File: f.File}.Size() }
 
 // KeyslotOptions configure a new keyslot. Only PBKDF2 is valid for LUKS1,
 // with the header's hash; Priority must stay unset.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,8 +24,11 @@ type Device = interface {
 	Size() (int64, error)
 }
 
-// File adapts an *os.File to Device.
-type File = luksutil.File
+// File adapts an *os.File (regular file or block device) to Device.
+type File struct{ *os.File }
+
+// Size returns the file size, or the block device size.
+func (f File) Size() (int64, error) { return luksutil.File{File: f.File}.Size() }
 
 // KeyslotOptions configure a new keyslot: Slot (or AnySlot), the KDF
 // (PBKDFOptions) and the priority.
