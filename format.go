@@ -147,6 +147,9 @@ func Format(ctx context.Context, path string, passphrase []byte, o FormatOptions
 	}
 	defer func() { done(err != nil) }()
 	hf := f
+	if o.Header != "" && sameFile(f, o.Header) {
+		o.Header = "" // the device itself: not detached
+	}
 	if o.Header != "" {
 		// A detached header file is grown to hold the header and keyslots,
 		// as cryptsetup does.

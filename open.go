@@ -108,6 +108,9 @@ func Open(ctx context.Context, path string, o OpenOptions) (*Volume, error) {
 	}
 	var hf *os.File
 	var hrelease func()
+	if o.Header != "" && sameFile(f, o.Header) {
+		o.Header = "" // the device itself: its lock covers the header
+	}
 	if o.Header != "" {
 		// A detached header is only read here, but is locked like the
 		// device so that no header change runs while the volume is open.
@@ -130,6 +133,13 @@ func Open(ctx context.Context, path string, o OpenOptions) (*Volume, error) {
 		return nil, err
 	}
 	return v, nil
+}
+
+// sameFile reports whether path names the file f has open.
+func sameFile(f *os.File, path string) bool {
+	a, err1 := f.Stat()
+	b, err2 := os.Stat(path)
+	return err1 == nil && err2 == nil && os.SameFile(a, b)
 }
 
 // openLocked opens path and takes its lock.
