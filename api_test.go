@@ -2,6 +2,7 @@ package blkcrypt_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"os/exec"
@@ -20,13 +21,13 @@ func TestGoAPI(t *testing.T) {
 	fast := blkcrypt.PBKDFOptions{Type: "pbkdf2", Iterations: 1000}
 	for _, typ := range []string{"luks2", "luks1"} {
 		img := filepath.Join(t.TempDir(), "v.img")
-		if err := blkcrypt.Format(img, []byte("pw"), blkcrypt.FormatOptions{Type: typ, Size: 32 << 20, PBKDF: fast}); err != nil {
+		if err := blkcrypt.Format(context.Background(), img, []byte("pw"), blkcrypt.FormatOptions{Type: typ, Size: 32 << 20, PBKDF: fast}); err != nil {
 			t.Fatalf("%s: %v", typ, err)
 		}
-		if _, err := blkcrypt.AddKey(img, []byte("pw"), []byte("pw2"), fast); err != nil {
+		if _, err := blkcrypt.AddKey(context.Background(), img, []byte("pw"), []byte("pw2"), fast); err != nil {
 			t.Fatal(err)
 		}
-		v, err := blkcrypt.Open(img, []byte("pw2"), blkcrypt.OpenOptions{Slot: blkcrypt.AnySlot})
+		v, err := blkcrypt.Open(context.Background(), img, blkcrypt.OpenOptions{Passphrase: []byte("pw2")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,10 +46,10 @@ func TestGoAPI(t *testing.T) {
 		if err := v.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := blkcrypt.Open(img, []byte("nope"), blkcrypt.OpenOptions{Slot: blkcrypt.AnySlot}); !errors.Is(err, blkcrypt.ErrWrongPassphrase) {
+		if _, err := blkcrypt.Open(context.Background(), img, blkcrypt.OpenOptions{Passphrase: []byte("nope")}); !errors.Is(err, blkcrypt.ErrWrongPassphrase) {
 			t.Fatalf("wrong passphrase: %v", err)
 		}
-		if _, err := blkcrypt.RemoveKey(img, []byte("pw")); err != nil {
+		if _, err := blkcrypt.RemoveKey(context.Background(), img, []byte("pw")); err != nil {
 			t.Fatal(err)
 		}
 		cmd := exec.Command("cryptsetup", "open", "--test-passphrase", "--key-file", "-", img)

@@ -1,8 +1,12 @@
 package blkcrypt
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
@@ -10,82 +14,232 @@ import (
 	"github.com/blkcrypt/blkcrypt/luks2"
 )
 
-// PBKDFOptions choose a keyslot's KDF: type ("pbkdf2", "argon2i",
-// "argon2id"), hash, unlock time, or forced cost.
-type PBKDFOptions = kdf.Options
-
-// FormatOptions configure Format. Zero values give cryptsetup 2.7's
-// defaults: LUKS2, aes-xts-plain64 with a 512-bit key, argon2id for 2 s.
-type FormatOptions struct {
-	Type       string // "luks2" (default) or "luks1"
-	Cipher     string // default aes-xts-plain64
-	KeySize    int    // volume key bytes; default 64
-	SectorSize int    // LUKS2 only; 0 picks 4096 where the data area allows
-	UUID       string
-	Label      string // LUKS2 only
-	// Size creates or extends the image file to this many bytes.
-	Size  int64
-	PBKDF PBKDFOptions
+// PBKDFOptions choose a new keyslot's KDF and its cost, as cryptsetup's
+// --pbkdf options do. Zero values are cryptsetup's defaults: the type's
+// default (argon2id for LUKS2, pbkdf2 for LUKS1), sha256, and a benchmark
+// aiming at 2 s of unlock time.
+type PBKDFOptions struct {
+	// Type is "pbkdf2", "argon2i" or "argon2id".
+	Type string
+	// Hash is the PBKDF2 hash (also the AF and digest hash).
+	Hash string
+	// IterTime is the unlock time the benchmark aims at (--iter-time).
+	IterTime time.Duration
+	// Iterations, when non-zero, forces the PBKDF2 iteration count or the
+	// Argon2 time cost and skips the benchmark (--pbkdf-force-iterations).
+	Iterations uint32
+	// MemoryKiB is the Argon2 memory cost: the benchmark's maximum, or the
+	// exact cost when Iterations is forced; 0 means 1 GiB, limited to half
+	// of the physical memory when benchmarking (--pbkdf-memory).
+	MemoryKiB uint32
+	// Parallel is the Argon2 thread count; 0 means 4, limited to the CPUs
+	// when benchmarking (--pbkdf-parallel).
+	Parallel uint32
+	// Progress, when set, is called after each benchmark measurement.
+	Progress func(elapsed time.Duration)
 }
 
-// Format creates a LUKS volume on the file at path with a random volume key
-// and one keyslot for passphrase.
-func Format(path string, passphrase []byte, o FormatOptions) error {
+// kdf converts to the KDF package's options (the same fields, so a change
+// there fails to compile here).
+func (o PBKDFOptions) kdf() kdf.Options { return kdf.Options(o) }
+
+// FormatOptions configure Format: every option of `blkcrypt format`. Zero
+// values give cryptsetup's defaults: LUKS2, aes-xts-plain64 with a 512-bit
+// key, argon2id benchmarked for 2 s, any free keyslot.
+type FormatOptions struct {
+	Type    string // "luks2" (default) or "luks1" ("luks" too)
+	Cipher  string // default aes-xts-plain64
+	KeySize int    // volume key bytes; default 64
+	// Hash is the LUKS1 header hash, and the PBKDF2/AF hash of either
+	// version (PBKDF.Hash when that is set).
+	Hash       string
+	SectorSize int // LUKS2 only; 0 picks 4096 where the data area allows
+	// Offset is the data offset in 512-byte sectors (cryptsetup's
+	// --offset); Align the alignment of the default offset in 512-byte
+	// sectors (--align-payload). 0 means the default.
+	Offset, Align uint64
+	UUID          string
+	Label         string // LUKS2 only
+	Subsystem     string // LUKS2 only
+	// Header is a detached header file: the header goes there (created or
+	// grown as needed) and the data stays on the device.
+	Header string
+	// Keyslot is the first keyslot's number; nil picks a free one.
+	Keyslot *int
+	// Size creates or extends the image file to this many bytes. A failed
+	// Format removes a file it created.
+	Size int64
+	// VolumeKey is the volume key to store; nil makes a random one.
+	VolumeKey []byte
+	PBKDF     PBKDFOptions
+}
+
+// Format creates a LUKS volume on the file or block device at path with one
+// keyslot for passphrase. The device (and a detached header) is locked
+// exclusively while it runs. ctx cancels it before the header is written
+// (during the KDF benchmark and derivation); a header write under way is
+// finished.
+func Format(ctx context.Context, path string, passphrase []byte, o FormatOptions) (err error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	typ := o.Type
+	switch typ {
+	case "", "luks2":
+		typ = "luks2"
+	case "luks", "luks1":
+		typ = "luks1"
+	default:
+		return fmt.Errorf("%w: unknown type %q for format", ErrInvalidOptions, o.Type)
+	}
 	if o.Cipher == "" {
 		o.Cipher = luks1.DefaultCipher
 	}
 	if o.KeySize == 0 {
 		o.KeySize = 64
+		if o.VolumeKey != nil {
+			o.KeySize = len(o.VolumeKey)
+		}
+	}
+	if o.KeySize < 0 || o.KeySize > 512 {
+		return fmt.Errorf("%w: key size %d bits", ErrInvalidOptions, o.KeySize*8)
+	}
+	if o.VolumeKey != nil && len(o.VolumeKey) != o.KeySize {
+		return fmt.Errorf("%w: volume key of %d bytes for a %d-byte key size", ErrInvalidOptions, len(o.VolumeKey), o.KeySize)
 	}
 	if err := luksutil.CheckCipher(o.Cipher, o.KeySize); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
-	key := make([]byte, o.KeySize)
-	defer clear(key)
-	if err := luksutil.Random(key); err != nil {
-		return err
+	if o.PBKDF.Hash == "" {
+		o.PBKDF.Hash = o.Hash
 	}
-	flag := os.O_RDWR
-	if o.Size > 0 {
-		flag |= os.O_CREATE
+	if err := o.PBKDF.kdf().Check(map[string]string{"luks1": kdf.PBKDF2, "luks2": kdf.Argon2id}[typ]); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
-	f, err := os.OpenFile(path, flag, 0o600)
+	if o.Size < 0 {
+		return fmt.Errorf("%w: negative size", ErrInvalidOptions)
+	}
+	if typ == "luks1" {
+		switch {
+		case o.SectorSize != 0 && o.SectorSize != 512:
+			return fmt.Errorf("%w: LUKS1 has 512-byte sectors only", ErrInvalidOptions)
+		case o.Label != "" || o.Subsystem != "":
+			return fmt.Errorf("%w: a label or subsystem needs LUKS2", ErrInvalidOptions)
+		case o.Offset > 1<<32-1 || o.Align > 1<<32-1:
+			return fmt.Errorf("%w: LUKS1 offset and alignment are 32-bit sector counts", ErrInvalidOptions)
+		}
+	}
+	if k := o.Keyslot; k != nil {
+		n := map[string]int{"luks1": luks1.NumKeyslots, "luks2": luks2.MaxKeyslots}[typ]
+		if *k < 0 || *k >= n {
+			return fmt.Errorf("%w: keyslot %d (%s has keyslots 0-%d)", luksutil.ErrInvalidSlot, *k, strings.ToUpper(typ), n-1)
+		}
+	}
+	if o.Offset > 1<<54 || o.Align > 1<<54 {
+		return fmt.Errorf("%w: offset or alignment out of range", ErrInvalidOptions)
+	}
+
+	// The image (created or grown with Size) and a detached header, both
+	// removed again if Format fails after creating them.
+	f, done, err := createLocked(path, o.Size > 0, o.Size)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	if o.Size > 0 {
-		if st, err := f.Stat(); err == nil && st.Size() < o.Size {
-			if err := f.Truncate(o.Size); err != nil {
-				return err
-			}
+	defer func() { done(err != nil) }()
+	hf := f
+	if o.Header != "" && sameFile(f, o.Header) {
+		o.Header = "" // the device itself: not detached
+	}
+	if o.Header != "" {
+		// A detached header file is grown to hold the header and keyslots,
+		// as cryptsetup does.
+		need := int64(16 << 20)
+		if typ == "luks1" {
+			need = 2 << 20
+		}
+		var hdone func(bool)
+		if hf, hdone, err = createLocked(o.Header, true, need); err != nil {
+			return err
+		}
+		defer func() { hdone(err != nil) }()
+	}
+	key := o.VolumeKey
+	if key == nil {
+		key = make([]byte, o.KeySize)
+		defer clear(key)
+		if err = luksutil.Random(key); err != nil {
+			return err
 		}
 	}
-	ks := luksutil.KeyslotOptions{Slot: AnySlot, PBKDF: o.PBKDF}
-	dev := luksutil.File{File: f}
-	switch o.Type {
-	case "", "luks2":
-		_, err = luks2.Format(dev, key, passphrase, luks2.FormatOptions{Cipher: o.Cipher, SectorSize: o.SectorSize, UUID: o.UUID, Label: o.Label, Keyslot: ks})
-	case "luks1", "luks":
-		if o.SectorSize != 0 && o.SectorSize != 512 {
-			return fmt.Errorf("%w: LUKS1 has 512-byte sectors only", luksutil.ErrInvalidOptions)
-		}
-		_, err = luks1.Format(dev, key, passphrase, luks1.FormatOptions{Cipher: o.Cipher, UUID: o.UUID, Keyslot: ks})
-	default:
-		return fmt.Errorf("%w: unknown type %q", luksutil.ErrInvalidOptions, o.Type)
+	if err = ctx.Err(); err != nil {
+		return err
+	}
+	ks := luksutil.KeyslotOptions{Slot: keyslotArg(o.Keyslot), PBKDF: o.PBKDF.kdf()}
+	dev := luksutil.File{File: hf}
+	if typ == "luks2" {
+		_, err = luks2.Format(dev, key, passphrase, luks2.FormatOptions{
+			Cipher: o.Cipher, SectorSize: o.SectorSize, UUID: o.UUID, Label: o.Label, Subsystem: o.Subsystem,
+			DataOffset: o.Offset * 512, Align: o.Align * 512, Detached: o.Header != "", Keyslot: ks,
+		})
+	} else {
+		_, err = luks1.Format(dev, key, passphrase, luks1.FormatOptions{
+			Cipher: o.Cipher, Hash: o.Hash, UUID: o.UUID, PayloadOffset: uint32(o.Offset), Align: uint32(o.Align),
+			Detached: o.Header != "", Keyslot: ks,
+		})
 	}
 	return err
 }
 
-// withHeader opens path read-write and reads its LUKS header.
-func withHeader(path string, f func(dev luksutil.Device, h Header) error) error {
-	fd, err := os.OpenFile(path, os.O_RDWR, 0)
+// createLocked opens path read-write and locked, creating it when create
+// is set and growing a regular file to size. done(failed) unlocks and
+// closes it, and removes it when failed and it did not exist before.
+func createLocked(path string, create bool, size int64) (*os.File, func(failed bool), error) {
+	flag := os.O_RDWR
+	created := false
+	if create {
+		flag |= os.O_CREATE
+		_, serr := os.Stat(path)
+		created = errors.Is(serr, os.ErrNotExist)
+	}
+	f, err := os.OpenFile(path, flag, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	release := func() {}
+	done := func(failed bool) {
+		release()
+		f.Close()
+		if failed && created {
+			os.Remove(path)
+		}
+	}
+	if release, err = lockFile(f, true); err != nil {
+		release = func() {}
+		done(true)
+		return nil, nil, err
+	}
+	if size > 0 {
+		if st, serr := f.Stat(); serr == nil && st.Mode().IsRegular() && st.Size() < size {
+			if err := f.Truncate(size); err != nil {
+				done(true)
+				return nil, nil, err
+			}
+		}
+	}
+	return f, done, nil
+}
+
+// withHeader opens path (or a detached header) read-write, locked, and
+// reads its LUKS header.
+func withHeader(path string, f func(dev luksutil.Device, h luksutil.Header) error) error {
+	fd, release, err := openLocked(path, false)
 	if err != nil {
 		return err
 	}
 	defer fd.Close()
+	defer release() // runs first: unlock, then close
 	dev := luksutil.File{File: fd}
-	h, err := ReadHeader(dev)
+	h, err := readHeader(dev)
 	if err != nil {
 		return err
 	}
@@ -94,15 +248,15 @@ func withHeader(path string, f func(dev luksutil.Device, h Header) error) error 
 
 // AddKey adds a keyslot for newPassphrase, authorised by any existing
 // passphrase, and returns its number.
-func AddKey(path string, passphrase, newPassphrase []byte, pbkdf PBKDFOptions) (int, error) {
+func AddKey(ctx context.Context, path string, passphrase, newPassphrase []byte, pbkdf PBKDFOptions) (int, error) {
 	slot := -1
-	err := withHeader(path, func(dev luksutil.Device, h Header) error {
-		key, _, err := h.Unlock(dev, passphrase, AnySlot)
+	err := withHeader(path, func(dev luksutil.Device, h luksutil.Header) error {
+		key, _, err := h.UnlockContext(ctx, dev, passphrase, luksutil.AnySlot)
 		if err != nil {
 			return err
 		}
 		defer clear(key)
-		slot, err = h.AddKey(dev, key, newPassphrase, luksutil.KeyslotOptions{Slot: AnySlot, PBKDF: pbkdf})
+		slot, err = h.AddKey(dev, key, newPassphrase, luksutil.KeyslotOptions{Slot: luksutil.AnySlot, PBKDF: pbkdf.kdf()})
 		return err
 	})
 	return slot, err
@@ -110,27 +264,16 @@ func AddKey(path string, passphrase, newPassphrase []byte, pbkdf PBKDFOptions) (
 
 // RemoveKey removes the keyslot that passphrase opens and returns its
 // number.
-func RemoveKey(path string, passphrase []byte) (int, error) {
+func RemoveKey(ctx context.Context, path string, passphrase []byte) (int, error) {
 	slot := -1
-	err := withHeader(path, func(dev luksutil.Device, h Header) error {
-		key, s, err := h.Unlock(dev, passphrase, AnySlot)
+	err := withHeader(path, func(dev luksutil.Device, h luksutil.Header) error {
+		key, s, err := h.UnlockContext(ctx, dev, passphrase, luksutil.AnySlot)
 		if err != nil {
 			return err
 		}
 		clear(key)
 		slot = s
 		return h.RemoveKey(dev, s)
-	})
-	return slot, err
-}
-
-// ChangeKey replaces the passphrase of the keyslot oldPassphrase opens.
-func ChangeKey(path string, oldPassphrase, newPassphrase []byte, pbkdf PBKDFOptions) (int, error) {
-	slot := -1
-	err := withHeader(path, func(dev luksutil.Device, h Header) error {
-		var err error
-		slot, err = h.ChangeKey(dev, oldPassphrase, newPassphrase, AnySlot, luksutil.KeyslotOptions{Slot: AnySlot, PBKDF: pbkdf})
-		return err
 	})
 	return slot, err
 }

@@ -1,9 +1,10 @@
 package blkcrypt
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"os"
+	"io"
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/luks1"
@@ -11,128 +12,126 @@ import (
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 
-// Errors re-exported from the LUKS packages.
-var (
-	// ErrWrongPassphrase means no keyslot opened with the passphrase.
-	ErrWrongPassphrase = luksutil.ErrWrongPassphrase
-	// ErrNotLUKS means the device has no LUKS header.
-	ErrNotLUKS = luksutil.ErrNotLUKS
-)
-
-// Header is a LUKS1 or LUKS2 header.
-type Header = luksutil.Header
-
-// AnySlot lets Open try every keyslot.
-const AnySlot = luksutil.AnySlot
-
-// OpenOptions choose how a LUKS volume is unlocked.
-type OpenOptions struct {
-	// Slot restricts unlocking to one keyslot; AnySlot (-1) tries all. The
-	// zero value means keyslot 0, so set it.
-	Slot int
-	// VolumeKey, when set, is used instead of a passphrase; it must match
-	// the header digest.
-	VolumeKey []byte
-	// Header is a detached header file; the data stays on the device.
-	Header string
-	// ReadOnly opens the device read-only.
-	ReadOnly bool
+// Header is a LUKS1 or LUKS2 header (*luks1.Header or *luks2.Header): what
+// both versions answer. Use the version's own type for the rest (adding
+// keys, tokens, labels).
+type Header interface {
+	Version() int
+	UUID() string
+	// Cipher is the data cipher in cryptsetup form, "aes-xts-plain64".
+	Cipher() string
+	KeySize() int    // volume key bytes
+	SectorSize() int // data encryption unit (512 for LUKS1)
+	// DataOffset is where the encrypted payload starts, in bytes; DataSize
+	// its size on a device of devSize bytes.
+	DataOffset() int64
+	DataSize(devSize int64) int64
+	// ActiveKeyslots lists the keyslots in use, ascending.
+	ActiveKeyslots() []int
+	// Unlock and UnlockContext derive the volume key from a passphrase,
+	// trying slot only or every usable keyslot when slot is -1; they
+	// return the key (wipe it) and the keyslot that opened.
+	Unlock(dev HeaderDevice, passphrase []byte, slot int) ([]byte, int, error)
+	UnlockContext(ctx context.Context, dev HeaderDevice, passphrase []byte, slot int) ([]byte, int, error)
+	// VolumeKeyDigestOK reports whether key is this volume's key.
+	VolumeKeyDigestOK(key []byte) bool
+	// RemoveKey disables a keyslot and wipes its key material.
+	RemoveKey(dev HeaderDevice, slot int) error
 }
 
-// headerReaders tries each LUKS version in turn; luks2 registers itself.
-var headerReaders = []func(luksutil.Device) (luksutil.Header, error){
-	func(d luksutil.Device) (luksutil.Header, error) { return luks1.Read(d) },
-	func(d luksutil.Device) (luksutil.Header, error) { return luks2.Read(d) },
-}
+// HeaderDevice is what a LUKS header lives on (luks1.Device, luks2.Device).
+type HeaderDevice = luks1.Device
 
 // ReadHeader reads and validates the LUKS header on dev, whatever its
-// version.
-func ReadHeader(dev luksutil.Device) (Header, error) {
-	var firstErr error
-	for _, r := range headerReaders {
-		h, err := r(dev)
-		if err == nil {
-			return h, nil
-		}
-		if !errors.Is(err, luksutil.ErrNotLUKS) || firstErr == nil {
-			if firstErr == nil || errors.Is(firstErr, luksutil.ErrNotLUKS) {
-				firstErr = err
-			}
-		}
-	}
-	return nil, firstErr
-}
-
-// Open unlocks the LUKS volume at path with a passphrase (or
-// opts.VolumeKey) and returns its decrypted view.
-func Open(path string, passphrase []byte, opts OpenOptions) (*Volume, error) {
-	flag := os.O_RDWR
-	if opts.ReadOnly {
-		flag = os.O_RDONLY
-	}
-	f, err := os.OpenFile(path, flag, 0)
+// version. A device with no LUKS header gives ErrNotLUKS.
+func ReadHeader(dev HeaderDevice) (Header, error) {
+	h, err := readHeader(dev)
 	if err != nil {
 		return nil, err
 	}
-	hdrDev := luksutil.Device(luksutil.File{File: f})
-	var hf *os.File
-	if opts.Header != "" {
-		if hf, err = os.OpenFile(opts.Header, os.O_RDONLY, 0); err != nil {
-			f.Close()
+	return h, nil
+}
+
+func readHeader(dev HeaderDevice) (luksutil.Header, error) {
+	h1, err1 := luks1.Read(dev)
+	if err1 == nil {
+		return h1, nil
+	}
+	h2, err2 := luks2.Read(dev) // TODO(parser): luks2.ReadContext(ctx, dev) once it lands
+	if err2 == nil {
+		return h2, nil
+	}
+	if !errors.Is(err1, luksutil.ErrNotLUKS) {
+		return nil, err1
+	}
+	return nil, err2
+}
+
+// readerDevice gives a read-only io.ReaderAt of known size the
+// HeaderDevice methods.
+type readerDevice struct {
+	io.ReaderAt
+	size int64
+}
+
+func (d readerDevice) WriteAt([]byte, int64) (int, error) { return 0, ErrReadOnly }
+func (d readerDevice) Sync() error                        { return nil }
+func (d readerDevice) Size() (int64, error)               { return d.size, nil }
+
+func keyslotArg(k *int) int {
+	if k == nil {
+		return luksutil.AnySlot
+	}
+	return *k
+}
+
+// unlockLUKS returns the volume key of h from o (VolumeKey, KeyFiles[0] or
+// Passphrase) and the keyslot that opened (-1 for a volume key).
+func unlockLUKS(ctx context.Context, h luksutil.Header, hdr HeaderDevice, o OpenOptions) ([]byte, int, error) {
+	if o.VolumeKey != nil {
+		if !h.VolumeKeyDigestOK(o.VolumeKey) {
+			return nil, -1, luksutil.ErrWrongKey
+		}
+		return append([]byte(nil), o.VolumeKey...), -1, nil
+	}
+	pass := o.Passphrase
+	if len(o.KeyFiles) > 0 {
+		pass = o.KeyFiles[0]
+	}
+	return h.UnlockContext(ctx, hdr, pass, keyslotArg(o.Keyslot))
+}
+
+func openLUKS(ctx context.Context, dev Device, size int64, typ string, o OpenOptions) (*Volume, error) {
+	var hdr HeaderDevice = readerDevice{dev, size}
+	if o.HeaderDevice != nil {
+		hsize, err := DeviceSize(o.HeaderDevice)
+		if err != nil {
 			return nil, err
 		}
-		hdrDev = luksutil.File{File: hf}
+		hdr = readerDevice{o.HeaderDevice, hsize}
 	}
-	v, err := openLUKS(luksutil.File{File: f}, hdrDev, passphrase, opts)
-	if hf != nil {
-		hf.Close()
-	}
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return v, nil
-}
-
-// OpenDevice is Open over devices already open: data holds the payload and
-// hdr the header (the same device unless detached).
-func OpenDevice(data, hdr luksutil.Device, passphrase []byte, opts OpenOptions) (*Volume, error) {
-	return openLUKS(data, hdr, passphrase, opts)
-}
-
-type deviceCloser interface {
-	luksutil.Device
-	Close() error
-}
-
-func openLUKS(data, hdrDev luksutil.Device, passphrase []byte, opts OpenOptions) (*Volume, error) {
-	h, err := ReadHeader(hdrDev)
+	h, err := readHeader(hdr)
 	if err != nil {
 		return nil, err
 	}
-	key, err := UnlockKey(h, hdrDev, passphrase, opts)
+	if got := fmt.Sprintf("luks%d", h.Version()); typ != "luks" && typ != got {
+		return nil, fmt.Errorf("%w: the device holds %s, not %s", ErrNotLUKS, got, typ)
+	}
+	key, _, err := unlockLUKS(ctx, h, hdr, o)
 	if err != nil {
 		return nil, err
 	}
 	defer clear(key)
-	return NewLUKSVolume(h, data, key, opts.ReadOnly)
-}
-
-// UnlockKey returns the volume key of h from a passphrase or checks a given
-// volume key. The caller wipes it.
-func UnlockKey(h Header, hdrDev luksutil.Device, passphrase []byte, opts OpenOptions) ([]byte, error) {
-	if opts.VolumeKey != nil {
-		if !h.VolumeKeyDigestOK(opts.VolumeKey) {
-			return nil, luksutil.ErrWrongKey
-		}
-		return append([]byte(nil), opts.VolumeKey...), nil
+	v, err := luksVolume(h, dev, size, key, o.ReadOnly)
+	if err != nil {
+		return nil, err
 	}
-	key, _, err := h.Unlock(hdrDev, passphrase, opts.Slot)
-	return key, err
+	v.typ = fmt.Sprintf("luks%d", h.Version())
+	return v, nil
 }
 
-// NewLUKSVolume makes the decrypted view of a LUKS payload on data.
-func NewLUKSVolume(h Header, data luksutil.Device, key []byte, readOnly bool) (*Volume, error) {
+// luksVolume makes the decrypted view of a LUKS payload on data.
+func luksVolume(h luksutil.Header, data Device, devSize int64, key []byte, readOnly bool) (*Volume, error) {
 	var ivOff uint64
 	if t, ok := h.(interface{ IVTweak() uint64 }); ok {
 		ivOff = t.IVTweak() // LUKS2 segment iv_tweak, dm-crypt's iv_offset
@@ -141,21 +140,11 @@ func NewLUKSVolume(h Header, data luksutil.Device, key []byte, readOnly bool) (*
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", luksutil.ErrUnsupported, err)
 	}
-	devSize, err := data.Size()
-	if err != nil {
-		c.Wipe()
-		return nil, err
-	}
 	off, size := h.DataOffset(), h.DataSize(devSize)
 	if size <= 0 || off+size > devSize {
 		c.Wipe()
 		return nil, fmt.Errorf("%w: the data area (offset %d) does not fit a %d-byte device", luksutil.ErrDeviceTooSmall, off, devSize)
 	}
 	size -= size % int64(c.SectorSize())
-	dc, ok := data.(deviceCloser)
-	if !ok {
-		c.Wipe()
-		return nil, fmt.Errorf("device %T cannot be closed", data)
-	}
-	return NewVolume(dc, c, off, size, readOnly)
+	return NewVolume(data, c, off, size, readOnly)
 }

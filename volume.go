@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/blkcrypt/blkcrypt/internal/volspec"
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 
@@ -15,7 +16,7 @@ var (
 	// ErrOutOfRange means a request reaches past the end of the volume.
 	ErrOutOfRange = errors.New("request outside the volume")
 	// ErrReadOnly means a write to a volume opened read-only.
-	ErrReadOnly = errors.New("volume is read-only")
+	ErrReadOnly = volspec.ErrReadOnly
 	// ErrClosed means the volume was closed, or is being closed: the
 	// request was refused before it touched the device.
 	ErrClosed = errors.New("volume is closed")
@@ -49,6 +50,8 @@ type Volume struct {
 	readOnly bool
 	locks    [lockStripes]sync.RWMutex
 	onClose  func()
+	typ      string // set by Open: the volume type
+	note     string // set by Open: the format's warning
 
 	// state counts requests in flight, with closingBit set once Close
 	// began. One atomic add per request keeps the hot path free of a lock

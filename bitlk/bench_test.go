@@ -1,12 +1,14 @@
-package bitlk
+package bitlk_test
 
 import (
+	"context"
 	"io"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/bitlk"
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 
@@ -15,7 +17,7 @@ import (
 // layout device feeds; the image files are in the page cache). The key
 // is unlocked once, outside the timing.
 func BenchmarkRead(b *testing.B) {
-	dir := bitlkImages(b)
+	dir := bitlk.FixtureImages(b)
 	for _, c := range []struct {
 		name, secret string
 		baseline     bool
@@ -40,7 +42,7 @@ func BenchmarkRead(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			m, err := Read(f)
+			m, err := bitlk.Read(f)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -49,7 +51,7 @@ func BenchmarkRead(b *testing.B) {
 				b.Fatal(err)
 			}
 			st, _ := f.Stat()
-			v, err := Open(f, st.Size(), m, key, true)
+			v, err := blkcrypt.OpenDevice(context.Background(), f, blkcrypt.OpenOptions{Type: "bitlk", VolumeKey: key, ReadOnly: true})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -28,8 +28,8 @@
 // protectors cannot be used (TPM needs the machine's TPM; smart-card keys
 // live on the card).
 //
-// Open gives the decrypted volume as a *blkcrypt.Volume of the size of the
-// device, exactly what cryptsetup's BITLK activation maps: the volume
+// blkcrypt.Open (Type "bitlk", or detected) gives the decrypted volume as a
+// *blkcrypt.Volume of the size of the device, exactly what cryptsetup's BITLK activation maps: the volume
 // header (the file system's boot area, stored encrypted elsewhere) shows at
 // offset 0, the three 64 KiB metadata areas and the header's stored place
 // read as zeros, everything else is decrypted in place with its physical
@@ -41,8 +41,8 @@
 // writes into the metadata areas are dropped, as dm-zero drops them.
 //
 // Volumes Windows has not finished encrypting (or decrypting), and
-// encrypt-on-write ("used disk space only") volumes, are refused by Open
-// with ErrUnsupported and a message saying why, as cryptsetup refuses
+// encrypt-on-write ("used disk space only") volumes, are refused by
+// blkcrypt.Open with ErrUnsupported and a message saying why, as cryptsetup refuses
 // them; Read, VolumeKey and Dump still work on them.
 //
 // Dump writes what cryptsetup's bitlkDump prints.

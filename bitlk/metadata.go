@@ -10,23 +10,27 @@ import (
 	"io"
 	"time"
 	"unicode/utf16"
+
+	"github.com/blkcrypt/blkcrypt/internal/volspec"
 )
 
-// Sentinel errors. Errors from this package wrap one of them.
+// Sentinel errors. Errors from this package wrap one of them, and each
+// matches the shared error of the same meaning (blkcrypt.ErrNoHeader,
+// ErrCorrupt, ErrUnsupported, ErrWrongPassphrase) under errors.Is.
 var (
 	// ErrNotBitLocker means the device has no BitLocker signature.
-	ErrNotBitLocker = errors.New("not a BitLocker device")
+	ErrNotBitLocker = volspec.Sub("not a BitLocker device", volspec.ErrNoHeader)
 	// ErrCorrupt means BitLocker metadata that is damaged or inconsistent:
 	// no FVE metadata copy with a good checksum, entries that do not parse,
 	// or a metadata authentication (validation hash) failure.
-	ErrCorrupt = errors.New("corrupt BitLocker metadata")
+	ErrCorrupt = volspec.Sub("corrupt BitLocker metadata", volspec.ErrCorrupt)
 	// ErrUnsupported means valid metadata that uses something blkcrypt
 	// cannot open: BitLocker version 1, an unknown encryption method or
 	// sector size, or a volume that is partially encrypted, being
 	// converted, or encrypt-on-write.
-	ErrUnsupported = errors.New("unsupported BitLocker volume")
+	ErrUnsupported = volspec.Sub("unsupported BitLocker volume", volspec.ErrUnsupported)
 	// ErrWrongPassphrase means no VMK protector opened with the secret.
-	ErrWrongPassphrase = errors.New("no BitLocker key protector opened with this passphrase, recovery password or startup key")
+	ErrWrongPassphrase = volspec.Sub("no BitLocker key protector opened with this passphrase, recovery password or startup key", volspec.ErrWrongPassphrase)
 )
 
 // On-disk constants (BitLocker version 2, as cryptsetup's lib/bitlk reads

@@ -1,15 +1,16 @@
 package bitlk
 
 import (
+	"bytes"
 	"cmp"
+	"context"
 	"fmt"
-	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"io"
-	"os"
 	"slices"
 	"sync"
 
-	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/internal/kdf"
+	"github.com/blkcrypt/blkcrypt/internal/volspec"
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 
@@ -21,7 +22,7 @@ import (
 // its position on the device.
 //
 // blkcrypt.Volume decrypts one contiguous range with IVs counted from its
-// start, which is exactly the "in place" part. So Open hands it a device
+// start, which is exactly the "in place" part. So the opener hands it a device
 // adapter, layoutDevice, that shows the ciphertext of the logical volume:
 // pass-through everywhere except in the few special regions, where it
 // serves ciphertext prepared at open time — the volume header re-encrypted
@@ -42,7 +43,7 @@ type region struct {
 // layoutDevice presents the BitLocker device as the ciphertext of the
 // logical volume. It implements blkcrypt.Device.
 type layoutDevice struct {
-	dev     blkcrypt.Device
+	dev     volspec.Device
 	regions []region // sorted by start, not overlapping
 	hdrOff  int64    // where the header region is stored
 	c       *sector.Cipher
@@ -212,15 +213,68 @@ func (m *Metadata) Layout(devSize int64) (*Layout, error) {
 	return l, nil
 }
 
-// Open opens the decrypted view of a BitLocker volume on dev (devSize
-// bytes) with the volume key from VolumeKey or a volume key file. The
-// Volume owns dev and closes it.
-func Open(dev blkcrypt.Device, devSize int64, m *Metadata, key []byte, readOnly bool) (*blkcrypt.Volume, error) {
+func init() {
+	volspec.Register(volspec.Format{Name: "bitlk", Detect: Detect, Open: open})
+}
+
+// open is the opener blkcrypt.Open uses: the volume key comes from
+// r.VolumeKey, from a clear key (tried first, as cryptsetup does, unless a
+// secret is given), or from the secret (r.Passphrase: a password or
+// recovery password; or r.KeyFiles[0]: a startup key .BEK file).
+func open(ctx context.Context, r *volspec.Request) (*volspec.Spec, error) {
+	m, err := Read(r.Dev)
+	if err != nil {
+		return nil, err
+	}
 	if err := m.Activatable(); err != nil {
 		return nil, err
 	}
+	key, err := unlockKey(ctx, m, r)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(key)
+	s, err := describe(r.Dev, r.DevSize, m, key)
+	if err != nil {
+		return nil, err
+	}
+	if uint64(r.DevSize) != m.VolumeSize {
+		s.Note = fmt.Sprintf("BitLocker volume size %d does not match the underlying device size %d", m.VolumeSize, r.DevSize)
+	}
+	return s, nil
+}
+
+func unlockKey(ctx context.Context, m *Metadata, r *volspec.Request) ([]byte, error) {
+	if r.VolumeKey != nil {
+		if len(r.VolumeKey) != m.KeyBits/8 {
+			return nil, fmt.Errorf("%w: %s takes a %d-bit volume key, not %d bits", volspec.ErrInvalidOptions, m.CipherSpec(), m.KeyBits, len(r.VolumeKey)*8)
+		}
+		return bytes.Clone(r.VolumeKey), nil
+	}
+	secret := r.Passphrase
+	if len(r.KeyFiles) > 0 {
+		secret = r.KeyFiles[0]
+	}
+	if m.HasClearKey() && len(r.KeyFiles) == 0 {
+		if key, _, err := m.VolumeKey(nil); err == nil {
+			return key, nil
+		}
+	}
+	// The run keeps its own copy of the secret: the caller wipes its own
+	// when Open returns, which may be before an abandoned run ends.
+	secret = bytes.Clone(secret)
+	return kdf.Run(ctx, func() ([]byte, error) {
+		defer clear(secret)
+		key, _, err := m.VolumeKey(secret)
+		return key, err
+	})
+}
+
+// describe lays the volume out for the root package: one cipher over the
+// device as layoutDevice presents it.
+func describe(dev io.ReaderAt, devSize int64, m *Metadata, key []byte) (*volspec.Spec, error) {
 	if len(key) != m.KeyBits/8 {
-		return nil, fmt.Errorf("bitlk: %s takes a %d-bit volume key, not %d bits", m.CipherSpec(), m.KeyBits, len(key)*8)
+		return nil, fmt.Errorf("%w: %s takes a %d-bit volume key, not %d bits", volspec.ErrInvalidOptions, m.CipherSpec(), m.KeyBits, len(key)*8)
 	}
 	l, err := m.Layout(devSize)
 	if err != nil {
@@ -228,9 +282,9 @@ func Open(dev blkcrypt.Device, devSize int64, m *Metadata, key []byte, readOnly 
 	}
 	c, err := sector.New(m.CipherSpec(), key, sector.Options{SectorSize: m.SectorSize, LargeIV: m.SectorSize != 512})
 	if err != nil {
-		return nil, fmt.Errorf("bitlk: %w", err)
+		return nil, fmt.Errorf("%w: bitlk: %w", ErrUnsupported, err)
 	}
-	d := &layoutDevice{dev: dev, hdrOff: l.HeaderOffset, c: c}
+	var regions []region
 	// The stored header, decrypted where it is and encrypted for offset 0.
 	hdr := make([]byte, l.HeaderSize)
 	if _, err := io.ReadFull(io.NewSectionReader(dev, l.HeaderOffset, l.HeaderSize), hdr); err != nil {
@@ -245,61 +299,20 @@ func Open(dev blkcrypt.Device, devSize int64, m *Metadata, key []byte, readOnly 
 		c.Wipe()
 		return nil, err
 	}
-	d.regions = append(d.regions, region{start: 0, end: l.HeaderSize, ct: hdr})
+	regions = append(regions, region{start: 0, end: l.HeaderSize, ct: hdr})
 	for _, z := range l.Zero {
 		ct := make([]byte, z[1]-z[0])
 		if err := c.EncryptSectors(ct, ct, uint64(z[0]/512)); err != nil {
 			c.Wipe()
 			return nil, err
 		}
-		d.regions = append(d.regions, region{start: z[0], end: z[1], ct: ct, zero: true})
+		regions = append(regions, region{start: z[0], end: z[1], ct: ct, zero: true})
 	}
-	v, err := blkcrypt.NewVolume(d, c, 0, l.Size, readOnly)
-	if err != nil {
-		c.Wipe()
-		return nil, err
-	}
-	return v, nil
+	return &volspec.Spec{
+		Layers: []*sector.Cipher{c},
+		Size:   l.Size,
+		Wrap: func(dev volspec.Device) volspec.Device {
+			return &layoutDevice{dev: dev, regions: regions, hdrOff: l.HeaderOffset, c: c}
+		},
+	}, nil
 }
-
-// OpenFile opens the BitLocker volume in the file or block device at path
-// with a secret (password, recovery password or startup key file
-// contents; nil for a clear-key volume).
-func OpenFile(path string, secret []byte, readOnly bool) (*blkcrypt.Volume, error) {
-	flag := os.O_RDWR
-	if readOnly {
-		flag = os.O_RDONLY
-	}
-	f, err := os.OpenFile(path, flag, 0)
-	if err != nil {
-		return nil, err
-	}
-	v, err := func() (*blkcrypt.Volume, error) {
-		m, err := Read(f)
-		if err != nil {
-			return nil, err
-		}
-		if err := m.Activatable(); err != nil {
-			return nil, err
-		}
-		key, _, err := m.VolumeKey(secret)
-		if err != nil {
-			return nil, err
-		}
-		defer clear(key)
-		size, err := DeviceSize(f)
-		if err != nil {
-			return nil, err
-		}
-		return Open(f, size, m, key, readOnly)
-	}()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return v, nil
-}
-
-// DeviceSize is the size of a regular file or block device (the LUKS
-// packages' rule, shared).
-func DeviceSize(f *os.File) (int64, error) { return luksutil.File{File: f}.Size() }

@@ -21,7 +21,8 @@
 // first half of SHA-256(volume key || family UUID). A wrong passphrase
 // fails the key-unwrap integrity check: ErrWrongPassphrase.
 //
-// Open gives the logical volume as a *blkcrypt.Volume: aes-xts-plain64,
+// blkcrypt.Open (Type "fvault2", or detected) gives the logical volume as a
+// *blkcrypt.Volume: aes-xts-plain64,
 // LogicalVolumeSize bytes at LogicalVolumeOffset, XTS tweaks the 512-byte
 // sector numbers counted from the start of the logical volume.
 //

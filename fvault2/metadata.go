@@ -15,21 +15,24 @@ import (
 	"strings"
 
 	"github.com/blkcrypt/blkcrypt/internal/kdf"
+	"github.com/blkcrypt/blkcrypt/internal/volspec"
 	"golang.org/x/crypto/xts"
 )
 
-// Sentinel errors. Errors from this package wrap one of them.
+// Sentinel errors. Errors from this package wrap one of them, and each
+// matches the shared error of the same meaning (blkcrypt.ErrNoHeader,
+// ErrCorrupt, ErrUnsupported, ErrWrongPassphrase) under errors.Is.
 var (
 	// ErrNotFileVault means the device has no Core Storage header.
-	ErrNotFileVault = errors.New("not a FileVault 2 (Core Storage) device")
+	ErrNotFileVault = volspec.Sub("not a FileVault 2 (Core Storage) device", volspec.ErrNoHeader)
 	// ErrCorrupt means Core Storage metadata that is damaged or lacks what
 	// is needed (checksum mismatch, missing blocks, unparsable plist).
-	ErrCorrupt = errors.New("corrupt FileVault 2 metadata")
+	ErrCorrupt = volspec.Sub("corrupt FileVault 2 metadata", volspec.ErrCorrupt)
 	// ErrUnsupported means metadata blkcrypt cannot use (another version or
 	// key size).
-	ErrUnsupported = errors.New("unsupported FileVault 2 volume")
+	ErrUnsupported = volspec.Sub("unsupported FileVault 2 volume", volspec.ErrUnsupported)
 	// ErrWrongPassphrase means the passphrase does not unwrap the key.
-	ErrWrongPassphrase = errors.New("no key available with this passphrase")
+	ErrWrongPassphrase = volspec.ErrWrongPassphrase
 )
 
 const (

@@ -28,18 +28,18 @@
 //	key, err := loopaes.VolumeKey(keys, 16, "")     // dm-crypt key; clear it after use
 //	spec := loopaes.Spec("aes", len(keys))          // "aes:64-cbc-lmk" …
 //	c, err := loopaes.NewCipher(text, loopaes.Options{KeySize: 16, Skip: 8})
-//	v, err := loopaes.Open(dev, devSize, text, loopaes.Options{Offset: 8})
+//	v, err := blkcrypt.Open(ctx, path, blkcrypt.OpenOptions{Type: "loopaes", KeyFiles: [][]byte{text}})
 package loopaes
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/sha512"
-	"errors"
 	"fmt"
 	"hash"
 
-	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/internal/volspec"
 	"github.com/blkcrypt/blkcrypt/sector"
 	"golang.org/x/crypto/ripemd160" //nolint:staticcheck // loop-AES allows rmd160
 )
@@ -54,11 +54,11 @@ const (
 // Errors.
 var (
 	// ErrKeyfile means the key file is not a loop-AES key file.
-	ErrKeyfile = errors.New("incompatible loop-AES keyfile detected")
+	ErrKeyfile = volspec.Sub("incompatible loop-AES keyfile detected", volspec.ErrInvalidOptions)
 	// ErrGPG means the key file is still gpg-encrypted.
-	ErrGPG = errors.New("GPG encrypted keyfile: decrypt it first (gpg --decrypt KEYFILE | blkcrypt … --key-file=-)")
+	ErrGPG = volspec.Sub("GPG encrypted keyfile: decrypt it first (gpg --decrypt KEYFILE | blkcrypt … --key-file=-)", volspec.ErrInvalidOptions)
 	// ErrInvalid means bad options (key size, hash, offsets).
-	ErrInvalid = errors.New("invalid loop-AES parameters")
+	ErrInvalid = volspec.Sub("invalid loop-AES parameters", volspec.ErrInvalidOptions)
 )
 
 // ParseKeyfile splits a decrypted loop-AES key file into its key lines, as
@@ -253,31 +253,48 @@ func NewCipher(text []byte, o Options) (c *sector.Cipher, keyCount int, err erro
 	return c, len(keys), nil
 }
 
-// Open makes the decrypted view of a loop-AES volume on dev (size bytes).
-// Closing the volume closes dev.
-func Open(dev blkcrypt.Device, size int64, text []byte, o Options) (*blkcrypt.Volume, error) {
+// Geometry checks o against a device of size bytes and returns the data
+// range in bytes.
+func Geometry(size int64, o Options) (off, n int64, err error) {
 	sectors := uint64(max(size, 0)) / 512
 	if o.Offset > sectors {
-		return nil, fmt.Errorf("%w: offset %d is beyond the end of the %d-sector device", ErrInvalid, o.Offset, sectors)
+		return 0, 0, fmt.Errorf("%w: offset %d is beyond the end of the %d-sector device", ErrInvalid, o.Offset, sectors)
 	}
-	n := sectors - o.Offset
+	left := sectors - o.Offset
 	if o.Size != 0 {
-		if o.Size > n {
-			return nil, fmt.Errorf("%w: device is too small: %d sectors at offset %d, it has %d", ErrInvalid, o.Size, o.Offset, sectors)
+		if o.Size > left {
+			return 0, 0, fmt.Errorf("%w: device is too small: %d sectors at offset %d, it has %d", ErrInvalid, o.Size, o.Offset, sectors)
 		}
-		n = o.Size
+		left = o.Size
 	}
-	if n == 0 {
-		return nil, fmt.Errorf("%w: no data after offset %d", ErrInvalid, o.Offset)
+	if left == 0 {
+		return 0, 0, fmt.Errorf("%w: no data after offset %d", ErrInvalid, o.Offset)
+	}
+	return int64(o.Offset) * 512, int64(left) * 512, nil
+}
+
+func init() {
+	volspec.Register(volspec.Format{Name: "loopaes", Open: open})
+}
+
+// open is the opener blkcrypt.Open uses: the key file text is
+// r.KeyFiles[0], or r.Passphrase when no key file is given.
+func open(_ context.Context, r *volspec.Request) (*volspec.Spec, error) {
+	o := Options{Cipher: r.Cipher, KeySize: r.KeySize, Hash: r.Hash, Offset: r.Offset, Skip: r.Skip, Size: r.Size, ReadOnly: r.ReadOnly}
+	if !r.SkipSet {
+		o.Skip = o.Offset
+	}
+	text := r.Passphrase
+	if len(r.KeyFiles) > 0 {
+		text = r.KeyFiles[0]
+	}
+	off, n, err := Geometry(r.DevSize, o)
+	if err != nil {
+		return nil, err
 	}
 	c, _, err := NewCipher(text, o)
 	if err != nil {
 		return nil, err
 	}
-	v, err := blkcrypt.NewVolume(dev, c, int64(o.Offset)*512, int64(n)*512, o.ReadOnly)
-	if err != nil {
-		c.Wipe()
-		return nil, err
-	}
-	return v, nil
+	return &volspec.Spec{Layers: []*sector.Cipher{c}, Offset: off, Size: n}, nil
 }

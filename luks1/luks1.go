@@ -2,20 +2,31 @@ package luks1
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 
 	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 )
 
-// Device is where a header lives; see luksutil.Device. Wrap an *os.File
-// with File.
-type Device = luksutil.Device
+// Device is where a header lives: random-access reads and writes, a
+// durability barrier and a size. Wrap an *os.File with File.
+type Device = interface {
+	io.ReaderAt
+	io.WriterAt
+	Sync() error
+	Size() (int64, error)
+}
 
-// File adapts an *os.File to Device.
-type File = luksutil.File
+// File adapts an *os.File (regular file or block device) to Device.
+type File struct{ *os.File }
+
+// Size returns the file size, or the block device size.
+func (f File) Size() (int64, error) { return luksutil.File{File: f.File}.Size() }
 
 // KeyslotOptions configure a new keyslot. Only PBKDF2 is valid for LUKS1,
 // with the header's hash; Priority must stay unset.
@@ -203,10 +214,10 @@ func (h *Header) VolumeKeyDigestOK(key []byte) bool {
 }
 
 // openSlot tries one keyslot; ErrWrongPassphrase when the digest differs.
-func (h *Header) openSlot(dev Device, passphrase []byte, slot int) ([]byte, error) {
+func (h *Header) openSlot(ctx context.Context, dev Device, passphrase []byte, slot int) ([]byte, error) {
 	k := &h.p.Keyslots[slot]
 	p := kdf.Params{Type: kdf.PBKDF2, Hash: h.p.HashSpec(), Iterations: k.Iterations}
-	key, err := luksutil.OpenArea(dev, h.areaSpec(slot), p, k.Salt[:], passphrase)
+	key, err := luksutil.OpenAreaContext(ctx, dev, h.areaSpec(slot), p, k.Salt[:], passphrase)
 	if err != nil {
 		return nil, err
 	}
@@ -223,6 +234,12 @@ func (h *Header) openSlot(dev Device, passphrase []byte, slot int) ([]byte, erro
 // Errors other than a wrong passphrase (an unavailable cipher, an I/O
 // error) stop the search, as in cryptsetup.
 func (h *Header) Unlock(dev Device, passphrase []byte, slot int) ([]byte, int, error) {
+	return h.UnlockContext(context.Background(), dev, passphrase, slot)
+}
+
+// UnlockContext is Unlock that returns with ctx's error (in the chain)
+// when ctx ends during a key derivation or between keyslots.
+func (h *Header) UnlockContext(ctx context.Context, dev Device, passphrase []byte, slot int) ([]byte, int, error) {
 	if slot != AnySlot {
 		if slot < 0 || slot >= NumKeyslots {
 			return nil, -1, fmt.Errorf("%w: %d (LUKS1 has keyslots 0-7)", ErrInvalidSlot, slot)
@@ -230,7 +247,7 @@ func (h *Header) Unlock(dev Device, passphrase []byte, slot int) ([]byte, int, e
 		if !h.p.Keyslots[slot].Enabled() {
 			return nil, -1, fmt.Errorf("%w: keyslot %d", ErrSlotInactive, slot)
 		}
-		key, err := h.openSlot(dev, passphrase, slot)
+		key, err := h.openSlot(ctx, dev, passphrase, slot)
 		if err != nil {
 			return nil, -1, err
 		}
@@ -240,7 +257,10 @@ func (h *Header) Unlock(dev Device, passphrase []byte, slot int) ([]byte, int, e
 		if !h.p.Keyslots[i].Enabled() {
 			continue
 		}
-		key, err := h.openSlot(dev, passphrase, i)
+		if err := ctx.Err(); err != nil {
+			return nil, -1, err
+		}
+		key, err := h.openSlot(ctx, dev, passphrase, i)
 		if err == nil {
 			return key, i, nil
 		}

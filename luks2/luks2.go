@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,12 +16,20 @@ import (
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 )
 
-// Device is where a header lives; see luksutil.Device. Wrap an *os.File
-// with File.
-type Device = luksutil.Device
+// Device is where a header lives: random-access reads and writes, a
+// durability barrier and a size. Wrap an *os.File with File.
+type Device = interface {
+	io.ReaderAt
+	io.WriterAt
+	Sync() error
+	Size() (int64, error)
+}
 
-// File adapts an *os.File to Device.
-type File = luksutil.File
+// File adapts an *os.File (regular file or block device) to Device.
+type File struct{ *os.File }
+
+// Size returns the file size, or the block device size.
+func (f File) Size() (int64, error) { return luksutil.File{File: f.File}.Size() }
 
 // KeyslotOptions configure a new keyslot: Slot (or AnySlot), the KDF
 // (PBKDFOptions) and the priority.
@@ -590,7 +600,7 @@ func (h *Header) VolumeKeyDigestOK(key []byte) bool {
 
 // openKeyslot derives, decrypts and merges one keyslot and checks the
 // result against the keyslot's digest.
-func (h *Header) openKeyslot(dev Device, k *Keyslot, passphrase []byte) ([]byte, error) {
+func (h *Header) openKeyslot(ctx context.Context, dev Device, k *Keyslot, passphrase []byte) ([]byte, error) {
 	if k.Type != "luks2" {
 		return nil, fmt.Errorf("%w: keyslot %d has type %q", ErrUnsupported, k.ID, k.Type)
 	}
@@ -625,7 +635,7 @@ func (h *Header) openKeyslot(dev Device, k *Keyslot, passphrase []byte) ([]byte,
 	if strings.HasPrefix(k.AreaEncryption, "cipher_null") && len(passphrase) > 0 {
 		return nil, ErrWrongPassphrase
 	}
-	key, err := luksutil.OpenArea(dev, spec, k.KDF, k.KDFSalt, passphrase)
+	key, err := luksutil.OpenAreaContext(ctx, dev, spec, k.KDF, k.KDFSalt, passphrase)
 	if err != nil {
 		return nil, err
 	}
@@ -667,6 +677,12 @@ func (h *Header) keyslot(slot int) (*Keyslot, error) {
 // or ErrWrongPassphrase. Keyslots not bound to the data segment are
 // skipped (ErrUnbound when named); see UnlockUnbound.
 func (h *Header) Unlock(dev Device, passphrase []byte, slot int) ([]byte, int, error) {
+	return h.UnlockContext(context.Background(), dev, passphrase, slot)
+}
+
+// UnlockContext is Unlock that returns with ctx's error (in the chain)
+// when ctx ends during a key derivation or between keyslots.
+func (h *Header) UnlockContext(ctx context.Context, dev Device, passphrase []byte, slot int) ([]byte, int, error) {
 	if _, err := h.dataSegment(); err != nil {
 		return nil, -1, err
 	}
@@ -678,7 +694,7 @@ func (h *Header) Unlock(dev Device, passphrase []byte, slot int) ([]byte, int, e
 		if !h.bound(k) {
 			return nil, -1, fmt.Errorf("%w: keyslot %d", ErrUnbound, slot)
 		}
-		key, err := h.openKeyslot(dev, k, passphrase)
+		key, err := h.openKeyslot(ctx, dev, k, passphrase)
 		if err != nil {
 			return nil, -1, err
 		}
@@ -689,7 +705,10 @@ func (h *Header) Unlock(dev Device, passphrase []byte, slot int) ([]byte, int, e
 		if !h.bound(k) {
 			continue
 		}
-		key, err := h.openKeyslot(dev, k, passphrase)
+		if err := ctx.Err(); err != nil {
+			return nil, -1, err
+		}
+		key, err := h.openKeyslot(ctx, dev, k, passphrase)
 		if err == nil {
 			return key, id, nil
 		}
@@ -718,7 +737,7 @@ func (h *Header) UnlockUnbound(dev Device, passphrase []byte, slot int) ([]byte,
 		if k.Type != "luks2" && slot == AnySlot {
 			continue
 		}
-		key, err := h.openKeyslot(dev, k, passphrase)
+		key, err := h.openKeyslot(context.Background(), dev, k, passphrase)
 		if err == nil {
 			return key, id, h.bound(k), nil
 		}

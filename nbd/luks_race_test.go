@@ -2,9 +2,11 @@ package nbd
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -48,10 +50,10 @@ func TestConcurrentClientsLUKS(t *testing.T) {
 	img := filepath.Join(dir, "luks.img")
 	pass := []byte("race test passphrase")
 	fast := blkcrypt.PBKDFOptions{Type: kdf.PBKDF2, Iterations: 1000}
-	if err := blkcrypt.Format(img, pass, blkcrypt.FormatOptions{Size: 16<<20 + nblocks*block, SectorSize: block, PBKDF: fast}); err != nil {
+	if err := blkcrypt.Format(context.Background(), img, pass, blkcrypt.FormatOptions{Size: 16<<20 + nblocks*block, SectorSize: block, PBKDF: fast}); err != nil {
 		t.Fatal(err)
 	}
-	v, err := blkcrypt.Open(img, pass, blkcrypt.OpenOptions{Slot: blkcrypt.AnySlot})
+	v, err := blkcrypt.Open(context.Background(), img, blkcrypt.OpenOptions{Passphrase: pass})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +238,13 @@ func TestConcurrentClientsLUKS(t *testing.T) {
 		views = append(views, cl.mustOK(reqArgs{typ: cmdRead, length: nblocks * block}))
 		cl.disconnect()
 	}
-	v2, err := blkcrypt.Open(img, pass, blkcrypt.OpenOptions{Slot: blkcrypt.AnySlot, ReadOnly: true})
+	// The server still holds the image's exclusive lock, so read it
+	// through a device of our own (OpenDevice takes no lock).
+	f2, err := os.Open(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := blkcrypt.OpenDevice(context.Background(), f2, blkcrypt.OpenOptions{Passphrase: pass, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,17 +10,17 @@
 package plain
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/blkcrypt/blkcrypt/capi"
 	"github.com/blkcrypt/blkcrypt/internal/keyinput"
+	"github.com/blkcrypt/blkcrypt/internal/volspec"
 )
 
 // ErrInvalidHash means the --hash value is malformed or names no hash.
-var ErrInvalidHash = errors.New("invalid passphrase hash")
+var ErrInvalidHash = volspec.Sub("invalid passphrase hash", volspec.ErrInvalidOptions)
 
 // Defaults of cryptsetup 2.7 for --type plain.
 const (

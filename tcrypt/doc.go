@@ -69,12 +69,12 @@
 //	h.Dump(os.Stdout, path)                     // as cryptsetup tcryptDump
 //	h.DumpVolumeKey(os.Stdout, path, h.DataOffset(size))
 //	m, err := h.Mapping(tcrypt.Geometry{HeaderDeviceSize: size, DataDeviceSize: size, PartitionOffset: -1})
-//	v, err := tcrypt.NewVolume(dev, m, readOnly) // stacked *blkcrypt.Volume, one per cipher
 //	c, err := m.Ciphers(); cas := &tcrypt.Cascade{Layers: c} // the same transform in one call
-//	v, h, err := tcrypt.Open(dev, size, nil, 0, opts, -1, readOnly)
+//	v, err := blkcrypt.Open(ctx, path, blkcrypt.OpenOptions{Type: "tcrypt", Passphrase: p})
+//	// stacked volumes, one per cipher, as dm-crypt stacks them
 //
-// A failed search wraps ErrNoHeader and luksutil.ErrWrongPassphrase (exit
-// code 2 on the command line); a magic with a bad CRC is ErrCorruptHeader.
+// A failed search wraps ErrNoHeader, which matches blkcrypt.ErrWrongPassphrase
+// and blkcrypt.ErrNoHeader (exit code 2 on the command line); a magic with a bad CRC is ErrCorruptHeader.
 // Keys are wiped by Header.Wipe and Mapping.Wipe; the derived keys and the
 // password pool are wiped as soon as they are used.
 package tcrypt

@@ -2,9 +2,10 @@ package tcrypt
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/blkcrypt/blkcrypt/internal/volspec"
 )
 
 // On-disk layout: a 512-byte sector holding a 64-byte salt and 448
@@ -54,14 +55,14 @@ const (
 var (
 	// ErrNoHeader means no derivation and cipher gave a valid header: a
 	// wrong passphrase, PIM or key file, or not a TrueCrypt/VeraCrypt
-	// volume. It wraps luksutil.ErrWrongPassphrase in what Read returns.
-	ErrNoHeader = errors.New("no TCRYPT header detected with this passphrase")
+	// volume. It matches both blkcrypt.ErrWrongPassphrase and ErrNoHeader.
+	ErrNoHeader = volspec.Sub("no TCRYPT header detected with this passphrase", volspec.ErrWrongPassphrase, volspec.ErrNoHeader)
 	// ErrCorruptHeader means the magic decrypted but a CRC did not match.
-	ErrCorruptHeader = errors.New("TCRYPT header corrupted")
+	ErrCorruptHeader = volspec.Sub("TCRYPT header corrupted", volspec.ErrCorrupt)
 	// ErrUnsupported means a cipher, mode or hash blkcrypt cannot map.
-	ErrUnsupported = errors.New("unsupported TCRYPT parameters")
+	ErrUnsupported = volspec.Sub("unsupported TCRYPT parameters", volspec.ErrUnsupported)
 	// ErrInvalid means a bad option or an impossible header geometry.
-	ErrInvalid = errors.New("invalid TCRYPT parameters")
+	ErrInvalid = volspec.Sub("invalid TCRYPT parameters", volspec.ErrInvalidOptions)
 )
 
 // Fields are the decrypted header fields, in host order, with cryptsetup's

@@ -1,12 +1,19 @@
 package tcrypt
 
 import (
+	"bytes"
+	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 
-	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/internal/volspec"
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 
@@ -283,63 +290,138 @@ func (c *Cascade) Wipe() {
 	}
 }
 
-// volumeDevice lets a Volume be the device of the next layer up.
-type volumeDevice struct{ *blkcrypt.Volume }
+func init() {
+	volspec.Register(volspec.Format{Name: "tcrypt", Open: open})
+}
 
-func (v volumeDevice) Sync() error { return v.Flush() }
-
-// NewVolume stacks one blkcrypt.Volume per layer of m over data, as
-// dm-crypt stacks the devices cryptsetup creates, and returns the top one.
-// Closing it closes the layers below and data.
-func NewVolume(data blkcrypt.Device, m *Mapping, readOnly bool) (*blkcrypt.Volume, error) {
+// open is the opener blkcrypt.Open uses. For a system volume whose device
+// (or detached header) is a partition of a block device, the header is read
+// from the whole drive and the IV offset is the partition start, as
+// cryptsetup finds them through sysfs.
+func open(ctx context.Context, r *volspec.Request) (*volspec.Spec, error) {
+	o := &Options{
+		Passphrase: r.Passphrase, Keyfiles: r.KeyFiles, PIM: r.PIM,
+		Hash: r.Hash, Cipher: r.Cipher,
+		Hidden: r.Hidden, System: r.System, Backup: r.Backup,
+		NoVeraCrypt: r.NoVeraCrypt, Context: ctx,
+	}
+	g := Geometry{HeaderDeviceSize: r.DevSize, DataDeviceSize: r.DevSize, PartitionOffset: -1}
+	src, hdr, hdrSize := r.Dev, r.Header, r.HeaderSize
+	if r.System {
+		meta := r.Path
+		if r.HeaderPath != "" {
+			meta = r.HeaderPath
+		}
+		if base, start, ok := PartitionOf(meta); ok {
+			f, err := os.Open(base)
+			if err != nil {
+				return nil, fmt.Errorf("opening the drive %s of system partition %s: %w", base, meta, err)
+			}
+			defer f.Close()
+			n, err := luksutil.File{File: f}.Size()
+			if err != nil {
+				return nil, fmt.Errorf("cannot get the size of %s: %w", base, err)
+			}
+			g.PartitionOffset, hdr, hdrSize = start, f, n
+		}
+	}
+	if hdr != nil {
+		src, g.HeaderDeviceSize, g.Separate = hdr, hdrSize, true
+		if r.System && g.PartitionOffset < 0 {
+			// A drive image as the header and a copy of one of its
+			// partitions as the device: find the partition by its size.
+			if start, ok := PartitionBySize(hdr, r.DevSize/512); ok {
+				g.PartitionOffset = start
+			}
+		}
+	}
+	h, err := Read(src, g.HeaderDeviceSize, o)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Wipe()
+	m, err := h.Mapping(g)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Wipe()
 	cs, err := m.Ciphers()
 	if err != nil {
 		return nil, err
 	}
-	var dev blkcrypt.Device = data
-	off := int64(m.Offset) * 512
-	var top *blkcrypt.Volume
-	for i, c := range cs {
-		v, err := blkcrypt.NewVolume(dev, c, off, int64(m.Size)*512, readOnly)
-		if err != nil {
-			for _, c := range cs[i:] {
-				c.Wipe()
-			}
-			if top != nil {
-				top.Close()
-			}
-			return nil, err
-		}
-		top = v
-		dev = volumeDevice{v}
-		off = 0
-	}
-	return top, nil
+	return &volspec.Spec{Layers: cs, Offset: int64(m.Offset) * 512, Size: int64(m.Size) * 512, Note: m.Note}, nil
 }
 
-// Open reads the header of a TrueCrypt or VeraCrypt volume on data (size
-// bytes) and returns the decrypted view with the header. With hdr non-nil
-// the header is read from there (hdrSize bytes), as with --header.
-func Open(data blkcrypt.Device, size int64, hdr io.ReaderAt, hdrSize int64, o *Options, partitionOffset int64, readOnly bool) (*blkcrypt.Volume, *Header, error) {
-	g := Geometry{HeaderDeviceSize: size, DataDeviceSize: size, PartitionOffset: partitionOffset}
-	src := io.ReaderAt(data)
-	if hdr != nil {
-		src, g.HeaderDeviceSize, g.Separate = hdr, hdrSize, true
+// PartitionBySize looks in the MBR or GPT partition table of a drive image
+// for the one partition of the given size in 512-byte sectors, and returns
+// its start.
+func PartitionBySize(f io.ReaderAt, sectors int64) (int64, bool) {
+	var found []int64
+	mbr := make([]byte, 512)
+	if _, err := f.ReadAt(mbr, 0); err != nil || mbr[510] != 0x55 || mbr[511] != 0xaa {
+		return 0, false
 	}
-	h, err := Read(src, g.HeaderDeviceSize, o)
+	gpt := make([]byte, 512)
+	if _, err := f.ReadAt(gpt, 512); err == nil && string(gpt[:8]) == "EFI PART" {
+		le := binary.LittleEndian
+		lba, n, size := int64(le.Uint64(gpt[72:])), int64(le.Uint32(gpt[80:])), int64(le.Uint32(gpt[84:]))
+		if size < 128 || n > 1024 {
+			return 0, false
+		}
+		e := make([]byte, size)
+		for i := int64(0); i < n; i++ {
+			if _, err := f.ReadAt(e, lba*512+i*size); err != nil {
+				break
+			}
+			first, last := int64(le.Uint64(e[32:])), int64(le.Uint64(e[40:]))
+			if !bytes.Equal(e[:16], make([]byte, 16)) && last-first+1 == sectors {
+				found = append(found, first)
+			}
+		}
+	} else {
+		for i := 0; i < 4; i++ {
+			e := mbr[446+16*i : 462+16*i]
+			start, n := int64(binary.LittleEndian.Uint32(e[8:])), int64(binary.LittleEndian.Uint32(e[12:]))
+			if e[4] != 0 && e[4] != 0xee && n == sectors {
+				found = append(found, start)
+			}
+		}
+	}
+	if len(found) != 1 {
+		return 0, false
+	}
+	return found[0], true
+}
+
+// PartitionOf reports whether path is a partition of a block device, and
+// then the whole device and the partition start in 512-byte sectors.
+func PartitionOf(path string) (base string, start int64, ok bool) {
+	if path == "" {
+		return "", 0, false
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Mode()&os.ModeDevice == 0 {
+		return "", 0, false
+	}
+	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return nil, nil, err
+		return "", 0, false
 	}
-	m, err := h.Mapping(g)
+	sys := filepath.Join("/sys/class/block", filepath.Base(real))
+	if _, err := os.Stat(filepath.Join(sys, "partition")); err != nil {
+		return "", 0, false
+	}
+	b, err := os.ReadFile(filepath.Join(sys, "start"))
 	if err != nil {
-		h.Wipe()
-		return nil, nil, err
+		return "", 0, false
 	}
-	defer m.Wipe()
-	v, err := NewVolume(data, m, readOnly)
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	if err != nil {
-		h.Wipe()
-		return nil, nil, err
+		return "", 0, false
 	}
-	return v, h, nil
+	parent, err := filepath.EvalSymlinks(sys)
+	if err != nil {
+		return "", 0, false
+	}
+	return filepath.Join("/dev", filepath.Base(filepath.Dir(parent))), n, true
 }

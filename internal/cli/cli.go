@@ -13,10 +13,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/blkcrypt/blkcrypt/capi"
+	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/internal/keyinput"
-	"github.com/blkcrypt/blkcrypt/plain"
-	"github.com/blkcrypt/blkcrypt/sector"
 )
 
 // Exit codes, as cryptsetup's.
@@ -28,9 +26,6 @@ const (
 	ExitDevice     = 4 // wrong device specified
 	ExitBusy       = 5 // device already exists or busy
 )
-
-// ErrWrongPassphrase is returned when no key slot matches.
-var ErrWrongPassphrase = errors.New("no key available with this passphrase")
 
 // exitError carries an exit code with a message.
 type exitError struct {
@@ -139,14 +134,21 @@ func oneLine(s string) string {
 	return strings.TrimSpace(s)
 }
 
-// exitCode maps an error to cryptsetup's exit codes.
+// exitCode maps an error to cryptsetup's exit codes: the one place where
+// the library's shared errors become exit codes.
 func exitCode(err error) int {
 	var ee *exitError
 	switch {
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.Is(err, ErrWrongPassphrase):
+	case errors.Is(err, blkcrypt.ErrWrongPassphrase):
 		return ExitPermission
+	case errors.Is(err, blkcrypt.ErrBusy):
+		return ExitBusy
+	case errors.Is(err, blkcrypt.ErrNoHeader), errors.Is(err, blkcrypt.ErrCorrupt), errors.Is(err, blkcrypt.ErrDeviceTooSmall):
+		return ExitDevice
+	case errors.Is(err, blkcrypt.ErrInvalidOptions), errors.Is(err, blkcrypt.ErrUnsupported):
+		return ExitUsage
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENOTDIR):
 		return ExitDevice
 	case errors.Is(err, fs.ErrPermission):
@@ -235,17 +237,21 @@ func readVolumeKeyFile(path string, keySize int) ([]byte, error) {
 		return nil, usageErr("cannot open volume key file: %v", err)
 	}
 	defer f.Close()
-	b, err := keyinput.ReadKeyFile(f, keyinput.Options{Size: int64(keySize) + 1})
+	limit := keySize
+	if keySize < 0 {
+		limit = 512 // any size: the format checks it
+	}
+	b, err := keyinput.ReadKeyFile(f, keyinput.Options{Size: int64(limit) + 1})
 	if err != nil {
 		return nil, usageErr("%v", err)
 	}
-	if len(b) != keySize {
+	if keySize < 0 && (len(b) == 0 || len(b) > limit) {
+		clear(b)
+		return nil, usageErr("volume key file holds %d bytes", len(b))
+	}
+	if keySize >= 0 && len(b) != keySize {
 		clear(b)
 		return nil, usageErr("volume key file holds %d bytes, the cipher needs %d", len(b), keySize)
 	}
 	return b, nil
 }
-
-var _ = capi.Lookup
-var _ = plain.Key
-var _ = sector.New

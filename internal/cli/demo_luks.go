@@ -13,10 +13,6 @@ import (
 	"time"
 )
 
-func init() {
-	demoLUKS = runDemoLUKS
-}
-
 // runDemoLUKS formats a LUKS demo image, writes and reads data through the
 // volume, shows the header, and serves it over NBD on 127.0.0.1, printing
 // the client commands. It serves until interrupted when run from a
@@ -38,9 +34,6 @@ func runDemoLUKS(ctx context.Context, env *Env, p *parsed) error {
 		return err
 	}
 	typ := "luks2"
-	if formatLUKS2 == nil {
-		typ = "luks1"
-	}
 	os.Remove(img)
 	step := func(desc string, args ...string) error {
 		fmt.Fprintf(w, "\n$ blkcrypt %s\n", joinArgs(args))

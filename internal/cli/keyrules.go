@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/blkcrypt/blkcrypt"
 )
 
 // emptyKeyFile is an empty regular key file. Where the key file is a
@@ -13,9 +15,9 @@ import (
 type emptyKeyFile struct{ path string }
 
 func (e *emptyKeyFile) Error() string {
-	return fmt.Sprintf("key file %s is empty: %v", e.path, ErrWrongPassphrase)
+	return fmt.Sprintf("key file %s is empty: %v", e.path, blkcrypt.ErrWrongPassphrase)
 }
-func (e *emptyKeyFile) Unwrap() error { return ErrWrongPassphrase }
+func (e *emptyKeyFile) Unwrap() error { return blkcrypt.ErrWrongPassphrase }
 
 // keyFileIsStream reports whether cryptsetup's stream rule applies to the
 // key file: stdin ("-") and anything that is not a regular file (a pipe,

@@ -31,23 +31,13 @@ func init() {
 		verb{"header-backup", []string{"luksHeaderBackup"}, runHeaderBackup, "DEVICE --header-backup-file F"},
 		verb{"header-restore", []string{"luksHeaderRestore"}, runHeaderRestore, "DEVICE --header-backup-file F"},
 	)
-	openLUKS = openLUKSVolume
 }
 
-// wrongPass marks a failed unlock with exit code 2, as cryptsetup does.
-func wrongPass(err error) error {
-	if errors.Is(err, luksutil.ErrWrongPassphrase) || errors.Is(err, luksutil.ErrWrongKey) {
-		return &exitError{ExitPermission, err}
-	}
-	if errors.Is(err, luksutil.ErrNotLUKS) || errors.Is(err, luksutil.ErrCorruptHeader) || errors.Is(err, luksutil.ErrDeviceTooSmall) {
-		return &exitError{ExitDevice, err}
-	}
-	return err
-}
+const anySlot = -1
 
 // luksDevice opens the header device (the --header file or DEVICE itself)
 // and reads the header.
-func luksDevice(p *parsed, path string, readOnly bool) (*os.File, luksutil.Device, blkcrypt.Header, error) {
+func luksDevice(p *parsed, path string, readOnly bool) (*blkcrypt.LockedFile, luksutil.Device, luksutil.Header, error) {
 	hpath := path
 	if h := p.str("header"); h != "" {
 		hpath = h
@@ -58,16 +48,24 @@ func luksDevice(p *parsed, path string, readOnly bool) (*os.File, luksutil.Devic
 	if typ != "" && typ != "luks" && typ != "luks1" && typ != "luks2" {
 		return nil, nil, nil, usageErr("--type %q is not a LUKS type", typ)
 	}
-	f, err := openDevice(hpath, readOnly)
+	if f, err := openDevice(hpath, true); err != nil {
+		return nil, nil, nil, err
+	} else {
+		f.Close()
+	}
+	// Locked as the library locks it: a header change waits for no one and
+	// is refused (busy) while a volume on it is open anywhere.
+	f, err := blkcrypt.OpenFileLocked(hpath, readOnly)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	dev := luksutil.File{File: f}
-	h, err := blkcrypt.ReadHeader(dev)
+	dev := luksutil.File{File: f.File}
+	bh, err := blkcrypt.ReadHeader(dev)
 	if err != nil {
 		f.Close()
-		return nil, nil, nil, wrongPass(err)
+		return nil, nil, nil, err
 	}
+	h := bh.(luksutil.Header) // the verbs below add keys too
 	if typ != "" && typ != "luks" && typ != fmt.Sprintf("luks%d", h.Version()) {
 		f.Close()
 		return nil, nil, nil, usageErr("device holds LUKS%d, not %s", h.Version(), typ)
@@ -79,11 +77,11 @@ func slotOpt(p *parsed) int {
 	if p.has("key-slot") {
 		return int(p.int("key-slot", -1))
 	}
-	return blkcrypt.AnySlot
+	return anySlot
 }
 
 // unlock returns the volume key from --volume-key-file or a passphrase.
-func unlock(env *Env, p *parsed, h blkcrypt.Header, dev luksutil.Device) ([]byte, int, error) {
+func unlock(ctx context.Context, env *Env, p *parsed, h luksutil.Header, dev luksutil.Device) ([]byte, int, error) {
 	if vk := p.str("volume-key-file"); vk != "" {
 		key, err := readVolumeKeyFile(vk, h.KeySize())
 		if err != nil {
@@ -91,7 +89,7 @@ func unlock(env *Env, p *parsed, h blkcrypt.Header, dev luksutil.Device) ([]byte
 		}
 		if !h.VolumeKeyDigestOK(key) {
 			clear(key)
-			return nil, -1, wrongPass(luksutil.ErrWrongKey)
+			return nil, -1, luksutil.ErrWrongKey
 		}
 		return key, -1, nil
 	}
@@ -100,49 +98,33 @@ func unlock(env *Env, p *parsed, h blkcrypt.Header, dev luksutil.Device) ([]byte
 		return nil, -1, err
 	}
 	defer clear(pass)
-	key, slot, err := h.Unlock(dev, pass, slotOpt(p))
+	key, slot, err := h.UnlockContext(ctx, dev, pass, slotOpt(p))
 	if err != nil {
-		return nil, -1, wrongPass(err)
+		return nil, -1, err
 	}
 	return key, slot, nil
 }
 
-func openLUKSVolume(env *Env, p *parsed, path, typ string, readOnly bool) (*blkcrypt.Volume, error) {
-	hf, hdev, h, err := luksDevice(p, path, true)
-	if err != nil {
-		return nil, err
+// pbkdfOptions maps the cryptsetup PBKDF flags. Each numeric flag is a
+// 32-bit unsigned value in cryptsetup, which refuses anything outside.
+func pbkdfOptions(p *parsed) (blkcrypt.PBKDFOptions, error) {
+	o := blkcrypt.PBKDFOptions{Type: p.str("pbkdf"), Hash: p.str("hash")}
+	var v [4]uint64
+	for i, name := range []string{"iter-time", "pbkdf-force-iterations", "pbkdf-memory", "pbkdf-parallel"} {
+		n, err := uintFlag(p, name, 1<<32-1)
+		if err != nil {
+			return o, err
+		}
+		v[i] = n
 	}
-	defer hf.Close()
-	if typ != "luks" && typ != fmt.Sprintf("luks%d", h.Version()) {
-		return nil, usageErr("device holds LUKS%d, not %s", h.Version(), typ)
-	}
-	key, _, err := unlock(env, p, h, hdev)
-	if err != nil {
-		return nil, err
-	}
-	defer clear(key)
-	f, err := openDevice(path, readOnly)
-	if err != nil {
-		return nil, err
-	}
-	v, err := blkcrypt.NewLUKSVolume(h, luksutil.File{File: f}, key, readOnly)
-	if err != nil {
-		f.Close()
-		return nil, wrongPass(err)
-	}
-	return v, nil
-}
-
-// pbkdfOptions maps the cryptsetup PBKDF flags.
-func pbkdfOptions(p *parsed) kdf.Options {
-	o := kdf.Options{Type: p.str("pbkdf"), Hash: p.str("hash")}
 	if p.has("iter-time") {
-		o.IterTime = time.Duration(p.int("iter-time", 2000)) * time.Millisecond
+		o.IterTime = time.Duration(v[0]) * time.Millisecond
 	}
-	o.Iterations = uint32(p.int("pbkdf-force-iterations", 0))
-	o.MemoryKiB = uint32(p.int("pbkdf-memory", 0))
-	o.Parallel = uint32(p.int("pbkdf-parallel", 0))
-	return o
+	o.Iterations, o.MemoryKiB, o.Parallel = uint32(v[1]), uint32(v[2]), uint32(v[3])
+	if p.has("pbkdf-force-iterations") && o.Iterations == 0 {
+		return o, usageErr("invalid numeric value for --pbkdf-force-iterations: 0")
+	}
+	return o, nil
 }
 
 // newPassphrase reads the passphrase for a new keyslot: from the file named
@@ -208,12 +190,12 @@ func runTestPassphrase(ctx context.Context, env *Env, p *parsed) error {
 	}
 	// Other formats (tcrypt, loopaes, …): unlocking is opening; nothing is
 	// written because the volume is opened read-only.
-	t := p.str("type")
-	if t == "" {
-		t = detectType(dev)
+	t := volumeType(p, dev)
+	if t == "bitlk" && p.str("volume-key-file") != "" {
+		return usageErr("a volume key cannot be checked for BITLK devices (--test-passphrase with --volume-key-file)")
 	}
-	if _, ok := typeOpeners[t]; ok {
-		v, err := openVolume(env, p, dev, true)
+	if t != "" && t != "luks" && t != "luks1" && t != "luks2" {
+		v, err := openVolume(ctx, env, p, dev, true)
 		if err != nil {
 			return err
 		}
@@ -224,7 +206,7 @@ func runTestPassphrase(ctx context.Context, env *Env, p *parsed) error {
 		return err
 	}
 	defer f.Close()
-	key, slot, err := unlock(env, p, h, hdev)
+	key, slot, err := unlock(ctx, env, p, h, hdev)
 	if err != nil {
 		return err
 	}
@@ -257,17 +239,17 @@ func runAddKey(ctx context.Context, env *Env, p *parsed) error {
 		}
 		if !h.VolumeKeyDigestOK(key) {
 			clear(key)
-			return wrongPass(luksutil.ErrWrongKey)
+			return luksutil.ErrWrongKey
 		}
 	} else {
 		pass, _, err := readSecret(env, p, "Enter any existing passphrase: ")
 		if err != nil {
 			return err
 		}
-		key, _, err = h.Unlock(hdev, pass, blkcrypt.AnySlot)
+		key, _, err = h.UnlockContext(ctx, hdev, pass, anySlot)
 		clear(pass)
 		if err != nil {
-			return wrongPass(err)
+			return err
 		}
 	}
 	defer clear(key)
@@ -276,7 +258,11 @@ func runAddKey(ctx context.Context, env *Env, p *parsed) error {
 		return err
 	}
 	defer clear(np)
-	slot, err := h.AddKey(hdev, key, np, luksutil.KeyslotOptions{Slot: slotOpt(p), PBKDF: pbkdfOptions(p)})
+	pk, err := pbkdfOptions(p)
+	if err != nil {
+		return err
+	}
+	slot, err := h.AddKey(hdev, key, np, luksutil.KeyslotOptions{Slot: slotOpt(p), PBKDF: kdf.Options(pk)})
 	if err != nil {
 		return err
 	}
@@ -302,20 +288,29 @@ func runChangeKey(ctx context.Context, env *Env, p *parsed) error {
 		return err
 	}
 	defer clear(old)
-	// Check the old passphrase before asking for a new one.
-	key, _, err := h.Unlock(hdev, old, slotOpt(p))
+	// The old passphrase is checked (the only KDF run on it) before a new
+	// one is asked for. The new keyslot is written before the old one is
+	// removed, so a crash leaves one of the two passphrases working.
+	key, oldSlot, err := h.UnlockContext(ctx, hdev, old, slotOpt(p))
 	if err != nil {
-		return wrongPass(err)
+		return err
 	}
-	clear(key)
+	defer clear(key)
 	np, err := newPassphrase(env, p, newFile, false)
 	if err != nil {
 		return err
 	}
 	defer clear(np)
-	slot, err := h.ChangeKey(hdev, old, np, slotOpt(p), luksutil.KeyslotOptions{Slot: blkcrypt.AnySlot, PBKDF: pbkdfOptions(p)})
+	pk, err := pbkdfOptions(p)
 	if err != nil {
-		return wrongPass(err)
+		return err
+	}
+	slot, err := h.AddKey(hdev, key, np, luksutil.KeyslotOptions{Slot: anySlot, PBKDF: kdf.Options(pk)})
+	if err != nil {
+		return err
+	}
+	if err := h.RemoveKey(hdev, oldSlot); err != nil {
+		return err
 	}
 	fmt.Fprintf(env.Stderr, "Key slot %d created.\n", slot)
 	return nil
@@ -335,10 +330,10 @@ func runRemoveKey(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
-	key, slot, err := h.Unlock(hdev, pass, slotOpt(p))
+	key, slot, err := h.UnlockContext(ctx, hdev, pass, slotOpt(p))
 	clear(pass)
 	if err != nil {
-		return wrongPass(err)
+		return err
 	}
 	clear(key)
 	if err := h.RemoveKey(hdev, slot); err != nil {
@@ -373,7 +368,7 @@ func runKillSlot(ctx context.Context, env *Env, p *parsed) error {
 			if s == slot {
 				continue
 			}
-			key, _, err := h.Unlock(hdev, pass, s)
+			key, _, err := h.UnlockContext(ctx, hdev, pass, s)
 			clear(key)
 			if opened = err == nil; opened {
 				break
@@ -381,7 +376,7 @@ func runKillSlot(ctx context.Context, env *Env, p *parsed) error {
 		}
 		clear(pass)
 		if !opened {
-			return wrongPass(luksutil.ErrWrongPassphrase)
+			return luksutil.ErrWrongPassphrase
 		}
 	}
 	if err := h.RemoveKey(hdev, slot); err != nil {
@@ -452,14 +447,19 @@ func runHeaderRestore(ctx context.Context, env *Env, p *parsed) error {
 	if int64(len(backup)) != headerSize(bh) {
 		return usageErr("backup file is %d bytes, its header needs %d", len(backup), headerSize(bh))
 	}
-	f, err := openDevice(dev, false)
+	if f, err := openDevice(dev, true); err != nil {
+		return err
+	} else {
+		f.Close()
+	}
+	f, err := blkcrypt.OpenFileLocked(dev, false)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	// If the device has a header, the data offset must agree, or the data
 	// would be lost.
-	if cur, err := blkcrypt.ReadHeader(luksutil.File{File: f}); err == nil && cur.DataOffset() != bh.DataOffset() {
+	if cur, err := blkcrypt.ReadHeader(luksutil.File{File: f.File}); err == nil && cur.DataOffset() != bh.DataOffset() {
 		return usageErr("data offset differs between the backup (%d) and the device (%d)", bh.DataOffset(), cur.DataOffset())
 	}
 	if st, err := f.Stat(); err == nil && st.Size() < int64(len(backup)) {
@@ -469,47 +469,48 @@ func runHeaderRestore(ctx context.Context, env *Env, p *parsed) error {
 	if bh.Version() == 2 {
 		restore = luks2.RestoreHeader
 	}
-	return restore(luksutil.File{File: f}, backup)
+	return restore(luksutil.File{File: f.File}, backup)
 }
 
-// runFormat creates a LUKS volume.
+// runFormat creates a LUKS volume: the flags become
+// blkcrypt.FormatOptions.
 func runFormat(ctx context.Context, env *Env, p *parsed) error {
 	dev, err := oneDevice(p)
 	if err != nil {
 		return err
 	}
-	typ := p.str("type")
-	if typ == "" {
-		typ = "luks2"
+	o := blkcrypt.FormatOptions{
+		Type: p.str("type"), Cipher: p.str("cipher"), Hash: p.str("hash"),
+		UUID: p.str("uuid"), Label: p.str("label"), Subsystem: p.str("subsystem"),
+		Header: p.str("header"),
 	}
-	if typ == "luks" {
-		typ = "luks1"
-	}
-	if formatLUKS2 == nil && typ == "luks2" {
-		return usageErr("LUKS2 format is not available in this build; use --type luks1")
-	}
-	if typ != "luks1" && typ != "luks2" {
-		return usageErr("unknown --type %q for format", typ)
-	}
-	cipher := p.str("cipher")
-	if cipher == "" {
-		cipher = luks1.DefaultCipher
+	if o.Type != "" && o.Type != "luks" && o.Type != "luks1" && o.Type != "luks2" {
+		return usageErr("unknown --type %q for format", o.Type)
 	}
 	bits := p.int("key-size", 512)
 	if bits <= 0 || bits%8 != 0 || bits > 4096 {
 		return usageErr("--key-size %d is not a positive multiple of 8", bits)
 	}
-	if err := luksutil.CheckCipher(cipher, int(bits/8)); err != nil {
-		return usageErr("%v", err)
+	o.KeySize = int(bits / 8)
+	if p.has("sector-size") {
+		o.SectorSize = int(p.int("sector-size", 0))
 	}
-	pk := pbkdfOptions(p)
-	if err := pk.Check(map[string]string{"luks1": "pbkdf2", "luks2": "argon2id"}[typ]); err != nil {
-		return usageErr("%v", err)
+	if o.Offset, err = uintFlag(p, "offset", 1<<63-1); err != nil {
+		return err
 	}
-	// The device: an image file may be created or extended with --size.
-	target := dev
-	if h := p.str("header"); h != "" {
-		target = h
+	if o.Align, err = uintFlag(p, "align-payload", 1<<32-1); err != nil {
+		return err
+	}
+	if p.has("key-slot") {
+		o.Keyslot = blkcrypt.Slot(int(p.int("key-slot", 0)))
+	}
+	if o.PBKDF, err = pbkdfOptions(p); err != nil {
+		return err
+	}
+	if p.has("size") {
+		if o.Size = p.int("size", 0); o.Size <= 0 {
+			return usageErr("--size must be positive")
+		}
 	}
 	if st, err := os.Stat(dev); err != nil {
 		if !p.has("size") {
@@ -518,90 +519,34 @@ func runFormat(ctx context.Context, env *Env, p *parsed) error {
 	} else if st.IsDir() {
 		return deviceErr(fmt.Errorf("device %s is a directory", dev))
 	}
-	var key []byte
 	if vk := p.str("volume-key-file"); vk != "" {
-		if key, err = readVolumeKeyFile(vk, int(bits/8)); err != nil {
+		if o.VolumeKey, err = readVolumeKeyFile(vk, o.KeySize); err != nil {
 			return err
 		}
-	} else {
-		key = make([]byte, bits/8)
-		if err := luksutil.Random(key); err != nil {
-			return err
-		}
+		defer clear(o.VolumeKey)
 	}
-	defer clear(key)
 	pass, err := newPassphrase(env, p, "", p.has("key-file"))
 	if err != nil {
 		return err
 	}
 	defer clear(pass)
-	if p.has("size") {
-		sz := p.int("size", 0)
-		if sz <= 0 {
-			return usageErr("--size must be positive")
-		}
-		f, err := os.OpenFile(dev, os.O_RDWR|os.O_CREATE, 0o600)
-		if err != nil {
-			return deviceErr(err)
-		}
-		if st, _ := f.Stat(); st.Size() < sz {
-			if err := f.Truncate(sz); err != nil {
-				f.Close()
-				return deviceErr(err)
-			}
-		}
-		f.Close()
-	}
-	if target != dev {
-		// A detached header file is created or grown to hold the header
-		// and keyslots, as cryptsetup does.
-		hf, err := os.OpenFile(target, os.O_RDWR|os.O_CREATE, 0o600)
-		if err != nil {
-			return deviceErr(err)
-		}
-		need := int64(16 << 20)
-		if typ == "luks1" {
-			need = 2 << 20
-		}
-		var terr error
-		if st, err := hf.Stat(); err == nil && st.Mode().IsRegular() && st.Size() < need {
-			terr = hf.Truncate(need)
-		}
-		hf.Close()
-		if terr != nil {
-			return deviceErr(terr)
-		}
-	}
-	f, err := openDevice(target, false)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	fdev := luksutil.File{File: f}
-	ks := luksutil.KeyslotOptions{Slot: slotOpt(p), PBKDF: pk}
-	if typ == "luks1" {
-		if p.has("sector-size") && p.int("sector-size", 512) != 512 {
-			return usageErr("LUKS1 supports only 512-byte sectors")
-		}
-		if p.has("label") {
-			return usageErr("--label needs LUKS2")
-		}
-		_, err = luks1.Format(fdev, key, pass, luks1.FormatOptions{Cipher: cipher, Hash: p.str("hash"), UUID: p.str("uuid"),
-			Detached: p.str("header") != "", Keyslot: ks})
-	} else {
-		err = formatLUKS2(p, fdev, dev, key, pass, cipher, ks)
-	}
-	if err != nil {
-		if errors.Is(err, luksutil.ErrInvalidOptions) || errors.Is(err, luksutil.ErrUnsupported) {
-			return usageErr("%v", err)
-		}
-		return wrongPass(err)
-	}
-	return nil
+	// The header write is not interrupted: a signal after the KDF lets
+	// Format finish (ctx only stops it before anything is written).
+	return blkcrypt.Format(ctx, dev, pass, o)
 }
 
-// formatLUKS2 is set by the LUKS2 file.
-var formatLUKS2 func(p *parsed, hdr luksutil.Device, dataPath string, key, pass []byte, cipher string, ks luksutil.KeyslotOptions) error
+// uintFlag returns a non-negative numeric flag no larger than max; a value
+// outside is refused as cryptsetup refuses it ("invalid numeric value").
+func uintFlag(p *parsed, name string, max uint64) (uint64, error) {
+	if !p.has(name) {
+		return 0, nil
+	}
+	n := p.int(name, 0)
+	if n < 0 || uint64(n) > max {
+		return 0, usageErr("invalid numeric value for --%s: %s", name, p.str(name))
+	}
+	return uint64(n), nil
+}
 
 // runDump prints the header like cryptsetup luksDump.
 func runDump(ctx context.Context, env *Env, p *parsed) error {
@@ -609,14 +554,7 @@ func runDump(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
-	typ := p.str("type")
-	if typ == "" {
-		if h := p.str("header"); h != "" {
-			typ = detectType(h)
-		} else {
-			typ = detectType(dev)
-		}
-	}
+	typ := volumeType(p, dev)
 	if d, ok := typeDumpers[typ]; ok {
 		return d(env, p, dev)
 	}
@@ -627,7 +565,7 @@ func runDump(ctx context.Context, env *Env, p *parsed) error {
 	defer f.Close()
 	w := env.Stdout
 	if p.bool("dump-volume-key") {
-		key, _, err := unlock(env, p, h, hdev)
+		key, _, err := unlock(ctx, env, p, h, hdev)
 		if err != nil {
 			return err
 		}
@@ -646,13 +584,8 @@ func runDump(ctx context.Context, env *Env, p *parsed) error {
 		dumpLUKS1(w, dev, hh)
 		return nil
 	}
-	if dumpLUKS2 != nil {
-		return dumpLUKS2(w, p, dev, h)
-	}
-	return usageErr("cannot dump LUKS%d", h.Version())
+	return doDumpLUKS2(w, p, dev, h)
 }
-
-var dumpLUKS2 func(w io.Writer, p *parsed, dev string, h blkcrypt.Header) error
 
 func cipherName(spec string) string { n, _, _ := strings.Cut(spec, "-"); return n }
 func cipherMode(spec string) string { _, m, _ := strings.Cut(spec, "-"); return m }

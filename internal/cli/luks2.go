@@ -7,27 +7,8 @@ import (
 	"strings"
 
 	"github.com/blkcrypt/blkcrypt"
-	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/luks2"
 )
-
-func init() {
-	formatLUKS2 = doFormatLUKS2
-	dumpLUKS2 = doDumpLUKS2
-}
-
-func doFormatLUKS2(p *parsed, hdr luksutil.Device, dataPath string, key, pass []byte, cipher string, ks luksutil.KeyslotOptions) error {
-	ss := int(p.int("sector-size", 0))
-	_, err := luks2.Format(hdr, key, pass, luks2.FormatOptions{
-		Cipher:     cipher,
-		SectorSize: ss,
-		UUID:       p.str("uuid"),
-		Label:      p.str("label"),
-		Detached:   p.str("header") != "",
-		Keyslot:    ks,
-	})
-	return err
-}
 
 func doDumpLUKS2(w io.Writer, p *parsed, dev string, hh blkcrypt.Header) error {
 	h, ok := hh.(*luks2.Header)

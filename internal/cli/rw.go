@@ -3,9 +3,11 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/plain"
@@ -31,149 +33,201 @@ func openDevice(path string, readOnly bool) (*os.File, error) {
 	return f, nil
 }
 
-// openVolume unlocks DEVICE per the flags and returns the decrypted view.
-func openVolume(env *Env, p *parsed, path string, readOnly bool) (*blkcrypt.Volume, error) {
-	typ := p.str("type")
-	if typ == "" {
-		if h := p.str("header"); h != "" {
-			typ = detectType(h)
-		} else {
-			typ = detectType(path)
-		}
-	}
-	if o, ok := typeOpeners[typ]; ok {
-		return o(env, p, path, readOnly)
-	}
-	switch typ {
-	case "plain":
-		return openPlain(env, p, path, readOnly)
-	case "":
-		// Nothing detected: name the real problem when the device cannot
-		// be opened at all (missing, a directory, no permission).
-		f, err := openDevice(path, true)
-		if err != nil {
-			return nil, err
-		}
-		f.Close()
-		return nil, deviceErr(fmt.Errorf("device %s is not a valid LUKS device (use --type plain for plain dm-crypt)", path))
-	}
-	if openLUKS != nil {
-		return openLUKS(env, p, path, typ, readOnly)
-	}
-	return nil, usageErr("unknown or unsupported --type %q", typ)
-}
-
-// typeOpeners open the other formats (--type tcrypt, bitlk, fvault2,
-// loopaes); each format's file registers itself from init.
-var typeOpeners = map[string]func(env *Env, p *parsed, path string, readOnly bool) (*blkcrypt.Volume, error){}
-
 // typeDumpers print a format's header for `dump --type T` (or a detected
-// type); typeDetectors recognise a format by its on-disk signature.
-var (
-	typeDumpers   = map[string]func(env *Env, p *parsed, path string) error{}
-	typeDetectors []func(head []byte) string // head: the first 64 KiB
-)
+// type); each format's file registers its own.
+var typeDumpers = map[string]func(env *Env, p *parsed, path string) error{}
 
-// openLUKS is set by the LUKS verbs' file.
-var openLUKS func(env *Env, p *parsed, path, typ string, readOnly bool) (*blkcrypt.Volume, error)
-
-// detectType reads the magic at the start of the device.
+// detectType names the format whose signature path carries, or "".
 func detectType(path string) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
-	var b [8]byte
-	if n, _ := f.ReadAt(b[:], 0); n < 8 {
-		return ""
-	}
-	head := make([]byte, 64<<10)
-	n, _ := f.ReadAt(head, 0)
-	for _, d := range typeDetectors {
-		if t := d(head[:n]); t != "" {
-			return t
-		}
-	}
-	if string(b[:6]) == "LUKS\xba\xbe" {
-		switch b[7] {
-		case 1:
-			return "luks1"
-		case 2:
-			return "luks2"
-		}
-	}
-	return ""
+	return blkcrypt.Detect(f)
 }
 
-func openPlain(env *Env, p *parsed, path string, readOnly bool) (*blkcrypt.Volume, error) {
-	o := blkcrypt.PlainOptions{
+// volumeType is the type the flags ask for: --type, or what the header
+// (--header, else DEVICE) carries.
+func volumeType(p *parsed, path string) string {
+	if t := p.str("type"); t != "" {
+		return t
+	}
+	if h := p.str("header"); h != "" {
+		return detectType(h)
+	}
+	return detectType(path)
+}
+
+// openShared opens DEVICE read-only with the shared lock readers take, so
+// that a dump never reads a header another process is changing.
+func openShared(path string) (*blkcrypt.LockedFile, error) {
+	f, err := openDevice(path, true)
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
+	return blkcrypt.OpenFileLocked(path, true)
+}
+
+// openVolume unlocks DEVICE per the flags and returns the decrypted view:
+// the flags become blkcrypt.OpenOptions, the library does the rest.
+func openVolume(ctx context.Context, env *Env, p *parsed, path string, readOnly bool) (*blkcrypt.Volume, error) {
+	f, err := openDevice(path, true)
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
+	typ := volumeType(p, path)
+	o := blkcrypt.OpenOptions{Type: typ, ReadOnly: readOnly, Header: p.str("header")}
+	if p.has("key-slot") {
+		o.Keyslot = blkcrypt.Slot(int(p.int("key-slot", -1)))
+	}
+	var wipe [][]byte
+	defer func() {
+		for _, b := range wipe {
+			clear(b)
+		}
+	}()
+	switch typ {
+	case "":
+		// As cryptsetup, a device without a signature is not taken for
+		// TrueCrypt (or plain) unless --type says so.
+		return nil, deviceErr(fmt.Errorf("device %s is not a valid LUKS device (use --type plain for plain dm-crypt)", path))
+	case "plain":
+		if err := plainOptions(env, p, &o, &wipe); err != nil {
+			return nil, err
+		}
+	case "loopaes":
+		if err := loopAESOptions(env, p, &o, &wipe); err != nil {
+			return nil, err
+		}
+	case "tcrypt":
+		if !p.bool("tcrypt-read-write") {
+			o.ReadOnly = true
+		}
+		if err := tcryptOpenOptions(env, p, &o, &wipe); err != nil {
+			return nil, err
+		}
+	case "bitlk", "fvault2":
+		if !readOnly && !p.bool(typ+"-read-write") {
+			fmt.Fprintf(env.Stderr, "%s volume opened read-only (add --%s-read-write to allow writes).\n", strings.ToUpper(typ), typ)
+			o.ReadOnly = true
+		}
+		if err := secretOptions(env, p, path, typ, &o, &wipe); err != nil {
+			return nil, err
+		}
+	case "luks", "luks1", "luks2":
+		if err := secretOptions(env, p, path, typ, &o, &wipe); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, usageErr("unknown or unsupported --type %q", typ)
+	}
+	v, err := blkcrypt.Open(ctx, path, o)
+	if err != nil {
+		if errors.Is(err, blkcrypt.ErrNotLUKS) && strings.HasPrefix(typ, "luks") {
+			return nil, deviceErr(fmt.Errorf("device %s is not a valid LUKS device: %w", path, err))
+		}
+		return nil, err
+	}
+	if n := v.Note(); n != "" {
+		fmt.Fprintf(env.Stderr, "blkcrypt: %s\n", n)
+	}
+	return v, nil
+}
+
+// secretOptions reads the key for LUKS, BitLocker and FileVault 2:
+// --volume-key-file, or the passphrase (prompt, stdin or --key-file). A
+// BitLocker volume with a clear key needs none unless a key file is given.
+func secretOptions(env *Env, p *parsed, path, typ string, o *blkcrypt.OpenOptions, wipe *[][]byte) error {
+	if vk := p.str("volume-key-file"); vk != "" {
+		key, err := readVolumeKeyFile(vk, -1)
+		if err != nil {
+			return err
+		}
+		*wipe = append(*wipe, key)
+		o.VolumeKey = key
+		return nil
+	}
+	if typ == "bitlk" && p.str("key-file") == "" && bitlkClearKey(path) {
+		return nil
+	}
+	prompt := "Enter passphrase: "
+	if typ == "bitlk" || typ == "fvault2" {
+		prompt = fmt.Sprintf("Enter passphrase for %s: ", path)
+	}
+	secret, fromFile, err := readSecret(env, p, prompt)
+	if err != nil {
+		return err
+	}
+	*wipe = append(*wipe, secret)
+	if fromFile && typ == "bitlk" {
+		o.KeyFiles = [][]byte{secret} // a startup key, or a password in a file
+		return nil
+	}
+	o.Passphrase = secret
+	return nil
+}
+
+func plainOptions(env *Env, p *parsed, o *blkcrypt.OpenOptions, wipe *[][]byte) error {
+	po := blkcrypt.PlainOptions{
 		Cipher:     p.str("cipher"),
+		Hash:       p.str("hash"),
 		SectorSize: int(p.int("sector-size", 512)),
 		LargeIV:    p.bool("iv-large-sectors"),
-		ReadOnly:   readOnly,
 	}
 	for _, f := range []struct {
 		name string
 		dst  *uint64
-	}{{"offset", &o.Offset}, {"skip", &o.Skip}, {"size", &o.Size}} {
+	}{{"offset", &po.Offset}, {"skip", &po.Skip}, {"size", &po.Size}} {
 		n := p.int(f.name, 0)
 		if n < 0 {
-			return nil, usageErr("--%s must not be negative", f.name)
+			return usageErr("--%s must not be negative", f.name)
 		}
 		*f.dst = uint64(n)
 	}
-	if o.Cipher == "" {
-		o.Cipher = plain.DefaultCipher
-	}
 	bits := p.int("key-size", plain.DefaultKeySize*8)
 	if bits <= 0 || bits%8 != 0 || bits > 4096 {
-		return nil, usageErr("--key-size %d is not a positive multiple of 8 bits", bits)
+		return usageErr("--key-size %d is not a positive multiple of 8 bits", bits)
 	}
-	ks := int(bits / 8)
-	var key []byte
+	po.KeySize = int(bits / 8)
+	o.Plain = po
 	if vk := p.str("volume-key-file"); vk != "" {
-		var err error
-		if key, err = readVolumeKeyFile(vk, ks); err != nil {
-			return nil, err
-		}
-	} else {
-		secret, fromFile, err := readSecret(env, p, "Enter passphrase: ")
+		key, err := readVolumeKeyFile(vk, po.KeySize)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		defer clear(secret)
-		h := p.str("hash")
-		if h == "" {
-			h = plain.DefaultHash
-		}
-		if fromFile && p.str("key-file") != "-" {
-			// A key file given by path is the key itself (cryptsetup ignores
-			// --hash for it).
-			if len(secret) < ks {
-				return nil, usageErr("key file holds %d bytes, the cipher needs %d", len(secret), ks)
-			}
-			key = append([]byte(nil), secret[:ks]...)
-		} else {
-			if fromFile && h == "plain" && len(secret) > ks {
-				secret = secret[:ks]
-			}
-			if key, err = plain.Key(h, secret, ks); err != nil {
-				return nil, usageErr("%v", err)
-			}
-		}
+		*wipe = append(*wipe, key)
+		o.VolumeKey = key
+		return nil
 	}
-	defer clear(key)
-	f, err := openDevice(path, readOnly)
+	secret, fromFile, err := readSecret(env, p, "Enter passphrase: ")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	v, err := blkcrypt.NewPlainVolume(f, key, o)
-	if err != nil {
-		f.Close()
-		return nil, usageErr("%v", err)
+	*wipe = append(*wipe, secret)
+	if fromFile && p.str("key-file") != "-" {
+		// A key file given by path is the key itself (cryptsetup ignores
+		// --hash for it).
+		if len(secret) < po.KeySize {
+			return usageErr("key file holds %d bytes, the cipher needs %d", len(secret), po.KeySize)
+		}
+		o.KeyFiles = [][]byte{secret}
+		return nil
 	}
-	return v, nil
+	h := po.Hash
+	if h == "" {
+		h = plain.DefaultHash
+	}
+	if fromFile && h == "plain" && len(secret) > po.KeySize {
+		secret = secret[:po.KeySize]
+	}
+	if _, err := plain.Key(h, nil, po.KeySize); err != nil {
+		return usageErr("%v", err)
+	}
+	o.Passphrase = secret
+	return nil
 }
 
 // runRead writes decrypted bytes to stdout or --output.
@@ -189,7 +243,7 @@ func runRead(ctx context.Context, env *Env, p *parsed) error {
 	if err := checkOutput(env, p.str("output"), commandInputs(p, dev)); err != nil {
 		return err
 	}
-	v, err := openVolume(env, p, dev, true)
+	v, err := openVolume(ctx, env, p, dev, true)
 	if err != nil {
 		return err
 	}
@@ -245,7 +299,7 @@ func runWrite(ctx context.Context, env *Env, p *parsed) error {
 	if p.str("key-file") == "-" && r == env.Stdin {
 		return usageErr("--key-file - and data on stdin cannot both be used; give the data with --input")
 	}
-	v, err := openVolume(env, p, dev, false)
+	v, err := openVolume(ctx, env, p, dev, false)
 	if err != nil {
 		return err
 	}

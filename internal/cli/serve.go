@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/nbd"
 )
 
@@ -86,7 +85,7 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 		return err
 	}
 	hardenProcess()
-	v, err := openVolume(env, p, dev, p.bool("read-only"))
+	v, err := openVolume(ctx, env, p, dev, p.bool("read-only"))
 	if err != nil {
 		return err
 	}
@@ -134,5 +133,3 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 	}
 	return v.Flush()
 }
-
-var _ = blkcrypt.ErrClosed

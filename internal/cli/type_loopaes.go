@@ -18,12 +18,11 @@ import (
 // cannot tell a wrong key.
 
 func init() {
-	typeOpeners["loopaes"] = openLoopAES
 	typeDumpers["loopaes"] = dumpLoopAES
 }
 
-func loopAESOptions(p *parsed, readOnly bool) (loopaes.Options, error) {
-	o := loopaes.Options{Cipher: p.str("cipher"), Hash: p.str("hash"), ReadOnly: readOnly}
+func loopAESParams(p *parsed) (loopaes.Options, error) {
+	o := loopaes.Options{Cipher: p.str("cipher"), Hash: p.str("hash")}
 	if strings.ContainsAny(o.Cipher, "-:") {
 		return o, usageErr("--cipher for loop-AES is the base cipher only (e.g. aes), not %q", o.Cipher)
 	}
@@ -48,6 +47,22 @@ func loopAESOptions(p *parsed, readOnly bool) (loopaes.Options, error) {
 	return o, nil
 }
 
+func loopAESOptions(env *Env, p *parsed, o *blkcrypt.OpenOptions, wipe *[][]byte) error {
+	l, err := loopAESParams(p)
+	if err != nil {
+		return err
+	}
+	skip := l.Skip
+	o.LoopAES = blkcrypt.LoopAESOptions{Cipher: l.Cipher, Hash: l.Hash, KeySize: l.KeySize, Offset: l.Offset, Skip: &skip, Size: l.Size}
+	kf, err := loopAESKeyfile(env, p)
+	if err != nil {
+		return err
+	}
+	*wipe = append(*wipe, kf)
+	o.KeyFiles = [][]byte{kf}
+	return nil
+}
+
 func loopAESKeyfile(env *Env, p *parsed) ([]byte, error) {
 	if p.str("key-file") == "" {
 		return nil, usageErr("option --key-file is required for loop-AES (a decrypted key file; - for stdin)")
@@ -56,39 +71,8 @@ func loopAESKeyfile(env *Env, p *parsed) ([]byte, error) {
 	return b, err
 }
 
-func loopAESErr(err error) error {
-	return usageErr("%v", err)
-}
-
-func openLoopAES(env *Env, p *parsed, path string, readOnly bool) (*blkcrypt.Volume, error) {
-	o, err := loopAESOptions(p, readOnly)
-	if err != nil {
-		return nil, err
-	}
-	kf, err := loopAESKeyfile(env, p)
-	if err != nil {
-		return nil, err
-	}
-	defer clear(kf)
-	f, err := openDevice(path, readOnly)
-	if err != nil {
-		return nil, err
-	}
-	size, err := fileSize(f)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	v, err := loopaes.Open(f, size, kf, o)
-	if err != nil {
-		f.Close()
-		return nil, loopAESErr(err)
-	}
-	return v, nil
-}
-
 func dumpLoopAES(env *Env, p *parsed, path string) error {
-	o, err := loopAESOptions(p, true)
+	o, err := loopAESParams(p)
 	if err != nil {
 		return err
 	}
@@ -99,7 +83,7 @@ func dumpLoopAES(env *Env, p *parsed, path string) error {
 	defer clear(kf)
 	keys, err := loopaes.ParseKeyfile(kf)
 	if err != nil {
-		return loopAESErr(err)
+		return err
 	}
 	defer func() {
 		for _, k := range keys {
@@ -115,7 +99,7 @@ func dumpLoopAES(env *Env, p *parsed, path string) error {
 	}
 	key, err := loopaes.VolumeKey(keys, o.KeySize, h)
 	if err != nil {
-		return loopAESErr(err)
+		return err
 	}
 	defer clear(key)
 	st, err := os.Stat(path)

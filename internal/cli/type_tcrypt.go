@@ -3,12 +3,10 @@ package cli
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -38,7 +36,6 @@ func init() {
 		flagDef{"tcrypt-keyfiles", 0, kindString, "tcrypt: comma-separated key files (besides --key-file)"},
 		flagDef{"tcrypt-read-write", 0, kindBool, "tcrypt: allow writes (read-only by default)"},
 	)
-	typeOpeners["tcrypt"] = openTCRYPT
 	typeDumpers["tcrypt"] = dumpTCRYPT
 }
 
@@ -196,27 +193,12 @@ func parsePIM(b []byte) (uint32, error) {
 	return uint32(n), nil
 }
 
-// tcryptErr maps search errors to cryptsetup's exit codes: no header
-// found with these secrets is exit 2.
-func tcryptErr(err error) error {
-	var ee *exitError
-	switch {
-	case errors.As(err, &ee):
-		return err
-	case errors.Is(err, tcrypt.ErrNoHeader):
-		return &exitError{ExitPermission, err}
-	case errors.Is(err, tcrypt.ErrCorruptHeader):
-		return &exitError{ExitDevice, err}
-	}
-	return &exitError{ExitUsage, err}
-}
-
 // tcryptDevice is an open TCRYPT data device and where its header comes
 // from.
 type tcryptDevice struct {
-	data       *os.File
+	data       *blkcrypt.LockedFile
 	dataSize   int64
-	hdr        *os.File // nil: the header is on data
+	hdr        *blkcrypt.LockedFile // nil: the header is on data
 	hdrSize    int64
 	partOffset int64 // system volume: start of the partition, or -1
 }
@@ -231,7 +213,7 @@ func (d *tcryptDevice) close() {
 }
 
 func fileSize(f *os.File) (int64, error) {
-	n, err := f.Seek(0, io.SeekEnd)
+	n, err := blkcrypt.DeviceSize(f)
 	if err != nil {
 		return 0, deviceErr(fmt.Errorf("cannot get the size of %s: %w", f.Name(), err))
 	}
@@ -242,13 +224,13 @@ func fileSize(f *os.File) (int64, error) {
 // volume whose DEVICE (or --header) is a partition of a block device, the
 // header is read from the whole drive and the IV offset is the partition
 // start, as cryptsetup does through sysfs.
-func openTCRYPTDevice(p *parsed, path string, readOnly bool) (*tcryptDevice, error) {
+func openTCRYPTDevice(p *parsed, path string) (*tcryptDevice, error) {
 	d := &tcryptDevice{partOffset: -1}
 	var err error
-	if d.data, err = openDevice(path, readOnly); err != nil {
+	if d.data, err = openShared(path); err != nil {
 		return nil, err
 	}
-	if d.dataSize, err = fileSize(d.data); err != nil {
+	if d.dataSize, err = fileSize(d.data.File); err != nil {
 		d.close()
 		return nil, err
 	}
@@ -258,100 +240,29 @@ func openTCRYPTDevice(p *parsed, path string, readOnly bool) (*tcryptDevice, err
 		if hpath != "" {
 			meta = hpath
 		}
-		if base, start, ok := partitionOf(meta); ok {
+		if base, start, ok := tcrypt.PartitionOf(meta); ok {
 			d.partOffset = start
 			hpath = base
 		}
 	}
 	if hpath != "" {
-		if d.hdr, err = openDevice(hpath, true); err != nil {
+		if d.hdr, err = openShared(hpath); err != nil {
 			d.close()
 			return nil, err
 		}
-		if d.hdrSize, err = fileSize(d.hdr); err != nil {
+		if d.hdrSize, err = fileSize(d.hdr.File); err != nil {
 			d.close()
 			return nil, err
 		}
 		if p.bool("tcrypt-system") && d.partOffset < 0 {
 			// A drive image as --header and a copy of one of its
 			// partitions as DEVICE: find the partition by its size.
-			if start, ok := partitionBySize(d.hdr, d.dataSize/512); ok {
+			if start, ok := tcrypt.PartitionBySize(d.hdr, d.dataSize/512); ok {
 				d.partOffset = start
 			}
 		}
 	}
 	return d, nil
-}
-
-// partitionBySize looks in the MBR or GPT partition table of a drive image
-// for the one partition of the given size in 512-byte sectors, and returns
-// its start.
-func partitionBySize(f io.ReaderAt, sectors int64) (int64, bool) {
-	var found []int64
-	mbr := make([]byte, 512)
-	if _, err := f.ReadAt(mbr, 0); err != nil || mbr[510] != 0x55 || mbr[511] != 0xaa {
-		return 0, false
-	}
-	gpt := make([]byte, 512)
-	if _, err := f.ReadAt(gpt, 512); err == nil && string(gpt[:8]) == "EFI PART" {
-		le := binary.LittleEndian
-		lba, n, size := int64(le.Uint64(gpt[72:])), int64(le.Uint32(gpt[80:])), int64(le.Uint32(gpt[84:]))
-		if size < 128 || n > 1024 {
-			return 0, false
-		}
-		e := make([]byte, size)
-		for i := int64(0); i < n; i++ {
-			if _, err := f.ReadAt(e, lba*512+i*size); err != nil {
-				break
-			}
-			first, last := int64(le.Uint64(e[32:])), int64(le.Uint64(e[40:]))
-			if !bytes.Equal(e[:16], make([]byte, 16)) && last-first+1 == sectors {
-				found = append(found, first)
-			}
-		}
-	} else {
-		for i := 0; i < 4; i++ {
-			e := mbr[446+16*i : 462+16*i]
-			start, n := int64(binary.LittleEndian.Uint32(e[8:])), int64(binary.LittleEndian.Uint32(e[12:]))
-			if e[4] != 0 && e[4] != 0xee && n == sectors {
-				found = append(found, start)
-			}
-		}
-	}
-	if len(found) != 1 {
-		return 0, false
-	}
-	return found[0], true
-}
-
-// partitionOf reports whether path is a partition of a block device, and
-// then the whole device and the partition start in 512-byte sectors.
-func partitionOf(path string) (base string, start int64, ok bool) {
-	st, err := os.Stat(path)
-	if err != nil || st.Mode()&os.ModeDevice == 0 {
-		return "", 0, false
-	}
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return "", 0, false
-	}
-	sys := filepath.Join("/sys/class/block", filepath.Base(real))
-	if _, err := os.Stat(filepath.Join(sys, "partition")); err != nil {
-		return "", 0, false
-	}
-	b, err := os.ReadFile(filepath.Join(sys, "start"))
-	if err != nil {
-		return "", 0, false
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return "", 0, false
-	}
-	parent, err := filepath.EvalSymlinks(sys)
-	if err != nil {
-		return "", 0, false
-	}
-	return filepath.Join("/dev", filepath.Base(filepath.Dir(parent))), n, true
 }
 
 func (d *tcryptDevice) readHeader(o *tcrypt.Options) (*tcrypt.Header, tcrypt.Geometry, error) {
@@ -362,50 +273,25 @@ func (d *tcryptDevice) readHeader(o *tcrypt.Options) (*tcrypt.Header, tcrypt.Geo
 	}
 	h, err := tcrypt.Read(src, g.HeaderDeviceSize, o)
 	if err != nil {
-		return nil, g, tcryptErr(err)
+		return nil, g, err
 	}
 	return h, g, nil
 }
 
-func openTCRYPT(env *Env, p *parsed, path string, readOnly bool) (*blkcrypt.Volume, error) {
-	if !p.bool("tcrypt-read-write") {
-		readOnly = true
-	}
-	o, err := tcryptOptions(env, p)
+// tcryptOpenOptions reads the TCRYPT secrets and options into o.
+func tcryptOpenOptions(env *Env, p *parsed, o *blkcrypt.OpenOptions, wipe *[][]byte) error {
+	t, err := tcryptOptions(env, p)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer clear(o.Passphrase)
-	defer wipeAll(o.Keyfiles)
-	d, err := openTCRYPTDevice(p, path, readOnly)
-	if err != nil {
-		return nil, err
+	*wipe = append(*wipe, t.Passphrase)
+	*wipe = append(*wipe, t.Keyfiles...)
+	o.Passphrase, o.KeyFiles = t.Passphrase, t.Keyfiles
+	o.TCRYPT = blkcrypt.TCRYPTOptions{
+		PIM: t.PIM, Hidden: t.Hidden, System: t.System, Backup: t.Backup,
+		NoVeraCrypt: t.NoVeraCrypt, Hash: t.Hash, Cipher: t.Cipher,
 	}
-	h, g, err := d.readHeader(o)
-	if err != nil {
-		d.close()
-		return nil, err
-	}
-	defer h.Wipe()
-	if d.hdr != nil {
-		d.hdr.Close()
-		d.hdr = nil
-	}
-	m, err := h.Mapping(g)
-	if err != nil {
-		d.close()
-		return nil, usageErr("%v", err)
-	}
-	defer m.Wipe()
-	if m.Note != "" {
-		fmt.Fprintf(env.Stderr, "blkcrypt: %s\n", m.Note)
-	}
-	v, err := tcrypt.NewVolume(d.data, m, readOnly)
-	if err != nil {
-		d.close()
-		return nil, usageErr("%v", err)
-	}
-	return v, nil
+	return nil
 }
 
 func dumpTCRYPT(env *Env, p *parsed, path string) error {
@@ -415,7 +301,7 @@ func dumpTCRYPT(env *Env, p *parsed, path string) error {
 	}
 	defer clear(o.Passphrase)
 	defer wipeAll(o.Keyfiles)
-	d, err := openTCRYPTDevice(p, path, true)
+	d, err := openTCRYPTDevice(p, path)
 	if err != nil {
 		return err
 	}

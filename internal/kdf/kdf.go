@@ -6,6 +6,7 @@
 package kdf
 
 import (
+	"context"
 	"encoding"
 	"errors"
 	"fmt"
@@ -128,6 +129,17 @@ func (p Params) Validate() error {
 // Derive computes keyLen bytes from password and salt. The caller owns the
 // result and should wipe it after use.
 func Derive(p Params, password, salt []byte, keyLen int) ([]byte, error) {
+	return DeriveContext(context.Background(), p, password, salt, keyLen)
+}
+
+// DeriveContext is Derive that returns promptly with ctx's error when ctx
+// ends. PBKDF2 checks ctx between iterations; Argon2 (x/crypto's cannot be
+// interrupted) runs in a goroutine that is abandoned, finishing in the
+// background, and its result wiped.
+func DeriveContext(ctx context.Context, p Params, password, salt []byte, keyLen int) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if keyLen <= 0 {
 		return nil, fmt.Errorf("%w: key length %d", ErrInvalid, keyLen)
 	}
@@ -137,17 +149,50 @@ func Derive(p Params, password, salt []byte, keyLen int) ([]byte, error) {
 	switch p.Type {
 	case PBKDF2:
 		h, _ := HashFunc(p.Hash)
-		return PBKDF2Key(h, password, salt, int(p.Iterations), keyLen)
-	case Argon2i:
-		if keyLen > 1<<30 {
-			return nil, fmt.Errorf("%w: key length %d", ErrInvalid, keyLen)
-		}
-		return argon2.Key(password, salt, p.Iterations, p.MemoryKiB, uint8(p.Parallel), uint32(keyLen)), nil
-	default: // Argon2id
-		if keyLen > 1<<30 {
-			return nil, fmt.Errorf("%w: key length %d", ErrInvalid, keyLen)
-		}
-		return argon2.IDKey(password, salt, p.Iterations, p.MemoryKiB, uint8(p.Parallel), uint32(keyLen)), nil
+		return pbkdf2Key(ctx, h, password, salt, int(p.Iterations), keyLen)
+	}
+	if keyLen > 1<<30 {
+		return nil, fmt.Errorf("%w: key length %d", ErrInvalid, keyLen)
+	}
+	f := argon2.IDKey
+	if p.Type == Argon2i {
+		f = argon2.Key
+	}
+	// The run gets its own copy of the secret so that a caller that wipes
+	// its passphrase on return does not race an abandoned run.
+	pw := append([]byte(nil), password...)
+	return Run(ctx, func() ([]byte, error) {
+		defer clear(pw)
+		return f(pw, salt, p.Iterations, p.MemoryKiB, uint8(p.Parallel), uint32(keyLen)), nil
+	})
+}
+
+// Run runs a derivation that cannot be interrupted and returns when it is
+// done or ctx ends, whichever is first. An abandoned run finishes in the
+// background and its result is wiped. f must not use memory the caller
+// wipes on return.
+func Run(ctx context.Context, f func() ([]byte, error)) ([]byte, error) {
+	if ctx.Done() == nil {
+		return f()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	type res struct {
+		b   []byte
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		b, err := f()
+		ch <- res{b, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.b, r.err
+	case <-ctx.Done():
+		go func() { r := <-ch; clear(r.b) }()
+		return nil, ctx.Err()
 	}
 }
 
@@ -229,6 +274,15 @@ func (m *hmacState) wipe() {
 // crypto/pbkdf2 it takes the password as bytes and wipes its intermediate
 // state, and it accepts any iteration count and salt length.
 func PBKDF2Key(newHash func() hash.Hash, password, salt []byte, iter, keyLen int) ([]byte, error) {
+	return pbkdf2Key(context.Background(), newHash, password, salt, iter, keyLen)
+}
+
+// PBKDF2KeyContext is PBKDF2Key that stops with ctx's error when ctx ends.
+func PBKDF2KeyContext(ctx context.Context, newHash func() hash.Hash, password, salt []byte, iter, keyLen int) ([]byte, error) {
+	return pbkdf2Key(ctx, newHash, password, salt, iter, keyLen)
+}
+
+func pbkdf2Key(ctx context.Context, newHash func() hash.Hash, password, salt []byte, iter, keyLen int) ([]byte, error) {
 	if iter < 1 || keyLen < 1 {
 		return nil, fmt.Errorf("%w: pbkdf2 with %d iterations and key length %d", ErrInvalid, iter, keyLen)
 	}
@@ -250,6 +304,10 @@ func PBKDF2Key(newHash func() hash.Hash, password, salt []byte, iter, keyLen int
 		u = m.sum(u, salt, idx[:])
 		copy(t, u)
 		for i := 1; i < iter; i++ {
+			if i&0xfff == 0 && ctx.Err() != nil {
+				clear(out[:cap(out)])
+				return nil, ctx.Err()
+			}
 			u = m.sum(u, u)
 			for j := range t {
 				t[j] ^= u[j]

@@ -5,6 +5,7 @@
 package luksutil
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"errors"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/blkcrypt/blkcrypt/internal/af"
 	"github.com/blkcrypt/blkcrypt/internal/kdf"
+	"github.com/blkcrypt/blkcrypt/internal/volspec"
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 
@@ -23,7 +25,11 @@ import (
 // a durability barrier and a size. *os.File works through File. Every
 // write goes through WriteAt and is followed by Sync at the points where
 // ordering matters for crash safety.
-type Device interface {
+//
+// It is an alias of an unnamed interface type, which luks1.Device and
+// luks2.Device spell out too: the same type under every name, with no
+// internal package in the public signatures.
+type Device = interface {
 	io.ReaderAt
 	io.WriterAt
 	Sync() error
@@ -50,33 +56,33 @@ func (f File) Size() (int64, error) {
 var (
 	// ErrNotLUKS means the device has no LUKS header of the expected
 	// version (wrong magic or version field).
-	ErrNotLUKS = errors.New("not a LUKS device")
+	ErrNotLUKS = volspec.Sub("not a LUKS device", volspec.ErrNoHeader)
 	// ErrCorruptHeader means a header that is damaged or fails validation.
-	ErrCorruptHeader = errors.New("corrupt LUKS header")
+	ErrCorruptHeader = volspec.Sub("corrupt LUKS header", volspec.ErrCorrupt)
 	// ErrUnsupported means a valid header that uses something this
 	// implementation cannot do (an unavailable cipher or hash, a KDF type,
 	// reencryption in progress).
-	ErrUnsupported = errors.New("unsupported LUKS feature")
+	ErrUnsupported = volspec.Sub("unsupported LUKS feature", volspec.ErrUnsupported)
 	// ErrWrongPassphrase means no keyslot could be unlocked with the
 	// passphrase.
-	ErrWrongPassphrase = errors.New("no key available with this passphrase")
+	ErrWrongPassphrase = volspec.ErrWrongPassphrase
 	// ErrNoFreeSlot means every keyslot (or all keyslot area space) is used.
 	ErrNoFreeSlot = errors.New("no free keyslot")
 	// ErrInvalidSlot means a keyslot number out of range.
-	ErrInvalidSlot = errors.New("invalid keyslot number")
+	ErrInvalidSlot = volspec.Sub("invalid keyslot number", volspec.ErrInvalidOptions)
 	// ErrSlotInactive means the keyslot is not in use.
 	ErrSlotInactive = errors.New("keyslot is not active")
 	// ErrSlotInUse means the requested keyslot is already active.
 	ErrSlotInUse = errors.New("keyslot is already in use")
 	// ErrWrongKey means a volume key that does not match the header digest.
-	ErrWrongKey = errors.New("volume key does not match the header digest")
+	ErrWrongKey = volspec.Sub("volume key does not match the header digest", volspec.ErrWrongPassphrase)
 	// ErrReadOnly means the header may be read but not modified (unknown
 	// mandatory requirements).
-	ErrReadOnly = errors.New("LUKS header is read-only")
+	ErrReadOnly = volspec.Sub("LUKS header is read-only", volspec.ErrReadOnly)
 	// ErrDeviceTooSmall means the device cannot hold the header or data.
-	ErrDeviceTooSmall = errors.New("device is too small")
+	ErrDeviceTooSmall = volspec.ErrDeviceTooSmall
 	// ErrInvalidOptions means bad format or keyslot options.
-	ErrInvalidOptions = errors.New("invalid LUKS options")
+	ErrInvalidOptions = volspec.Sub("invalid LUKS options", volspec.ErrInvalidOptions)
 )
 
 // AnySlot asks for any keyslot: the first that unlocks, or the first free.
@@ -149,6 +155,9 @@ type Header interface {
 	// or every usable keyslot when slot is AnySlot. It returns the key and
 	// the slot that opened, or ErrWrongPassphrase.
 	Unlock(dev Device, passphrase []byte, slot int) ([]byte, int, error)
+	// UnlockContext is Unlock that returns with ctx's error (in the chain)
+	// when ctx ends during a key derivation or between keyslots.
+	UnlockContext(ctx context.Context, dev Device, passphrase []byte, slot int) ([]byte, int, error)
 	// VolumeKeyDigestOK reports whether key is this volume's key.
 	VolumeKeyDigestOK(key []byte) bool
 	// AddKey stores volumeKey under a new passphrase and returns the slot.
@@ -220,6 +229,12 @@ func (a AreaSpec) MaterialLen() int { return af.Sectors(a.KeyLen, a.Stripes) * 5
 // checked against a digest by the caller). Errors wrap ErrUnsupported for
 // missing algorithms.
 func OpenArea(dev Device, a AreaSpec, p kdf.Params, salt, passphrase []byte) ([]byte, error) {
+	return OpenAreaContext(context.Background(), dev, a, p, salt, passphrase)
+}
+
+// OpenAreaContext is OpenArea that returns with ctx's error (in the chain)
+// when ctx ends during the key derivation.
+func OpenAreaContext(ctx context.Context, dev Device, a AreaSpec, p kdf.Params, salt, passphrase []byte) ([]byte, error) {
 	h, err := kdf.HashFunc(a.AFHash)
 	if err != nil {
 		return nil, fmt.Errorf("%w: AF hash: %w", ErrUnsupported, err)
@@ -230,8 +245,11 @@ func OpenArea(dev Device, a AreaSpec, p kdf.Params, salt, passphrase []byte) ([]
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
-	dk, err := kdf.Derive(p, passphrase, salt, a.KeySize)
+	dk, err := kdf.DeriveContext(ctx, p, passphrase, salt, a.KeySize)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
 	defer clear(dk)

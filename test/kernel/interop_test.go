@@ -3,6 +3,7 @@
 package kernel
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -139,11 +140,11 @@ func makeVolume(t *testing.T, dir string, v volume, seed uint64) (img string, ke
 		if v.kind == "luks1" {
 			hdr = 2 << 20
 		}
-		if err := blkcrypt.Format(img, passphrase, blkcrypt.FormatOptions{Type: v.kind, Cipher: v.cipher, KeySize: v.keyBytes,
+		if err := blkcrypt.Format(context.Background(), img, passphrase, blkcrypt.FormatOptions{Type: v.kind, Cipher: v.cipher, KeySize: v.keyBytes,
 			SectorSize: v.sectorSize, Size: hdr + data, PBKDF: kdf}); err != nil {
 			t.Fatalf("%s: format: %v", v.name, err)
 		}
-		vol, err := blkcrypt.Open(img, passphrase, blkcrypt.OpenOptions{Slot: blkcrypt.AnySlot})
+		vol, err := blkcrypt.Open(context.Background(), img, blkcrypt.OpenOptions{Passphrase: passphrase})
 		if err != nil {
 			t.Fatalf("%s: open: %v", v.name, err)
 		}
@@ -193,7 +194,7 @@ func writeLargeIV(t *testing.T, img string, vol *blkcrypt.Volume, seed uint64) (
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := blkcrypt.UnlockKey(h, luksutil.File{File: f}, passphrase, blkcrypt.OpenOptions{Slot: blkcrypt.AnySlot})
+	key, _, err := h.Unlock(luksutil.File{File: f}, passphrase, -1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ package kernel
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -149,7 +150,7 @@ func TestBlkcryptReadsDMCrypt(t *testing.T) {
 				open = append(open, "--skip", fmt.Sprint(v.plain.Skip))
 			}
 		case v.host != nil:
-			if err := blkcrypt.Format(img, passphrase, *v.host); err != nil {
+			if err := blkcrypt.Format(context.Background(), img, passphrase, *v.host); err != nil {
 				t.Fatalf("%s: format: %v", v.name, err)
 			}
 			open = []string{"--type", "luks", "--key-file", "/kt/pass"}
@@ -199,10 +200,10 @@ func readBack(v writeVolume, img string, key []byte, got []string, mounted bool,
 	var err error
 	if v.plain != nil {
 		o := *v.plain
-		o.ReadOnly = true
-		vol, err = blkcrypt.OpenPlain(img, key, o)
+		o.KeySize = len(key)
+		vol, err = blkcrypt.Open(context.Background(), img, blkcrypt.OpenOptions{Type: blkcrypt.TypePlain, VolumeKey: key, Plain: o, ReadOnly: true})
 	} else {
-		vol, err = blkcrypt.Open(img, passphrase, blkcrypt.OpenOptions{Slot: blkcrypt.AnySlot, ReadOnly: true})
+		vol, err = blkcrypt.Open(context.Background(), img, blkcrypt.OpenOptions{Passphrase: passphrase, ReadOnly: true})
 	}
 	if err != nil {
 		return fmt.Errorf("blkcrypt cannot open what dm-crypt wrote: %w", err)

@@ -1,0 +1,18 @@
+package loopaes
+
+import (
+	"context"
+
+	"github.com/blkcrypt/blkcrypt/internal/volspec"
+	"github.com/blkcrypt/blkcrypt/internal/volspec/voltest"
+)
+
+// Open is the registered opener over a test device.
+func Open(dev volspec.Device, size int64, text []byte, o Options) (*voltest.Volume, error) {
+	s, err := open(context.Background(), &volspec.Request{Dev: dev, DevSize: size, KeyFiles: [][]byte{text},
+		Cipher: o.Cipher, Hash: o.Hash, KeySize: o.KeySize, Offset: o.Offset, Skip: o.Skip, SkipSet: true, Size: o.Size})
+	if err != nil {
+		return nil, err
+	}
+	return voltest.Open(dev, s, o.ReadOnly), nil
+}

@@ -1,0 +1,437 @@
+package blkcrypt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/internal/volspec"
+	"github.com/blkcrypt/blkcrypt/luks1"
+	"github.com/blkcrypt/blkcrypt/luks2"
+
+	// The formats register their openers with internal/volspec.
+	_ "github.com/blkcrypt/blkcrypt/bitlk"
+	_ "github.com/blkcrypt/blkcrypt/fvault2"
+	_ "github.com/blkcrypt/blkcrypt/loopaes"
+	_ "github.com/blkcrypt/blkcrypt/tcrypt"
+)
+
+// Volume types, as Type returns them and OpenOptions.Type takes them.
+const (
+	TypeLUKS1   = "luks1"
+	TypeLUKS2   = "luks2"
+	TypePlain   = "plain"
+	TypeTCRYPT  = "tcrypt"
+	TypeBITLK   = "bitlk"
+	TypeFVAULT2 = "fvault2"
+	TypeLoopAES = "loopaes"
+)
+
+// OpenOptions choose how a volume is unlocked. The zero value of every
+// field is the safe default: detect the type, try every keyslot, open
+// read-write.
+type OpenOptions struct {
+	// Type is one of the Type constants, "luks" for either LUKS version,
+	// or "" to detect: the formats with a signature first (LUKS, BitLocker,
+	// FileVault 2), then, given a passphrase or key files, the
+	// TrueCrypt/VeraCrypt header search, as VeraCrypt's mount does. plain
+	// and loopaes have no signature and must be named.
+	Type string
+	// Passphrase is the passphrase (LUKS, TCRYPT, FileVault 2), the
+	// password or recovery password (BitLocker), or the passphrase that
+	// plain mode hashes.
+	Passphrase []byte
+	// ReadOnly opens the device read-only and takes a shared lock instead
+	// of an exclusive one.
+	ReadOnly bool
+	// KeyFiles are the contents of key files: a LUKS passphrase
+	// (KeyFiles[0]), TrueCrypt/VeraCrypt key files (all of them), a
+	// BitLocker startup key (.BEK), a loop-AES key file (decrypted), or a
+	// plain-mode key used as it is (its first Plain.KeySize bytes).
+	KeyFiles [][]byte
+	// VolumeKey, when set, is used instead of a passphrase: for LUKS it
+	// must match the header digest.
+	VolumeKey []byte
+	// Keyslot restricts a LUKS unlock to one keyslot; nil tries every
+	// usable one (see Slot).
+	Keyslot *int
+	// Header is a detached header file (LUKS, TCRYPT); the data stays on
+	// the device. HeaderDevice is the same for OpenDevice.
+	Header       string
+	HeaderDevice io.ReaderAt
+	// TCRYPT chooses the TrueCrypt/VeraCrypt header and search.
+	TCRYPT TCRYPTOptions
+	// Plain is the geometry of a plain dm-crypt volume.
+	Plain PlainOptions
+	// LoopAES is the geometry of a loop-AES volume.
+	LoopAES LoopAESOptions
+}
+
+// Slot returns a pointer to n, for OpenOptions.Keyslot.
+func Slot(n int) *int { return &n }
+
+// TCRYPTOptions are cryptsetup's --type tcrypt parameters.
+type TCRYPTOptions struct {
+	PIM                    uint32 // VeraCrypt's personal iterations multiplier
+	Hidden, System, Backup bool   // which header (--tcrypt-hidden, …)
+	NoVeraCrypt            bool   // --disable-veracrypt
+	// Hash and Cipher narrow the search to matching derivations and chains.
+	Hash, Cipher string
+}
+
+// LoopAESOptions are cryptsetup's --type loopaes parameters.
+type LoopAESOptions struct {
+	Cipher  string // base cipher; "" means aes
+	Hash    string // overrides the hash of the key lines
+	KeySize int    // bytes per key part; 0 means 16
+	// Offset is where the data starts and Skip the IV offset, in 512-byte
+	// sectors; Skip nil means Offset, as in cryptsetup.
+	Offset uint64
+	Skip   *uint64
+	Size   uint64 // 512-byte sectors; 0 means to the end of the device
+}
+
+// Open unlocks the volume at path (a file or block device) and returns its
+// decrypted view. The device, and a detached header, are locked as
+// cryptsetup locks them (exclusive for read-write, shared for read-only)
+// until the Volume is closed; a held lock is ErrBusy. Open returns
+// promptly with ctx's error when ctx ends during key derivation or a header
+// search.
+func Open(ctx context.Context, path string, o OpenOptions) (*Volume, error) {
+	f, release, err := openLocked(path, o.ReadOnly)
+	if err != nil {
+		return nil, err
+	}
+	var hf *os.File
+	var hrelease func()
+	if o.Header != "" && sameFile(f, o.Header) {
+		o.Header = "" // the device itself: its lock covers the header
+	}
+	if o.Header != "" {
+		// A detached header is only read here, but is locked like the
+		// device so that no header change runs while the volume is open.
+		if hf, hrelease, err = openLocked(o.Header, o.ReadOnly); err != nil {
+			release()
+			f.Close()
+			return nil, err
+		}
+		o.HeaderDevice = hf
+	}
+	dev := &fileDevice{File: f, release: release, also: hf, alsoRelease: hrelease}
+	v, err := open(ctx, dev, f, path, o.Header, o)
+	if err != nil {
+		if hf != nil {
+			hrelease()
+			hf.Close()
+		}
+		release()
+		f.Close()
+		return nil, err
+	}
+	return v, nil
+}
+
+// sameFile reports whether path names the file f has open.
+func sameFile(f *os.File, path string) bool {
+	a, err1 := f.Stat()
+	b, err2 := os.Stat(path)
+	return err1 == nil && err2 == nil && os.SameFile(a, b)
+}
+
+// openLocked opens path and takes its lock.
+func openLocked(path string, readOnly bool) (*os.File, func(), error) {
+	flag := os.O_RDWR
+	if readOnly {
+		flag = os.O_RDONLY
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if st.IsDir() {
+		return nil, nil, fmt.Errorf("%s is a directory: %w", path, errNotDevice)
+	}
+	f, err := os.OpenFile(path, flag, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	release, err := lockFile(f, !readOnly)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, release, nil
+}
+
+var errNotDevice = errors.New("not a file or block device")
+
+// fileDevice is a locked data file, and the detached header file (also
+// locked) kept until Close. Close unlocks before it closes: a child process
+// forked at that moment shares the open file, and would otherwise hold the
+// lock until its exec.
+type fileDevice struct {
+	*os.File
+	release     func()
+	also        *os.File
+	alsoRelease func()
+}
+
+func (d *fileDevice) Close() error {
+	d.release()
+	err := d.File.Close()
+	if d.also != nil {
+		d.alsoRelease()
+		d.also.Close()
+	}
+	return err
+}
+
+// OpenDevice is Open over a device already open. It uses the device's
+// Sync and Close when it has them, and finds its size through a
+// Size() int64 or Size() (int64, error) method, Stat, or Seek; an *os.File
+// works as it is. The device is opened read-only when it is not an
+// io.WriterAt. OpenDevice takes no lock: the caller owns the device.
+func OpenDevice(ctx context.Context, dev io.ReaderAt, o OpenOptions) (*Volume, error) {
+	d := adaptDevice(dev)
+	if d.w == nil {
+		o.ReadOnly = true
+	}
+	var vd Device = d
+	if f, ok := dev.(*os.File); ok {
+		vd = f
+	}
+	return open(ctx, vd, dev, "", "", o)
+}
+
+// adapted gives any io.ReaderAt the Device methods.
+type adapted struct {
+	r io.ReaderAt
+	w io.WriterAt
+}
+
+func adaptDevice(dev io.ReaderAt) *adapted {
+	a := &adapted{r: dev}
+	a.w, _ = dev.(io.WriterAt)
+	return a
+}
+
+func (a *adapted) ReadAt(p []byte, off int64) (int, error) { return a.r.ReadAt(p, off) }
+
+func (a *adapted) WriteAt(p []byte, off int64) (int, error) {
+	if a.w == nil {
+		return 0, ErrReadOnly
+	}
+	return a.w.WriteAt(p, off)
+}
+
+func (a *adapted) Sync() error {
+	if s, ok := a.r.(interface{ Sync() error }); ok {
+		return s.Sync()
+	}
+	return nil
+}
+
+func (a *adapted) Close() error {
+	if c, ok := a.r.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// DeviceSize finds the size of a device: a Size() int64 or
+// Size() (int64, error) method, an *os.File's (a regular file's size, a
+// block device's end), Stat for a regular file, or seeking to the end.
+func DeviceSize(dev any) (int64, error) {
+	switch d := dev.(type) {
+	case *os.File:
+		return luksutil.File{File: d}.Size()
+	case *fileDevice:
+		return luksutil.File{File: d.File}.Size()
+	case *adapted:
+		return DeviceSize(d.r)
+	case interface{ Size() (int64, error) }:
+		return d.Size()
+	case interface{ Size() int64 }:
+		return d.Size(), nil
+	}
+	if s, ok := dev.(interface{ Stat() (os.FileInfo, error) }); ok {
+		if st, err := s.Stat(); err == nil && st.Mode().IsRegular() {
+			return st.Size(), nil
+		}
+	}
+	if s, ok := dev.(io.Seeker); ok {
+		return s.Seek(0, io.SeekEnd)
+	}
+	return 0, fmt.Errorf("%w: cannot tell the size of a %T (give it a Size method)", ErrInvalidOptions, dev)
+}
+
+// open dispatches on the type. raw is the device as the caller gave it
+// (for its size); path and hpath name the device and header when known.
+func open(ctx context.Context, dev Device, raw any, path, hpath string, o OpenOptions) (*Volume, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	size, err := DeviceSize(raw)
+	if err != nil {
+		return nil, err
+	}
+	var hsize int64
+	if o.HeaderDevice != nil {
+		if hsize, err = DeviceSize(o.HeaderDevice); err != nil {
+			return nil, err
+		}
+	}
+	typ := o.Type
+	if typ == "" {
+		meta := io.ReaderAt(dev)
+		if o.HeaderDevice != nil {
+			meta = o.HeaderDevice
+		}
+		if typ = Detect(meta); typ == "" {
+			if len(o.Passphrase) == 0 && len(o.KeyFiles) == 0 {
+				return nil, fmt.Errorf("%w: no LUKS, BitLocker or FileVault 2 signature (plain and loop-AES need their type; TrueCrypt/VeraCrypt a passphrase or key file)", ErrNoHeader)
+			}
+			typ = TypeTCRYPT
+		}
+	}
+	var v *Volume
+	switch typ {
+	case "luks", TypeLUKS1, TypeLUKS2:
+		v, err = openLUKS(ctx, dev, size, typ, o)
+	case TypePlain:
+		v, err = openPlain(dev, size, o)
+	default:
+		f, ok := volspec.Lookup(typ)
+		if !ok {
+			return nil, fmt.Errorf("%w: unknown volume type %q", ErrInvalidOptions, typ)
+		}
+		r := &volspec.Request{
+			Dev: dev, DevSize: size, Path: path,
+			Header: o.HeaderDevice, HeaderSize: hsize, HeaderPath: hpath,
+			Passphrase: o.Passphrase, KeyFiles: o.KeyFiles, VolumeKey: o.VolumeKey, ReadOnly: o.ReadOnly,
+			PIM: o.TCRYPT.PIM, Hidden: o.TCRYPT.Hidden, System: o.TCRYPT.System, Backup: o.TCRYPT.Backup,
+			NoVeraCrypt: o.TCRYPT.NoVeraCrypt, Hash: o.TCRYPT.Hash, Cipher: o.TCRYPT.Cipher,
+		}
+		if typ == TypeLoopAES {
+			l := o.LoopAES
+			r.Hash, r.Cipher, r.KeySize, r.Offset, r.Size = l.Hash, l.Cipher, l.KeySize, l.Offset, l.Size
+			if l.Skip != nil {
+				r.Skip, r.SkipSet = *l.Skip, true
+			}
+		}
+		var s *volspec.Spec
+		if s, err = f.Open(ctx, r); err == nil {
+			v, err = build(dev, s, o.ReadOnly)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if typ == "luks" {
+		typ = v.typ
+	}
+	v.typ = typ
+	return v, nil
+}
+
+// Detect names the format whose signature dev carries ("luks1", "luks2",
+// "bitlk", "fvault2"), or "" when none does.
+func Detect(dev io.ReaderAt) string {
+	head := make([]byte, 64<<10)
+	n, _ := dev.ReadAt(head, 0)
+	head = head[:n]
+	if len(head) >= 8 && bytes.Equal(head[:6], []byte("LUKS\xba\xbe")) {
+		switch head[7] {
+		case 1:
+			return TypeLUKS1
+		case 2:
+			return TypeLUKS2
+		}
+	}
+	for _, f := range volspec.Formats() {
+		if f.Detect != nil && f.Detect(head) {
+			return f.Name
+		}
+	}
+	return ""
+}
+
+// build makes the Volume a format described: one Volume per layer, each
+// the device of the next, as dm-crypt stacks a cascade.
+func build(dev Device, s *volspec.Spec, readOnly bool) (*Volume, error) {
+	if s.ReadOnly {
+		readOnly = true
+	}
+	var d Device = dev
+	if s.Wrap != nil {
+		d = s.Wrap(dev)
+	}
+	off := s.Offset
+	var top *Volume
+	for i, c := range s.Layers {
+		v, err := NewVolume(d, c, off, s.Size, readOnly)
+		if err != nil {
+			for _, c := range s.Layers[i:] {
+				c.Wipe()
+			}
+			if top != nil {
+				top.Close()
+			}
+			return nil, err
+		}
+		top = v
+		d = layerDevice{v}
+		off = 0
+	}
+	if top == nil {
+		return nil, fmt.Errorf("%w: a volume without a cipher", ErrUnsupported)
+	}
+	top.note = s.Note
+	return top, nil
+}
+
+// layerDevice lets a Volume be the device of the next layer up.
+type layerDevice struct{ *Volume }
+
+func (v layerDevice) Sync() error { return v.Flush() }
+
+// Type is the volume's type, spelled as the Type constants.
+func (v *Volume) Type() string { return v.typ }
+
+// Note is a warning the format left about the volume (a guessed TrueCrypt
+// system partition, a BitLocker size mismatch), or "".
+func (v *Volume) Note() string { return v.note }
+
+// Verify that every alias still has the method sets the root relies on.
+var (
+	_ = luks1.Read
+	_ = luks2.Read
+)
+
+// LockedFile is a file opened with OpenFileLocked; Close drops the lock.
+type LockedFile struct {
+	*os.File
+	release func()
+}
+
+// Close unlocks and closes the file.
+func (f *LockedFile) Close() error {
+	f.release()
+	return f.File.Close()
+}
+
+// OpenFileLocked opens path as Open does, read-only or read-write, and takes
+// the same lock (ErrBusy when it is held): for tools that change a header
+// (add-key, kill-slot, header-restore) so that they exclude a running
+// volume and cryptsetup.
+func OpenFileLocked(path string, readOnly bool) (*LockedFile, error) {
+	f, release, err := openLocked(path, readOnly)
+	if err != nil {
+		return nil, err
+	}
+	return &LockedFile{f, release}, nil
+}
