@@ -123,7 +123,9 @@ func Main(ctx context.Context, argv []string, env *Env) int {
 		err = v.run(ctx, env, p)
 	}
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "blkcrypt: %s\n", oneLine(err.Error()))
+		if msg := oneLine(err.Error()); msg != "" { // "" for an answer that is only an exit code
+			fmt.Fprintf(env.Stderr, "blkcrypt: %s\n", msg)
+		}
 		return exitCode(err)
 	}
 	return ExitOK

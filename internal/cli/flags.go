@@ -79,6 +79,14 @@ var flagDefs = []flagDef{
 	{"progress-frequency", 0, kindInt, "print progress every N seconds"},
 	{"threshold", 0, kindInt, "engine inline/parallel break-even in bytes"},
 	{"help", 0, kindBool, "show help"},
+	{"verbose", 'v', kindBool, "print cryptsetup's success messages"},
+	{"dump-json-metadata", 0, kindBool, "dump: the LUKS2 JSON metadata as cryptsetup prints it"},
+	{"json-file", 0, kindString, "token import/export: JSON file (default stdin/stdout)"},
+	{"token-id", 0, kindInt, "token: token id (0-31)"},
+	{"token-replace", 0, kindBool, "token import/add: replace an existing token"},
+	{"key-description", 0, kindString, "token add: kernel keyring key description"},
+	{"priority", 0, kindString, "config: keyslot priority: ignore, normal or prefer"},
+	{"device-size", 0, kindString, "resize: new data size in bytes (suffixes k, M, G, T, KiB, MiB...)"},
 }
 
 // parsed holds the flags and positional arguments of one command line.

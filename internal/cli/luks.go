@@ -578,6 +578,9 @@ func runDump(ctx context.Context, env *Env, p *parsed) error {
 	}
 	switch hh := h.(type) {
 	case *luks1.Header:
+		if p.bool("dump-json-metadata") {
+			return usageErr("dump operation is not supported for this device type")
+		}
 		if p.bool("json") {
 			return dumpLUKS1JSON(w, hh)
 		}

@@ -15,6 +15,10 @@ func doDumpLUKS2(w io.Writer, p *parsed, dev string, hh blkcrypt.Header) error {
 	if !ok {
 		return usageErr("not a LUKS2 header")
 	}
+	if p.bool("dump-json-metadata") {
+		_, err := w.Write(h.PrettyJSON())
+		return err
+	}
 	if p.bool("json") {
 		fmt.Fprintf(w, "%s\n", strings.TrimRight(string(h.JSON()), "\x00"))
 		return nil
@@ -71,21 +75,7 @@ func doDumpLUKS2(w io.Writer, p *parsed, dev string, hh blkcrypt.Header) error {
 			fmt.Fprintf(w, "\tDigest ID:  %d\n", k.Digest)
 		}
 	}
-	fmt.Fprintf(w, "Tokens:\n")
-	tokens := h.Tokens()
-	for _, id := range h.TokenIDs() { // cryptsetup lists them by id
-		t := tokens[id]
-		typ := "unknown"
-		if i := strings.Index(string(t), `"type"`); i >= 0 {
-			rest := string(t[i+6:])
-			if a := strings.IndexByte(rest, '"'); a >= 0 {
-				if b := strings.IndexByte(rest[a+1:], '"'); b >= 0 {
-					typ = rest[a+1 : a+1+b]
-				}
-			}
-		}
-		fmt.Fprintf(w, "  %d: %s\n", id, typ)
-	}
+	dumpTokens(w, h)
 	fmt.Fprintf(w, "Digests:\n")
 	for _, d := range h.Digests() {
 		fmt.Fprintf(w, "  %d: %s\n\tHash:       %s\n\tIterations: %d\n\tSalt:       ", d.ID, d.Type, d.Hash, d.Iterations)

@@ -1,0 +1,45 @@
+package luks1
+
+import (
+	"fmt"
+
+	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+)
+
+// SetUUID changes the volume UUID (luksUUID --uuid), stored lowercase in
+// the canonical text form as cryptsetup stores it.
+func (h *Header) SetUUID(dev Device, uuid string) error {
+	u, err := luksutil.CheckUUID(uuid)
+	if err != nil {
+		return err
+	}
+	np := h.p
+	if err := setCstr(np.UUIDRaw[:], u); err != nil {
+		return err
+	}
+	return h.writeHeader(dev, &np)
+}
+
+// Erase disables every keyslot (luksErase) in one header write, then
+// overwrites their key material with random data. A cut before the header
+// write leaves the volume as it was; after it, no keyslot is enabled.
+func (h *Header) Erase(dev Device) error {
+	active := h.ActiveKeyslots()
+	np := h.p
+	for _, s := range active {
+		k := &np.Keyslots[s]
+		k.Active = KeyDisabled
+		k.Iterations = 0
+		clear(k.Salt[:])
+	}
+	if err := h.writeHeader(dev, &np); err != nil {
+		return err
+	}
+	for _, s := range active {
+		a := h.area(s)
+		if err := luksutil.WipeArea(dev, a.Off, int(a.Len)); err != nil {
+			return fmt.Errorf("wiping keyslot %d material: %w", s, err)
+		}
+	}
+	return nil
+}
