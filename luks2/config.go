@@ -28,8 +28,8 @@ func (h *Header) SetUUID(dev Device, uuid string) error {
 }
 
 // Erase removes every keyslot (luksErase): one metadata update drops the
-// keyslots, the digests left without a keyslot and the tokens' references
-// to them, as cryptsetup leaves the header; only then are the keyslot areas
+// keyslots and the digests' and tokens' references to them (the digest
+// stays, with no keyslot, as cryptsetup leaves it); only then are the keyslot areas
 // overwritten with random data. A cut before the update leaves the volume
 // as it was; after it, no keyslot can open whatever survives of the areas.
 func (h *Header) Erase(dev Device) error {
@@ -46,14 +46,6 @@ func (h *Header) Erase(dev Device) error {
 		sid := strconv.Itoa(id)
 		root.get("keyslots").del(sid)
 		dropKeyslotRefs(root, sid)
-	}
-	digests := root.get("digests")
-	for i := 0; i < len(digests.obj); {
-		if ks := digests.obj[i].val.get("keyslots"); ks == nil || len(ks.arr) == 0 {
-			digests.del(digests.obj[i].key)
-			continue
-		}
-		i++
 	}
 	if err := h.commit(dev, root); err != nil {
 		return err

@@ -93,6 +93,10 @@ func unlock(ctx context.Context, env *Env, p *parsed, h luksutil.Header, dev luk
 		}
 		return key, -1, nil
 	}
+	// An erased header: cryptsetup says so before asking (exit 1).
+	if len(h.ActiveKeyslots()) == 0 {
+		return nil, -1, usageErr("no usable keyslot is available")
+	}
 	pass, _, err := readSecret(env, p, "Enter passphrase: ")
 	if err != nil {
 		return nil, -1, err
