@@ -1,0 +1,196 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/luks1"
+	"github.com/blkcrypt/blkcrypt/luks2"
+)
+
+// The verbs that change where things are: convert (LUKS1 <-> LUKS2) and
+// resize of an image file's data segment.
+func init() {
+	extraVerbs = append(extraVerbs,
+		verb{"convert", []string{"luksConvert"}, runConvert, "DEVICE --type luks1|luks2 — convert the header in place"},
+		verb{"resize", nil, runResize, "IMAGE — grow or shrink the data area (--size SECTORS or --device-size BYTES)"},
+	)
+}
+
+func runConvert(ctx context.Context, env *Env, p *parsed) error {
+	dev, err := oneDevice(p)
+	if err != nil {
+		return err
+	}
+	to := p.str("type")
+	if to != "luks1" && to != "luks2" {
+		return usageErr("invalid LUKS type, only luks1 and luks2 are supported")
+	}
+	delete(p.set, "type") // the target, not what the device must hold
+	f, hdev, h, err := luksDevice(p, dev, false)
+	if err != nil {
+		return notLUKS(err, dev, "")
+	}
+	defer f.Close()
+	if fmt.Sprintf("luks%d", h.Version()) == to {
+		return usageErr("device is already %s type", to)
+	}
+	switch hh := h.(type) {
+	case *luks1.Header:
+		_, err = luks2.FromLUKS1(hdev, hh)
+	case *luks2.Header:
+		_, err = hh.ToLUKS1(hdev)
+	}
+	if err != nil {
+		return err
+	}
+	verbose(env, p)
+	return nil
+}
+
+// parseSize is cryptsetup's size argument: a decimal number with an
+// optional unit, K M G T as powers of 1024 (also with "iB"), of 1000 with
+// "B" (KB, MB, ...), and S for 512-byte sectors.
+func parseSize(s string) (uint64, error) {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return 0, fmt.Errorf("%q is not a size", s)
+	}
+	n, err := strconv.ParseUint(s[:i], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a size", s)
+	}
+	suf := s[i:]
+	if suf == "" {
+		return n, nil
+	}
+	base := uint64(1024)
+	switch {
+	case len(suf) == 1:
+	case len(suf) == 2 && suf[1] == 'B':
+		base = 1000
+	case len(suf) == 3 && suf[1:] == "iB":
+	default:
+		return 0, fmt.Errorf("%q has an unknown unit", s)
+	}
+	mult := uint64(1)
+	switch strings.ToUpper(suf[:1]) {
+	case "S":
+		mult = 512
+	case "T":
+		mult = base * base * base * base
+	case "G":
+		mult = base * base * base
+	case "M":
+		mult = base * base
+	case "K":
+		mult = base
+	default:
+		return 0, fmt.Errorf("%q has an unknown unit", s)
+	}
+	if n != 0 && n*mult/n != mult {
+		return 0, fmt.Errorf("size %q overflows", s)
+	}
+	return n * mult, nil
+}
+
+// runResize changes the data area of an image file: the file is grown or
+// cut to data offset + the new size, and a fixed-size LUKS2 segment gets
+// the new length ("dynamic" ones follow the file). On a grow the file
+// grows before the header says so; on a shrink the header shrinks before
+// the file, so a cut in between never leaves a segment past the end.
+func runResize(ctx context.Context, env *Env, p *parsed) error {
+	dev, err := oneDevice(p)
+	if err != nil {
+		return err
+	}
+	if p.has("size") && p.has("device-size") {
+		return usageErr("options --size and --device-size cannot be combined")
+	}
+	if st, err := os.Stat(dev); err == nil && !st.Mode().IsRegular() {
+		return usageErr("resize works on image files; %s is not a regular file", dev)
+	}
+	f, hdev, h, err := luksDevice(p, dev, false)
+	if err != nil {
+		return notLUKS(err, dev, "")
+	}
+	defer f.Close()
+	// The data lives in DEVICE; with --header the header file is another.
+	data := f.File
+	if p.str("header") != "" {
+		if data, err = os.OpenFile(dev, os.O_RDWR, 0); err != nil {
+			return deviceErr(fmt.Errorf("cannot open device %s: %w", dev, err))
+		}
+		defer data.Close()
+	}
+	st, err := data.Stat()
+	if err != nil {
+		return deviceErr(err)
+	}
+	off := h.DataOffset()
+	var size uint64
+	switch {
+	case p.has("device-size"):
+		if size, err = parseSize(p.str("device-size")); err != nil {
+			return usageErr("invalid --device-size: %v", err)
+		}
+		if size%512 != 0 {
+			return usageErr("device size must be multiple of 512 bytes sector")
+		}
+	case p.has("size"):
+		n := p.int("size", 0)
+		if n < 0 || uint64(n) > (1<<63-1)/512 {
+			return usageErr("invalid numeric value for --size: %s", p.str("size"))
+		}
+		size = uint64(n) * 512
+	default:
+		// No size: the data fills the file (what a fixed segment takes
+		// after its file was grown by other means).
+		if st.Size() <= off {
+			return deviceErr(fmt.Errorf("%s ends before the data offset %d", dev, off))
+		}
+		size = uint64(st.Size()-off) / uint64(h.SectorSize()) * uint64(h.SectorSize())
+	}
+	if size == 0 {
+		size = uint64(max(st.Size()-off, 0)) / uint64(h.SectorSize()) * uint64(h.SectorSize())
+	}
+	if size == 0 || size%uint64(h.SectorSize()) != 0 {
+		return usageErr("device size is not aligned to requested sector size")
+	}
+	newLen := off + int64(size)
+	grow := newLen > st.Size()
+	if grow {
+		if err := data.Truncate(newLen); err != nil {
+			return deviceErr(fmt.Errorf("growing %s: %w", dev, err))
+		}
+		if err := data.Sync(); err != nil {
+			return deviceErr(err)
+		}
+	}
+	if h2, ok := h.(*luks2.Header); ok {
+		if _, err := h2.SetDataSize(hdev, size); err != nil {
+			if errors.Is(err, luksutil.ErrInvalidOptions) {
+				return usageErr("%v", err)
+			}
+			return err
+		}
+	}
+	if !grow && newLen < st.Size() {
+		if err := data.Truncate(newLen); err != nil {
+			return deviceErr(fmt.Errorf("shrinking %s: %w", dev, err))
+		}
+		if err := data.Sync(); err != nil {
+			return deviceErr(err)
+		}
+	}
+	verbose(env, p)
+	return nil
+}

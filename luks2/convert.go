@@ -1,0 +1,304 @@
+package luks2
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/blkcrypt/blkcrypt/internal/af"
+	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/luks1"
+)
+
+// Conversion between LUKS1 and LUKS2 in place (cryptsetup convert). The
+// layout rules are cryptsetup 2.6.1's (lib/luks2/luks2_luks1_convert.c):
+// a converted LUKS2 header has 16 KiB metadata copies, so the LUKS1
+// keyslot areas, which start at 4 KiB, move 28 KiB up (and back down the
+// other way); everything else keeps its place, the data above all.
+
+// ErrNotConvertible means the header uses something the other LUKS
+// version cannot express (an Argon2 keyslot, a token, a 4096-byte
+// sector, ...); nothing was written. It matches ErrInvalidOptions.
+var ErrNotConvertible = fmt.Errorf("%w: cannot convert", ErrInvalidOptions)
+
+const (
+	convHdrSize = 0x4000                             // LUKS2_HDR_16K_LEN
+	convShift   = 2*convHdrSize - luks1.AlignKeyslots // 28 KiB
+)
+
+func roundUp4k(n uint64) uint64 { return (n + 4095) / 4096 * 4096 }
+
+// luks1AreaSize is one LUKS1 keyslot's material rounded up as LUKS2
+// keeps it.
+func luks1AreaSize(keyBytes int) uint64 {
+	return roundUp4k(uint64(af.Sectors(keyBytes, luks1.Stripes)) * 512)
+}
+
+// moveArea copies n bytes from src to dst in one write and syncs. It first
+// reads the destination, as cryptsetup does, so a device too short fails
+// before anything changes.
+func moveArea(dev Device, src, dst int64, n int) error {
+	buf := make([]byte, n)
+	defer clear(buf)
+	if _, err := dev.ReadAt(buf, dst); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("reading the new keyslot area: %w", err)
+	}
+	if _, err := dev.ReadAt(buf, src); err != nil {
+		return fmt.Errorf("reading the keyslot area: %w", err)
+	}
+	if err := luksutil.WriteSync(dev, buf, dst); err != nil {
+		return fmt.Errorf("moving the keyslot area: %w", err)
+	}
+	return nil
+}
+
+func convErr(format string, a ...any) error {
+	return fmt.Errorf("%w to %s", ErrNotConvertible, fmt.Sprintf(format, a...))
+}
+
+// FromLUKS1 converts the LUKS1 header h1 on dev to LUKS2 (luksConvert
+// --type luks2) and returns the new header. The keyslot material moves
+// 28 KiB up in one write, then both LUKS2 metadata copies are written.
+// The move cannot be made atomic: a power cut between it and the first
+// metadata copy leaves neither header usable, as with cryptsetup, so keep
+// a header backup. Everything is checked before the first write.
+func FromLUKS1(dev Device, h1 *luks1.Header) (*Header, error) {
+	p := h1.Phdr()
+	size, err := dev.Size()
+	if err != nil {
+		return nil, fmt.Errorf("device size: %w", err)
+	}
+	maxSize := uint64(p.PayloadOffset) * 512
+	if maxSize == 0 { // detached header: the header file is the limit
+		maxSize = uint64(size)
+	}
+	luks1Size := roundUp4k(p.HeaderSectors() * 512)
+	minOff := uint32(1<<32 - 1)
+	for _, k := range p.Keyslots {
+		minOff = min(minOff, k.KeyMaterialOffset)
+	}
+	if minOff != luks1.AlignKeyslots/512 {
+		return nil, convErr("LUKS2: unsupported keyslots material offset %d", minOff)
+	}
+	spec := h1.Cipher()
+	if err := luksutil.CheckCipher(spec, h1.KeySize()); err != nil {
+		return nil, convErr("LUKS2: unable to use cipher specification %s for LUKS2", spec)
+	}
+	var lm [8]byte
+	if _, err := dev.ReadAt(lm[:], int64(luks1Size)); err == nil && string(lm[:]) == "LUKSMETA" {
+		return nil, convErr("LUKS2: unable to convert header with LUKSMETA additional metadata")
+	}
+	if maxSize < luks1Size+convShift {
+		return nil, fmt.Errorf("%w: unable to move keyslot area, not enough space", ErrDeviceTooSmall)
+	}
+	keyslotsSize := (maxSize - 2*convHdrSize) / 4096 * 4096
+	if luks1Size-luks1.AlignKeyslots > keyslotsSize {
+		return nil, fmt.Errorf("%w: unable to move keyslot area, LUKS2 keyslots area too small", ErrDeviceTooSmall)
+	}
+
+	b64 := base64.StdEncoding.EncodeToString
+	hash := p.HashSpec()
+	keyslots := jobj()
+	var refs []string
+	for i, k := range p.Keyslots {
+		if !k.Enabled() {
+			continue
+		}
+		sid := strconv.Itoa(i)
+		refs = append(refs, sid)
+		keyslots.obj = append(keyslots.obj, jmember{sid, jobj(
+			jmember{"type", jstr("luks2")},
+			jmember{"key_size", jint(int64(p.KeyBytes))},
+			jmember{"kdf", jobj(
+				jmember{"type", jstr("pbkdf2")},
+				jmember{"hash", jstr(hash)},
+				jmember{"iterations", jint(int64(k.Iterations))},
+				jmember{"salt", jstr(b64(k.Salt[:]))},
+			)},
+			jmember{"af", jobj(
+				jmember{"type", jstr("luks1")},
+				jmember{"hash", jstr(hash)},
+				jmember{"stripes", jint(luks1.Stripes)},
+			)},
+			jmember{"area", jobj(
+				jmember{"type", jstr("raw")},
+				jmember{"encryption", jstr(spec)},
+				jmember{"key_size", jint(int64(p.KeyBytes))},
+				jmember{"offset", ju64s(uint64(k.KeyMaterialOffset)*512 + convShift)},
+				jmember{"size", ju64s(luks1AreaSize(int(p.KeyBytes)))},
+			)},
+		)})
+	}
+	root := jobj(
+		jmember{"keyslots", keyslots},
+		jmember{"tokens", jobj()},
+		jmember{"segments", jobj(jmember{"0", jobj(
+			jmember{"type", jstr("crypt")},
+			jmember{"offset", ju64s(uint64(p.PayloadOffset) * 512)},
+			jmember{"iv_tweak", jstr("0")},
+			jmember{"size", jstr("dynamic")},
+			jmember{"encryption", jstr(spec)},
+			jmember{"sector_size", jint(512)},
+		)})},
+		jmember{"digests", jobj(jmember{"0", jobj(
+			jmember{"type", jstr("pbkdf2")},
+			jmember{"keyslots", jarrStr(refs...)},
+			jmember{"segments", jarrStr("0")},
+			jmember{"hash", jstr(hash)},
+			jmember{"salt", jstr(b64(p.MKDigestSalt[:]))},
+			jmember{"digest", jstr(b64(p.MKDigest[:]))},
+			jmember{"iterations", jint(int64(p.MKDigestIterations))},
+		)})},
+		jmember{"config", jobj(
+			jmember{"json_size", ju64s(convHdrSize - BinHeaderSize)},
+			jmember{"keyslots_size", ju64s(keyslotsSize)},
+		)},
+	)
+	h := &Header{bin: BinHeader{
+		Magic: MagicPrimary, Version: 2, HdrSize: convHdrSize, SeqID: 0,
+		ChecksumAlg: "sha256", UUID: p.UUID(),
+	}}
+	if err := luksutil.Random(h.bin.Salt[:]); err != nil {
+		return nil, err
+	}
+	if err := luksutil.Random(h.salt2[:]); err != nil {
+		return nil, err
+	}
+	prep, err := h.prepare(root, h.bin)
+	if err != nil {
+		return nil, convErr("LUKS2: invalid metadata: %v", err)
+	}
+	if err := moveArea(dev, luks1.AlignKeyslots, 2*convHdrSize, int(luks1Size-luks1.AlignKeyslots)); err != nil {
+		return nil, err
+	}
+	if err := h.write(dev, prep); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// ToLUKS1 converts h on dev to LUKS1 (luksConvert --type luks1), refusing
+// what LUKS1 cannot hold as cryptsetup refuses it: a digest other than one
+// PBKDF2 digest, a sector size other than 512, a wrapped-key cipher, more
+// than one segment, any token, an active keyslot above 7, and keyslots
+// other than PBKDF2 with the digest's hash, 4000 stripes, the data cipher
+// and a LUKS1-sized area. The keyslots area moves 28 KiB down in one write,
+// then the LUKS1 header is written (with the rest of its first 4 KiB
+// zeroed, as cryptsetup leaves it); the same power-cut window as
+// FromLUKS1 applies.
+func (h *Header) ToLUKS1(dev Device) (*luks1.Header, error) {
+	if err := h.Writable(); err != nil {
+		return nil, err
+	}
+	root := h.md.root
+	digests := h.Digests()
+	if len(digests) != 1 || digests[0].ID != 0 || digests[0].Type != "pbkdf2" {
+		return nil, convErr("LUKS1 format: key slot digests are not LUKS1 compatible")
+	}
+	dg := digests[0]
+	seg, ok := h.md.segments[0]
+	if !ok {
+		return nil, convErr("LUKS1 format: no default segment")
+	}
+	if seg.SectorSize != 512 {
+		return nil, convErr("LUKS1 format: default segment encryption sector size is not 512 bytes")
+	}
+	cipher := seg.Encryption
+	name, mode, _ := strings.Cut(cipher, "-")
+	if strings.HasPrefix(cipher, "capi:") || strings.HasPrefix(name, "paes") || name == "" {
+		return nil, convErr("LUKS1 format: device uses wrapped key cipher %s", name)
+	}
+	if len(root.get("segments").obj) != 1 {
+		return nil, convErr("LUKS1 format: device uses more segments")
+	}
+	if n := len(root.get("tokens").obj); n > 0 {
+		return nil, convErr("LUKS1 format: LUKS2 header contains %d token(s)", n)
+	}
+	if seg.Integrity {
+		return nil, convErr("LUKS1 format: device uses integrity protection")
+	}
+	if h.bin.HdrSize != convHdrSize {
+		return nil, convErr("LUKS1 format: metadata size %d is not %d", h.bin.HdrSize, convHdrSize)
+	}
+	keySize := h.KeySize()
+	areaLen := luks1AreaSize(keySize)
+	for _, id := range h.keyslotIDs() {
+		k := h.md.keyslots[id]
+		if id >= luks1.NumKeyslots {
+			return nil, convErr("LUKS1 format: slot %d (over maximum slots) is still active", id)
+		}
+		if k.Type != "luks2" || k.Digest != 0 || !strings.EqualFold(k.KDF.Type, "pbkdf2") || k.KDF.Hash != dg.Hash ||
+			k.AFStripes != luks1.Stripes || k.AFHash != dg.Hash || k.AreaEncryption != cipher || k.AreaKeySize != keySize ||
+			k.AreaSize != areaLen || len(k.KDFSalt) != luks1.SaltSize {
+			return nil, convErr("LUKS1 format: keyslot %d is not LUKS1 compatible", id)
+		}
+	}
+	if len(dg.Value) < luks1.DigestSize || len(dg.Salt) != luks1.SaltSize {
+		return nil, convErr("LUKS1 format: key slot digests are not LUKS1 compatible")
+	}
+	var p luks1.Phdr
+	p.Magic, p.Version = luks1.Magic, 1
+	copy(p.CipherNameRaw[:len(p.CipherNameRaw)-1], name)
+	copy(p.CipherModeRaw[:len(p.CipherModeRaw)-1], mode)
+	copy(p.HashSpecRaw[:len(p.HashSpecRaw)-1], dg.Hash)
+	copy(p.UUIDRaw[:36], h.UUID())
+	p.KeyBytes = uint32(keySize)
+	p.MKDigestIterations = dg.Iterations
+	copy(p.MKDigest[:], dg.Value)
+	copy(p.MKDigestSalt[:], dg.Salt)
+	if seg.Offset/512 > 1<<32-1 {
+		return nil, convErr("LUKS1 format: data offset %d is too large", seg.Offset)
+	}
+	p.PayloadOffset = uint32(seg.Offset / 512)
+	// Free LUKS1 keyslots get areas too, each in the first gap left by the
+	// active ones and the free ones placed before it, as cryptsetup places
+	// them, so that a later luksAddKey finds them apart.
+	var placed []luksutil.Range
+	for i := range p.Keyslots {
+		k := &p.Keyslots[i]
+		k.Active, k.Stripes = luks1.KeyDisabled, luks1.Stripes
+		var off uint64
+		if ks, ok := h.md.keyslots[i]; ok {
+			off = ks.AreaOffset
+			k.Active = luks1.KeyEnabled
+			k.Iterations = ks.KDF.Iterations
+			copy(k.Salt[:], ks.KDFSalt)
+		} else {
+			o, err := h.findArea(areaLen, placed)
+			if err != nil {
+				return nil, convErr("LUKS1 format: no room for keyslot %d", i)
+			}
+			off = o
+			placed = append(placed, luksutil.Range{Off: int64(o), Len: int64(areaLen)})
+		}
+		if off < 2*convHdrSize || (off-convShift)/512 > 1<<32-1 || off%512 != 0 {
+			return nil, convErr("LUKS1 format: keyslot %d area at %d", i, off)
+		}
+		k.KeyMaterialOffset = uint32((off - convShift) / 512)
+	}
+	raw := p.Marshal()
+	if q, err := luks1.ParsePhdr(raw); err != nil || q.Validate() != nil {
+		return nil, convErr("LUKS1 format: the LUKS1 header would be invalid")
+	}
+	ks := h.md.config.KeyslotsSize
+	if err := moveArea(dev, 2*convHdrSize, luks1.AlignKeyslots, int(ks)); err != nil {
+		return nil, err
+	}
+	first := make([]byte, luks1.AlignKeyslots)
+	copy(first, raw)
+	if err := luksutil.WriteSync(dev, first, 0); err != nil {
+		return nil, fmt.Errorf("writing the LUKS1 header: %w", err)
+	}
+	h1, err := luks1.Read(dev)
+	if err != nil {
+		return nil, fmt.Errorf("reading the converted header: %w", err)
+	}
+	if got := h1.Phdr(); !bytes.Equal(got.Marshal(), raw) {
+		return nil, fmt.Errorf("%w: the converted header reads back differently", ErrCorruptHeader)
+	}
+	return h1, nil
+}
