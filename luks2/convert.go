@@ -26,7 +26,7 @@ import (
 var ErrNotConvertible = fmt.Errorf("%w: cannot convert", ErrInvalidOptions)
 
 const (
-	convHdrSize = 0x4000                             // LUKS2_HDR_16K_LEN
+	convHdrSize = 0x4000                              // LUKS2_HDR_16K_LEN
 	convShift   = 2*convHdrSize - luks1.AlignKeyslots // 28 KiB
 )
 
