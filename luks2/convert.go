@@ -221,9 +221,6 @@ func (h *Header) ToLUKS1(dev Device) (*luks1.Header, error) {
 	if seg.Integrity {
 		return nil, convErr("LUKS1 format: device uses integrity protection")
 	}
-	if h.bin.HdrSize != convHdrSize {
-		return nil, convErr("LUKS1 format: metadata size %d is not %d", h.bin.HdrSize, convHdrSize)
-	}
 	keySize := h.KeySize()
 	areaLen := luks1AreaSize(keySize)
 	for _, id := range h.keyslotIDs() {
@@ -275,7 +272,12 @@ func (h *Header) ToLUKS1(dev Device) (*luks1.Header, error) {
 			off = o
 			placed = append(placed, luksutil.Range{Off: int64(o), Len: int64(areaLen)})
 		}
-		if off < 2*convHdrSize || (off-convShift)/512 > 1<<32-1 || off%512 != 0 {
+		// cryptsetup moves keyslots_size bytes from 32 KiB whatever the
+		// metadata size, so with larger metadata the top of the keyslots
+		// area is not moved: an active keyslot there would be lost, and
+		// we refuse it rather than follow.
+		if off < 2*convHdrSize || (off-convShift)/512 > 1<<32-1 || off%512 != 0 ||
+			k.Active == luks1.KeyEnabled && off+areaLen > 2*convHdrSize+h.md.config.KeyslotsSize {
 			return nil, convErr("LUKS1 format: keyslot %d area at %d", i, off)
 		}
 		k.KeyMaterialOffset = uint32((off - convShift) / 512)

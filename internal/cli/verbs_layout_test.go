@@ -1,0 +1,234 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func copyImage(t *testing.T, src, dst string) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeFile(t, filepath.Dir(src), dst, b)
+}
+
+// csVolumeKey is the volume key cryptsetup reads with passphrase file kf.
+func csVolumeKey(t *testing.T, img, kf string) string {
+	t.Helper()
+	k := volumeKeyOf(mustCS(t, "luksDump", "--dump-volume-key", "-q", "--key-file", kf, img))
+	if k == "" {
+		t.Fatalf("no volume key from cryptsetup for %s", img)
+	}
+	return k
+}
+
+// TestVerbsConvertBothWays: a LUKS1 volume with data, converted to LUKS2
+// and back by us, gets the metadata cryptsetup's own conversion writes
+// (equal JSON; the LUKS1 header and keyslot areas byte for byte, since
+// that direction has no random salts), keeps its volume key, both
+// passphrases and its plaintext, under both verb names.
+func TestVerbsConvertBothWays(t *testing.T) {
+	dir := t.TempDir()
+	img := csFormat(t, dir, "v.img", "luks1", 8<<20, "first")
+	k0 := filepath.Join(dir, "v.img.pass0")
+	k3 := writeFile(t, dir, "k3", []byte("third"))
+	mustCS(t, "luksAddKey", "-q", "--key-file", k0, "--key-slot", "3", "--pbkdf-force-iterations", "1000", img, k3)
+	msg := randBytes(1 << 20)
+	in := writeFile(t, dir, "msg", msg)
+	mustRun(t, nil, "write", img, "--key-file", k0, "-i", in)
+	vk := csVolumeKey(t, img, k0)
+	ref := copyImage(t, img, "ref.img")
+
+	mustRun(t, nil, "luksConvert", "-q", "--type", "luks2", img)
+	mustCS(t, "convert", "-q", "--type", "luks2", ref)
+	if got, want := mustRun(t, nil, "dump", "--dump-json-metadata", img), mustCS(t, "luksDump", "--dump-json-metadata", ref); got != want {
+		t.Fatalf("LUKS2 metadata after our convert:\n%s\ncryptsetup's convert:\n%s", got, want)
+	}
+	if out := mustCS(t, "isLuks", "--type", "luks2", img); out != "" {
+		t.Logf("%s", out)
+	}
+	check := func(stage string) {
+		t.Helper()
+		for _, kf := range []string{k0, k3} {
+			if got := csVolumeKey(t, img, kf); got != vk {
+				t.Fatalf("%s: cryptsetup reads volume key %s, was %s", stage, got, vk)
+			}
+		}
+		if got := mustRun(t, nil, "read", img, "--key-file", k3, "--length", "1048576"); got != string(msg) {
+			t.Fatalf("%s: plaintext changed", stage)
+		}
+	}
+	check("to LUKS2")
+
+	mustRun(t, nil, "convert", "-q", "--type", "luks1", img)
+	mustCS(t, "convert", "-q", "--type", "luks1", ref)
+	a, _ := os.ReadFile(img)
+	b, _ := os.ReadFile(ref)
+	if !bytes.Equal(a, b) {
+		t.Errorf("LUKS1 image after our round trip differs from cryptsetup's")
+	}
+	if !strings.Contains(mustCS(t, "luksDump", img), "Version:       \t1") {
+		t.Errorf("cryptsetup does not see LUKS1 after convert --type luks1")
+	}
+	check("back to LUKS1")
+}
+
+// TestVerbsConvertLUKS2Native: a LUKS2 volume cryptsetup formatted with
+// 512-byte sectors and PBKDF2 converts to the LUKS1 image cryptsetup's
+// conversion writes, byte for byte.
+func TestVerbsConvertLUKS2Native(t *testing.T) {
+	dir := t.TempDir()
+	kf := writeFile(t, dir, "k", []byte("pw"))
+	for _, mds := range []string{"16k", "64k"} { // 64k: cryptsetup converts it too
+		img := filepath.Join(dir, mds+".img")
+		os.WriteFile(img, nil, 0o600)
+		os.Truncate(img, 20<<20)
+		fast := []string{"--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"}
+		mustCS(t, append([]string{"luksFormat", "-q", "--type", "luks2", "--sector-size", "512", "--luks2-metadata-size", mds, "--key-file", kf, img}, fast...)...)
+		mustCS(t, append([]string{"luksAddKey", "-q", "--key-file", kf, img, kf}, fast...)...)
+		vk := csVolumeKey(t, img, kf)
+		ref := copyImage(t, img, "ref.img")
+		mustRun(t, nil, "convert", "--type", "luks1", img)
+		mustCS(t, "convert", "-q", "--type", "luks1", ref)
+		a, _ := os.ReadFile(img)
+		b, _ := os.ReadFile(ref)
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s metadata: our LUKS1 conversion differs from cryptsetup's", mds)
+		}
+		for _, slot := range []string{"0", "1"} {
+			if code := csCode(t, "open", "--test-passphrase", "--key-file", kf, "--key-slot", slot, img); code != 0 {
+				t.Errorf("%s metadata: keyslot %s does not open after convert (exit %d)", mds, slot, code)
+			}
+		}
+		if got := csVolumeKey(t, img, kf); got != vk {
+			t.Errorf("%s metadata: volume key changed", mds)
+		}
+	}
+}
+
+// TestVerbsConvertRefusals: what cryptsetup refuses to convert we refuse
+// with its exit code, and the image stays byte for byte as it was.
+func TestVerbsConvertRefusals(t *testing.T) {
+	dir := t.TempDir()
+	kf := writeFile(t, dir, "k", []byte("pw"))
+	mk := func(name string, args ...string) string {
+		img := filepath.Join(dir, name)
+		os.WriteFile(img, nil, 0o600)
+		os.Truncate(img, 20<<20)
+		mustCS(t, append([]string{"luksFormat", "-q", "--type", "luks2", "--key-file", kf, img}, args...)...)
+		return img
+	}
+	pb := []string{"--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"}
+	argon := mk("argon.img", "--sector-size", "512", "--pbkdf", "argon2id", "--pbkdf-force-iterations", "4", "--pbkdf-memory", "32")
+	sec4k := mk("4k.img", append([]string{"--sector-size", "4096"}, pb...)...)
+	tok := mk("tok.img", append([]string{"--sector-size", "512"}, pb...)...)
+	mustCS(t, "token", "add", "--key-description", "x", tok)
+	ok2 := mk("ok.img", append([]string{"--sector-size", "512"}, pb...)...)
+	l1 := csFormat(t, dir, "l1.img", "luks1", 4<<20, "pw")
+	rnd := writeFile(t, dir, "rnd.img", randBytes(1<<20))
+	for _, c := range []struct {
+		typ, img string
+	}{
+		{"luks1", argon}, {"luks1", sec4k}, {"luks1", tok},
+		{"luks2", ok2}, {"luks1", l1}, {"luks3", ok2}, {"luks1", rnd},
+		{"luks1", filepath.Join(dir, "missing")},
+	} {
+		before, _ := os.ReadFile(c.img)
+		code, _, e := run(t, nil, "convert", "-q", "--type", c.typ, c.img)
+		after, _ := os.ReadFile(c.img)
+		if !bytes.Equal(before, after) {
+			t.Errorf("convert --type %s %s: refused (%s) but changed the image", c.typ, filepath.Base(c.img), e)
+		}
+		want := csCode(t, "convert", "-q", "--type", c.typ, copyOrSame(t, c.img))
+		if code != want || code == 0 {
+			t.Errorf("convert --type %s %s: exit %d (%s), cryptsetup %d", c.typ, filepath.Base(c.img), code, strings.TrimSpace(e), want)
+		}
+	}
+}
+
+// copyOrSame gives cryptsetup its own copy, so its attempt cannot change
+// what the next case reads; a missing path stays missing.
+func copyOrSame(t *testing.T, img string) string {
+	if _, err := os.Stat(img); err != nil {
+		return img
+	}
+	return copyImage(t, img, filepath.Base(img)+".cs")
+}
+
+// TestVerbsResize: resize grows and shrinks an image's data area (--size in
+// sectors, --device-size with a unit), cryptsetup still opens it with the
+// same key, the data before the cut is kept, and bad sizes are refused.
+func TestVerbsResize(t *testing.T) {
+	dir := t.TempDir()
+	for _, typ := range []string{"luks1", "luks2"} {
+		img := csFormat(t, dir, typ+".img", typ, 20<<20, "pw")
+		kf := filepath.Join(dir, typ+".img.pass0")
+		vk := csVolumeKey(t, img, kf)
+		msg := randBytes(64 << 10)
+		mustRun(t, nil, "write", img, "--key-file", kf, "-i", writeFile(t, dir, "m", msg))
+		code, out, _ := run(t, nil, "dump", img)
+		if code != 0 {
+			t.Fatal(out)
+		}
+		off := int64(16 << 20)
+		if typ == "luks1" {
+			off = 2 << 20
+		}
+		for _, c := range []struct {
+			args []string
+			want int64
+		}{
+			{[]string{"--size", "65536"}, 32 << 20},
+			{[]string{"--device-size", "8MiB"}, 8 << 20},
+			{[]string{"--device-size", "1M"}, 1 << 20},
+		} {
+			mustRun(t, nil, append([]string{"resize", img}, c.args...)...)
+			st, _ := os.Stat(img)
+			if st.Size() != off+c.want {
+				t.Errorf("%s resize %v: file is %d bytes, want %d", typ, c.args, st.Size(), off+c.want)
+			}
+			if got := csVolumeKey(t, img, kf); got != vk {
+				t.Errorf("%s resize %v: volume key changed", typ, c.args)
+			}
+			if got := mustRun(t, nil, "read", img, "--key-file", kf, "--length", "65536"); got != string(msg) {
+				t.Errorf("%s resize %v: data changed", typ, c.args)
+			}
+		}
+		for _, args := range [][]string{
+			{"--size", "8", "--device-size", "4096"},
+			{"--device-size", "1000"},
+			{"--device-size", "12X"},
+		} {
+			if code, _, _ := run(t, nil, append([]string{"resize", img}, args...)...); code != 1 {
+				t.Errorf("%s resize %v: exit %d, want 1", typ, args, code)
+			}
+		}
+	}
+	// 4096-byte sectors: a size that is not a whole number of them.
+	img := filepath.Join(dir, "4k.img")
+	os.WriteFile(img, nil, 0o600)
+	os.Truncate(img, 20<<20)
+	kf := writeFile(t, dir, "k", []byte("pw"))
+	mustCS(t, "luksFormat", "-q", "--type", "luks2", "--sector-size", "4096", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--key-file", kf, img)
+	if code, _, _ := run(t, nil, "resize", img, "--size", "9"); code != 1 {
+		t.Errorf("resize of 4096-byte sectors to 9 sectors: exit %d, want 1", code)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]uint64{"0": 0, "512": 512, "1k": 1024, "1K": 1024, "1KiB": 1024, "1KB": 1000, "64M": 64 << 20, "1G": 1 << 30, "2MB": 2000000, "3s": 1536, "1T": 1 << 40} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "M", "-1", "1X", "1KiBB", "1Ki", "99999999999999999999", "20000000000T"} {
+		if _, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) accepted", in)
+		}
+	}
+}
