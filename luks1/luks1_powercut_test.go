@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
@@ -130,7 +132,17 @@ func TestPowerCut(t *testing.T) {
 			lukstest.Expect{Must: []lukstest.Key{slot(old, 0)}, Others: []lukstest.Key{any(nw), any(other)}}},
 		// A backup from before a change of passphrase: old or new opens.
 		{"header-restore-changed", changed, func(dev *powercut.Device) error { return luks1.RestoreHeader(dev, backup) }, restoreChangedExpect},
+		// Erase disables both keyslots in one header write.
+		{"erase", base, withHeader(func(dev luks1.Device, h *luks1.Header) error { return h.Erase(dev) }),
+			lukstest.Expect{Others: []lukstest.Key{slot(old, 0), slot(other, 1)}}},
+		{"uuid", base, withHeader(func(dev luks1.Device, h *luks1.Header) error {
+			return h.SetUUID(dev, "01234567-89ab-4cde-8f01-23456789abcd")
+		}), lukstest.Expect{Must: []lukstest.Key{slot(old, 0), slot(other, 1)}}},
 	}
+	// allOrNone: the keys of e.Others open all or none (erase); uuids: the
+	// UUIDs cryptsetup may read after a cut (before and after luksUUID).
+	allOrNone := map[string]bool{"erase": true}
+	uuids := map[string][]string{"uuid": {uuidOf(t, cs, basePath), "01234567-89ab-4cde-8f01-23456789abcd"}}
 	// The judge is not blind: restoring in one write, as header-restore
 	// did before, loses both passphrases at some cut.
 	t.Run("one-write-restore-fails", func(t *testing.T) {
@@ -152,7 +164,32 @@ func TestPowerCut(t *testing.T) {
 			cs := cs.With(t)
 			lukstest.Sweep{Seed: 1}.Run(t, tc.base, tc.op, func(t *testing.T, img, what string) {
 				cs.Judge(t, img, what, oursLUKS1, tc.e)
+				if allOrNone[tc.name] {
+					n := 0
+					for _, k := range tc.e.Others {
+						if cs.TestPassphrase(img, k.Pass, k.Slot) {
+							n++
+						}
+					}
+					if n != 0 && n != len(tc.e.Others) {
+						t.Fatalf("%s: %d of %d keyslots open, want all or none", what, n, len(tc.e.Others))
+					}
+				}
+				if want := uuids[tc.name]; want != nil {
+					if u := uuidOf(t, cs, img); !slices.Contains(want, u) {
+						t.Fatalf("%s: cryptsetup reads UUID %q, want one of %q", what, u, want)
+					}
+				}
 			})
 		})
 	}
+}
+
+func uuidOf(t *testing.T, cs *lukstest.Cryptsetup, img string) string {
+	t.Helper()
+	out, err := cs.Run("luksUUID", img)
+	if err != nil {
+		t.Fatalf("cryptsetup luksUUID: %v: %s", err, out)
+	}
+	return strings.TrimSpace(out)
 }

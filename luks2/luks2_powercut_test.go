@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -188,6 +189,39 @@ func TestPowerCut(t *testing.T) {
 		}
 	}
 	repair := prop{func(h *luks2.Header) string { return fmt.Sprint("needs repair: ", h.NeedsRepair()) }, nil}
+	uuid := prop{func(h *luks2.Header) string { return h.UUID() }, func(img string) (string, error) {
+		out, err := cs.Run("luksUUID", img)
+		if err != nil {
+			return "", fmt.Errorf("luksUUID: %v: %s", err, out)
+		}
+		return strings.TrimSpace(out), nil
+	}}
+	// The keyslots the metadata lists: erase drops all of them at once.
+	keyslots := prop{func(h *luks2.Header) string { return fmt.Sprint(h.ActiveKeyslots()) }, func(img string) (string, error) {
+		m, err := csJSON(img)
+		if err != nil {
+			return "", err
+		}
+		var ids []int
+		for id := range m["keyslots"].(map[string]interface{}) {
+			n, _ := strconv.Atoi(id)
+			ids = append(ids, n)
+		}
+		sort.Ints(ids)
+		return fmt.Sprint(ids), nil
+	}}
+	// The token ids and what token 6 is assigned to.
+	tokenSlots := prop{func(h *luks2.Header) string { return ourTokens(h) + " " + string(h.Tokens()[6]) }, func(img string) (string, error) {
+		ids, err := tokens.theirs(img)
+		if err != nil {
+			return "", err
+		}
+		out, err := cs.Run("token", "export", "--token-id", "6", img)
+		if err != nil {
+			out = ""
+		}
+		return ids + " " + out, nil
+	}}
 	both := lukstest.Expect{Must: []lukstest.Key{slot(old, 0), slot(other, 1)}}
 	addKeyExpect := lukstest.Expect{Must: both.Must, Others: []lukstest.Key{any(nw)}}
 
@@ -248,6 +282,17 @@ func TestPowerCut(t *testing.T) {
 		}), both, &tokens},
 		{"repair", damaged, withHeader(func(dev luks2.Device, h *luks2.Header) error { return h.Repair(dev) }), both, &repair},
 		{"token-remove", base, withHeader(func(dev luks2.Device, h *luks2.Header) error { return h.RemoveToken(dev, 3) }), both, &tokens},
+		{"uuid", base, withHeader(func(dev luks2.Device, h *luks2.Header) error {
+			return h.SetUUID(dev, "01234567-89ab-4cde-8f01-23456789abcd")
+		}), both, &uuid},
+		// Erase: both passphrases open until the one metadata update that
+		// drops every keyslot, none after it (the keyslots prop).
+		{"erase", base, withHeader(func(dev luks2.Device, h *luks2.Header) error { return h.Erase(dev) }),
+			lukstest.Expect{Others: []lukstest.Key{slot(old, 0), slot(other, 1)}}, &keyslots},
+		{"token-import-assigned", base, withHeader(func(dev luks2.Device, h *luks2.Header) error {
+			_, err := h.ImportToken(dev, 6, []byte(`{"type":"blkcrypt-test","keyslots":[]}`), []int{0, 1}, false)
+			return err
+		}), both, &tokenSlots},
 	}
 	// The judge is not blind: the same add-key on a drive that ignores
 	// flushes (the syncs between material and metadata copies gone) loses
