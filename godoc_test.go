@@ -51,3 +51,36 @@ func TestNoInternalTypeInPublicAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestLayering: data flows down the stack, so no package below the root
+// (the formats, sector, capi, nbd, the internal helpers) imports the root
+// package, directly or through another; only the CLI, the commands, the
+// benchmarks and the test harnesses sit above it.
+func TestLayering(t *testing.T) {
+	goTool := testenv.Need(t, "go", "golang")
+	root := testenv.ModuleRoot(t)
+	const mod = "github.com/blkcrypt/blkcrypt"
+	list := exec.Command(goTool, "list", "-deps", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, "./...")
+	list.Dir = root
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	above := regexp.MustCompile(`^` + regexp.QuoteMeta(mod) + `(/cmd/|/internal/cli$|/internal/cli/|/bench/|/test/|$)`)
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || !strings.HasPrefix(f[0], mod) || above.MatchString(f[0]) {
+			continue
+		}
+		checked++
+		for _, d := range f[1:] {
+			if d == mod {
+				t.Errorf("%s imports the root package %s, a layer above it", f[0], mod)
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("only %d packages checked: the go list output was not understood", checked)
+	}
+}
