@@ -2,5 +2,8 @@
 
 package adiantum
 
-// nhKeyX is filled in everywhere so Cipher has one layout; only the amd64
-// assembly reads it.
+// Without the assembly only the generic implementation exists.
+const (
+	hasAVX2   = false
+	hasAVX512 = false
+)

@@ -5,6 +5,7 @@ import (
 	"crypto/aes"
 	"encoding/hex"
 	"encoding/json"
+	"math/rand/v2"
 	"os"
 	"testing"
 )
@@ -71,6 +72,85 @@ func TestReferenceVectors(t *testing.T) {
 				c.Decrypt(got, got, tw)
 				if !bytes.Equal(got, pt) {
 					t.Fatalf("%s xchacha%d %s (%d B): in-place decrypt mismatch", impl, rounds, v.Description, len(pt))
+				}
+			}
+		}
+	}
+}
+
+func TestImpls(t *testing.T) {
+	impls := Impls()
+	if impls[len(impls)-1] != "generic" {
+		t.Fatalf("Impls() = %v, want generic last", impls)
+	}
+	want := map[string]bool{"generic": true}
+	if hasAVX2 {
+		want["avx2"] = true
+	}
+	if hasAVX2 && hasAVX512 {
+		want["avx512"] = true
+	}
+	if len(impls) != len(want) {
+		t.Fatalf("Impls() = %v, want %v", impls, want)
+	}
+	key := make([]byte, KeySize)
+	for _, impl := range impls {
+		if !want[impl] {
+			t.Errorf("unexpected implementation %q", impl)
+		}
+		if got := mustNew(t, impl, 12, key).Impl(); got != impl {
+			t.Errorf("NewImpl(%q).Impl() = %q", impl, got)
+		}
+	}
+	for _, bad := range []struct {
+		impl   string
+		rounds int
+		key    int
+	}{{"nope", 12, 32}, {"generic", 8, 32}, {"generic", 12, 31}, {"generic", 20, 0}} {
+		if _, err := NewImpl(bad.impl, bad.rounds, make([]byte, bad.key), aes.NewCipher); err == nil {
+			t.Errorf("NewImpl(%q, %d, %d-byte key) accepted", bad.impl, bad.rounds, bad.key)
+		}
+	}
+}
+
+// TestImplsAgree compares every implementation with the generic one on
+// every length up to 2100 bytes and a few large ones, so each tail path
+// of the vector kernels (partial batches, odd NH units, partial units)
+// is exercised.
+func TestImplsAgree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	key := make([]byte, KeySize)
+	tweak := make([]byte, TweakSize)
+	buf := make([]byte, 70000)
+	for i := range buf {
+		buf[i] = byte(rng.Uint32())
+	}
+	lengths := []int{4096, 4097, 8192, 65536, 65536 + 1040 + 7}
+	for n := MinLen; n <= 2100; n++ {
+		lengths = append(lengths, n)
+	}
+	for _, rounds := range []int{12, 20} {
+		for i := range key {
+			key[i] = byte(rng.Uint32())
+		}
+		ref := mustNew(t, "generic", rounds, key)
+		for _, impl := range Impls()[:len(Impls())-1] {
+			c := mustNew(t, impl, rounds, key)
+			for _, n := range lengths {
+				for i := range tweak {
+					tweak[i] = byte(rng.Uint32())
+				}
+				src := buf[:n]
+				want := make([]byte, n)
+				got := make([]byte, n)
+				ref.Encrypt(want, src, tweak)
+				c.Encrypt(got, src, tweak)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%s xchacha%d: encrypt of %d bytes differs from generic", impl, rounds, n)
+				}
+				c.Decrypt(got, got, tweak)
+				if !bytes.Equal(got, src) {
+					t.Fatalf("%s xchacha%d: decrypt of %d bytes does not invert", impl, rounds, n)
 				}
 			}
 		}

@@ -1,0 +1,391 @@
+// Command _asm generates ../adiantum_amd64.s, the amd64 kernels of package
+// adiantum: the ChaCha keystream 8 blocks at a time in ymm registers (AVX2)
+// and 16 at a time in zmm registers (AVX-512F), NH in ymm registers, and
+// Poly1305 in scalar 64-bit arithmetic. It prints fixed, fully unrolled
+// instruction sequences, so each kernel's register use is visible here.
+//
+// Run with: cd internal/adiantum/_asm && go run . -out ../adiantum_amd64.s
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"strings"
+)
+
+type gen struct {
+	buf   bytes.Buffer
+	args  map[string]int
+	label int
+}
+
+func (g *gen) p(format string, a ...any) { fmt.Fprintf(&g.buf, "\t"+format+"\n", a...) }
+
+func (g *gen) lbl(l string) { fmt.Fprintf(&g.buf, "%s:\n", l) }
+
+func (g *gen) newLabel(prefix string) string {
+	g.label++
+	return fmt.Sprintf("%s_%d", prefix, g.label)
+}
+
+// begin starts a function whose arguments are all 8 bytes wide.
+func (g *gen) begin(name string, frame int, doc string, args ...string) {
+	g.args = map[string]int{}
+	for i, a := range args {
+		g.args[a] = 8 * i
+	}
+	fmt.Fprintf(&g.buf, "\n// func %s(%s)\n", name, strings.Join(args, ", "))
+	for _, l := range strings.Split(doc, "\n") {
+		fmt.Fprintf(&g.buf, "// %s\n", l)
+	}
+	flags := "NOSPLIT, "
+	if frame > 256 {
+		flags = "" // large frame: let the assembler insert the stack check
+	}
+	fmt.Fprintf(&g.buf, "TEXT ·%s(SB), %s$%d-%d\n", name, flags, frame, 8*len(args))
+}
+
+func (g *gen) arg(name, reg string) {
+	off, ok := g.args[name]
+	if !ok {
+		log.Fatalf("unknown arg %s", name)
+	}
+	g.p("MOVQ %s+%d(FP), %s", name, off, reg)
+}
+
+func (g *gen) data() {
+	// VPSHUFB masks rotating each 32-bit lane left by 16 and by 8.
+	rot := func(name string, r int) {
+		for i := 0; i < 32; i += 4 {
+			var v uint32
+			for b := 0; b < 4; b++ {
+				v |= uint32(i+(b-r/8+4)%4) << (8 * b)
+			}
+			g.buf.WriteString(fmt.Sprintf("DATA %s<>+%d(SB)/4, $0x%08x\n", name, i, v))
+		}
+		g.buf.WriteString(fmt.Sprintf("GLOBL %s<>(SB), RODATA|NOPTR, $32\n\n", name))
+	}
+	rot("rot16", 16)
+	rot("rot8", 8)
+	// Block counter offsets of the lanes.
+	for i := 0; i < 16; i++ {
+		g.buf.WriteString(fmt.Sprintf("DATA iota<>+%d(SB)/4, $%d\n", 4*i, i))
+	}
+	g.buf.WriteString("GLOBL iota<>(SB), RODATA|NOPTR, $64\n")
+}
+
+// chachaAVX512 emits chacha16AVX512(s *[16]uint32, dst, src *byte, n, rounds int):
+// n (a multiple of 16) blocks of src XORed with the keystream starting at
+// s's counter, into dst. Z0..Z15 hold one state word each for 16 blocks;
+// Z31 the counters; Z16..Z27 are the transpose's temporaries.
+func (g *gen) chachaAVX512() {
+	g.begin("chacha16AVX512", 0, "16 blocks per iteration, one state word per zmm register.", "s", "dst", "src", "n", "rounds")
+	g.arg("s", "AX")
+	g.arg("dst", "DI")
+	g.arg("src", "SI")
+	g.arg("n", "CX")
+	g.arg("rounds", "DX")
+	g.p("SHRQ $1, DX")
+	g.p("VPBROADCASTD 48(AX), Z31")
+	g.p("VPADDD iota<>(SB), Z31, Z31")
+	loop, dr := g.newLabel("blocks16"), g.newLabel("dround16")
+	z := func(i int) string { return fmt.Sprintf("Z%d", i) }
+	g.lbl(loop)
+	for w := 0; w < 16; w++ {
+		if w == 12 {
+			g.p("VMOVDQA64 Z31, Z12")
+			continue
+		}
+		g.p("VPBROADCASTD %d(AX), Z%d", 4*w, w)
+	}
+	g.p("MOVQ DX, BX")
+	g.lbl(dr)
+	qr := func(q [4][4]int) {
+		step := func(dst, src, x int, rot int) {
+			for _, c := range q {
+				g.p("VPADDD %s, %s, %s", z(c[src]), z(c[dst]), z(c[dst]))
+			}
+			for _, c := range q {
+				g.p("VPXORD %s, %s, %s", z(c[dst]), z(c[x]), z(c[x]))
+			}
+			for _, c := range q {
+				g.p("VPROLD $%d, %s, %s", rot, z(c[x]), z(c[x]))
+			}
+		}
+		// a += b; d ^= a; d <<<= 16; c += d; b ^= c; b <<<= 12; ...
+		step(0, 1, 3, 16)
+		step(2, 3, 1, 12)
+		step(0, 1, 3, 8)
+		step(2, 3, 1, 7)
+	}
+	qr([4][4]int{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}})
+	qr([4][4]int{{0, 5, 10, 15}, {1, 6, 11, 12}, {2, 7, 8, 13}, {3, 4, 9, 14}})
+	g.p("DECQ BX")
+	g.p("JNZ %s", dr)
+	// Feed-forward.
+	for w := 0; w < 16; w++ {
+		if w == 12 {
+			g.p("VPADDD Z31, Z12, Z12")
+			continue
+		}
+		g.p("VPBROADCASTD %d(AX), Z16", 4*w)
+		g.p("VPADDD Z16, Z%d, Z%d", w, w)
+	}
+	// Transpose: first 4x4 dwords within each 128-bit lane per group of
+	// four words, then 4x4 lanes across the groups.
+	for gr := 0; gr < 4; gr++ {
+		x0, x1, x2, x3 := z(4*gr), z(4*gr+1), z(4*gr+2), z(4*gr+3)
+		g.p("VPUNPCKLDQ %s, %s, Z16", x1, x0)
+		g.p("VPUNPCKHDQ %s, %s, Z17", x1, x0)
+		g.p("VPUNPCKLDQ %s, %s, Z18", x3, x2)
+		g.p("VPUNPCKHDQ %s, %s, Z19", x3, x2)
+		g.p("VPUNPCKLQDQ Z18, Z16, %s", x0)
+		g.p("VPUNPCKHQDQ Z18, Z16, %s", x1)
+		g.p("VPUNPCKLQDQ Z19, Z17, %s", x2)
+		g.p("VPUNPCKHQDQ Z19, Z17, %s", x3)
+	}
+	for j := 0; j < 4; j++ {
+		a, b, c, d := z(j), z(4+j), z(8+j), z(12+j)
+		g.p("VSHUFI32X4 $0x88, %s, %s, Z20", b, a)
+		g.p("VSHUFI32X4 $0xdd, %s, %s, Z21", b, a)
+		g.p("VSHUFI32X4 $0x88, %s, %s, Z22", d, c)
+		g.p("VSHUFI32X4 $0xdd, %s, %s, Z23", d, c)
+		g.p("VSHUFI32X4 $0x88, Z22, Z20, Z24")
+		g.p("VSHUFI32X4 $0x88, Z23, Z21, Z25")
+		g.p("VSHUFI32X4 $0xdd, Z22, Z20, Z26")
+		g.p("VSHUFI32X4 $0xdd, Z23, Z21, Z27")
+		for l, o := range []string{"Z24", "Z25", "Z26", "Z27"} {
+			off := 64 * (4*l + j)
+			g.p("VPXORD %d(SI), %s, %s", off, o, o)
+			g.p("VMOVDQU64 %s, %d(DI)", o, off)
+		}
+	}
+	g.p("VPBROADCASTD sixteen<>(SB), Z16")
+	g.p("VPADDD Z16, Z31, Z31")
+	g.p("ADDQ $1024, SI")
+	g.p("ADDQ $1024, DI")
+	g.p("SUBQ $16, CX")
+	g.p("JNZ %s", loop)
+	g.p("VZEROUPPER")
+	g.p("RET")
+}
+
+// chachaAVX2 emits chacha8AVX2(s *[16]uint32, dst, src *byte, n, rounds int):
+// as chacha16AVX512 with 8 blocks per iteration. The 16 state words fill
+// Y0..Y15, so the rotations by 12 and 7 borrow the register of a word the
+// current pair of quarter rounds does not touch, spilled to the frame.
+//
+// Frame: 16 × 32 bytes of initial state (word w at 32w), then 16 × 32
+// bytes of spill slots.
+func (g *gen) chachaAVX2() {
+	const orig, spill = 0, 512
+	g.begin("chacha8AVX2", 1024, "8 blocks per iteration, one state word per ymm register.", "s", "dst", "src", "n", "rounds")
+	g.arg("s", "AX")
+	g.arg("dst", "DI")
+	g.arg("src", "SI")
+	g.arg("n", "CX")
+	g.arg("rounds", "DX")
+	g.p("SHRQ $1, DX")
+	y := func(i int) string { return fmt.Sprintf("Y%d", i) }
+	for w := 0; w < 16; w++ {
+		g.p("VPBROADCASTD %d(AX), Y0", 4*w)
+		if w == 12 {
+			g.p("VPADDD iota<>(SB), Y0, Y0")
+		}
+		g.p("VMOVDQU Y0, %d(SP)", orig+32*w)
+	}
+	loop, dr := g.newLabel("blocks8"), g.newLabel("dround8")
+	g.lbl(loop)
+	for w := 0; w < 16; w++ {
+		g.p("VMOVDQU %d(SP), Y%d", orig+32*w, w)
+	}
+	g.p("MOVQ DX, BX")
+	g.lbl(dr)
+	// pair runs two quarter rounds interleaved with register t (spilled
+	// word) as the temporary.
+	pair := func(q [2][4]int, t int) {
+		rotMask := func(x int, mask string) {
+			for _, c := range q {
+				g.p("VPSHUFB %s<>(SB), %s, %s", mask, y(c[x]), y(c[x]))
+			}
+		}
+		rotShift := func(x, r int) {
+			for _, c := range q {
+				g.p("VPSLLD $%d, %s, %s", r, y(c[x]), y(t))
+				g.p("VPSRLD $%d, %s, %s", 32-r, y(c[x]), y(c[x]))
+				g.p("VPOR %s, %s, %s", y(t), y(c[x]), y(c[x]))
+			}
+		}
+		addXor := func(dst, src, x int) {
+			for _, c := range q {
+				g.p("VPADDD %s, %s, %s", y(c[src]), y(c[dst]), y(c[dst]))
+			}
+			for _, c := range q {
+				g.p("VPXOR %s, %s, %s", y(c[dst]), y(c[x]), y(c[x]))
+			}
+		}
+		addXor(0, 1, 3)
+		rotMask(3, "rot16")
+		addXor(2, 3, 1)
+		rotShift(1, 12)
+		addXor(0, 1, 3)
+		rotMask(3, "rot8")
+		addXor(2, 3, 1)
+		rotShift(1, 7)
+	}
+	sp := func(w int) string { return fmt.Sprintf("%d(SP)", spill+32*w) }
+	// Word 15 is in its spill slot on entry to each double round.
+	g.p("VMOVDQU Y15, %s", sp(15))
+	pair([2][4]int{{0, 4, 8, 12}, {1, 5, 9, 13}}, 15)
+	g.p("VMOVDQU Y0, %s", sp(0))
+	g.p("VMOVDQU %s, Y15", sp(15))
+	pair([2][4]int{{2, 6, 10, 14}, {3, 7, 11, 15}}, 0)
+	g.p("VMOVDQU Y2, %s", sp(2))
+	g.p("VMOVDQU %s, Y0", sp(0))
+	pair([2][4]int{{0, 5, 10, 15}, {1, 6, 11, 12}}, 2)
+	g.p("VMOVDQU Y0, %s", sp(0))
+	g.p("VMOVDQU %s, Y2", sp(2))
+	pair([2][4]int{{2, 7, 8, 13}, {3, 4, 9, 14}}, 0)
+	g.p("VMOVDQU %s, Y0", sp(0))
+	g.p("DECQ BX")
+	g.p("JNZ %s", dr)
+	for w := 0; w < 16; w++ {
+		g.p("VPADDD %d(SP), Y%d, Y%d", orig+32*w, w, w)
+	}
+	// Words 8..15 wait in the spill slots while 0..7 are transposed.
+	for w := 8; w < 16; w++ {
+		g.p("VMOVDQU Y%d, %s", w, sp(w))
+	}
+	for half := 0; half < 2; half++ {
+		if half == 1 {
+			for w := 8; w < 16; w++ {
+				g.p("VMOVDQU %s, Y%d", sp(w), w-8)
+			}
+		}
+		for gr := 0; gr < 2; gr++ {
+			x0, x1, x2, x3 := y(4*gr), y(4*gr+1), y(4*gr+2), y(4*gr+3)
+			g.p("VPUNPCKLDQ %s, %s, Y8", x1, x0)
+			g.p("VPUNPCKHDQ %s, %s, Y9", x1, x0)
+			g.p("VPUNPCKLDQ %s, %s, Y10", x3, x2)
+			g.p("VPUNPCKHDQ %s, %s, Y11", x3, x2)
+			g.p("VPUNPCKLQDQ Y10, Y8, %s", x0)
+			g.p("VPUNPCKHQDQ Y10, Y8, %s", x1)
+			g.p("VPUNPCKLQDQ Y11, Y9, %s", x2)
+			g.p("VPUNPCKHQDQ Y11, Y9, %s", x3)
+		}
+		for j := 0; j < 4; j++ {
+			for l, imm := range []string{"0x20", "0x31"} {
+				off := 64*(4*l+j) + 32*half
+				g.p("VPERM2I128 $%s, %s, %s, Y12", imm, y(4+j), y(j))
+				g.p("VPXOR %d(SI), Y12, Y12", off)
+				g.p("VMOVDQU Y12, %d(DI)", off)
+			}
+		}
+	}
+	// The next 8 blocks' counters.
+	g.p("VMOVDQU %d(SP), Y0", orig+32*12)
+	g.p("VPBROADCASTD eight<>(SB), Y1")
+	g.p("VPADDD Y1, Y0, Y0")
+	g.p("VMOVDQU Y0, %d(SP)", orig+32*12)
+	g.p("ADDQ $512, SI")
+	g.p("ADDQ $512, DI")
+	g.p("SUBQ $8, CX")
+	g.p("JNZ %s", loop)
+	g.p("VZEROUPPER")
+	g.p("RET")
+}
+
+// nhAVX2 emits nhAVX2(kx *nhKeyX, msg *byte, n int, out *byte): NH of each
+// 1024-byte piece of msg (n a multiple of 16), 32 bytes per piece to out.
+// Two 16-byte units per ymm: the message words are shuffled into the even
+// lanes VPMULUDQ reads, (m0, m1) and (m2, m3), and the key is stored
+// pre-shuffled the same way (nhKeyX), so a pass costs two adds, one
+// multiply and one accumulate. Y0..Y3 accumulate the four passes.
+func (g *gen) nhAVX2() {
+	const kb = 1072 // offset of nhKeyX.b
+	g.begin("nhAVX2", 0, "NH over 1024-byte pieces, two units per ymm register.", "kx", "msg", "n", "out")
+	g.arg("kx", "AX")
+	g.arg("msg", "SI")
+	g.arg("n", "CX")
+	g.arg("out", "DI")
+	chunk, pairs, single, fold, done := g.newLabel("nhchunk"), g.newLabel("nhpairs"), g.newLabel("nhsingle"), g.newLabel("nhfold"), g.newLabel("nhdone")
+	g.lbl(chunk)
+	g.p("TESTQ CX, CX")
+	g.p("JZ %s", done)
+	g.p("MOVQ $1024, BX")
+	g.p("CMPQ CX, BX")
+	g.p("CMOVQLT CX, BX")
+	g.p("SUBQ BX, CX")
+	g.p("MOVQ AX, R8")
+	for p := 0; p < 4; p++ {
+		g.p("VPXOR Y%d, Y%d, Y%d", p, p, p)
+	}
+	g.lbl(pairs)
+	g.p("CMPQ BX, $32")
+	g.p("JLT %s", single)
+	g.p("VMOVDQU (SI), Y4")
+	g.p("VPSHUFD $0x50, Y4, Y5")
+	g.p("VPSHUFD $0xfa, Y4, Y6")
+	for p := 0; p < 4; p++ {
+		g.p("VPADDD %d(R8), Y5, Y7", 16*p)
+		g.p("VPADDD %d(R8), Y6, Y8", kb+16*p)
+		g.p("VPMULUDQ Y8, Y7, Y7")
+		g.p("VPADDQ Y7, Y%d, Y%d", p, p)
+	}
+	g.p("ADDQ $32, SI")
+	g.p("ADDQ $32, R8")
+	g.p("SUBQ $32, BX")
+	g.p("JMP %s", pairs)
+	g.lbl(single)
+	g.p("TESTQ BX, BX")
+	g.p("JZ %s", fold)
+	// One unit left: VEX.128 results clear the upper lanes, so the ymm
+	// accumulate adds zero there.
+	g.p("VMOVDQU (SI), X4")
+	g.p("VPSHUFD $0x50, X4, X5")
+	g.p("VPSHUFD $0xfa, X4, X6")
+	for p := 0; p < 4; p++ {
+		g.p("VPADDD %d(R8), X5, X7", 16*p)
+		g.p("VPADDD %d(R8), X6, X8", kb+16*p)
+		g.p("VPMULUDQ X8, X7, X7")
+		g.p("VPADDQ Y7, Y%d, Y%d", p, p)
+	}
+	g.p("ADDQ $16, SI")
+	g.lbl(fold)
+	for p := 0; p < 4; p++ {
+		g.p("VEXTRACTI128 $1, Y%d, X7", p)
+		g.p("VPADDQ X7, X%d, X%d", p, p)
+	}
+	g.p("VPUNPCKLQDQ X1, X0, X8")
+	g.p("VPUNPCKHQDQ X1, X0, X9")
+	g.p("VPADDQ X9, X8, X8")
+	g.p("VMOVDQU X8, (DI)")
+	g.p("VPUNPCKLQDQ X3, X2, X8")
+	g.p("VPUNPCKHQDQ X3, X2, X9")
+	g.p("VPADDQ X9, X8, X8")
+	g.p("VMOVDQU X8, 16(DI)")
+	g.p("ADDQ $32, DI")
+	g.p("JMP %s", chunk)
+	g.lbl(done)
+	g.p("VZEROUPPER")
+	g.p("RET")
+}
+
+func main() {
+	out := flag.String("out", "../adiantum_amd64.s", "output file")
+	flag.Parse()
+	g := &gen{}
+	g.buf.WriteString("// Code generated by internal/adiantum/_asm. DO NOT EDIT.\n\n//go:build amd64 && !purego\n\n#include \"textflag.h\"\n\n")
+	g.data()
+	g.buf.WriteString("\nDATA eight<>+0(SB)/4, $8\nGLOBL eight<>(SB), RODATA|NOPTR, $4\n")
+	g.buf.WriteString("\nDATA sixteen<>+0(SB)/4, $16\nGLOBL sixteen<>(SB), RODATA|NOPTR, $4\n")
+	g.chachaAVX512()
+	g.chachaAVX2()
+	g.nhAVX2()
+	if err := os.WriteFile(*out, g.buf.Bytes(), 0o644); err != nil {
+		log.Fatal(err)
+	}
+}

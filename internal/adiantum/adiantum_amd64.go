@@ -1,0 +1,81 @@
+//go:build amd64 && !purego
+
+package adiantum
+
+import (
+	"crypto/subtle"
+
+	"golang.org/x/sys/cpu"
+)
+
+//go:generate sh -c "cd _asm && go run . -out ../adiantum_amd64.s"
+
+// x/sys/cpu reports AVX2 and AVX-512 only when the OS saves the registers.
+var (
+	hasAVX2   = cpu.X86.HasAVX2
+	hasAVX512 = cpu.X86.HasAVX512F
+)
+
+//go:noescape
+func chacha16AVX512(s *streamState, dst, src *byte, n, rounds int)
+
+//go:noescape
+func chacha8AVX2(s *streamState, dst, src *byte, n, rounds int)
+
+//go:noescape
+func nhAVX2(kx *nhKeyX, msg *byte, n int, out *byte)
+
+func init() {
+	if hasAVX2 {
+		impls = append([]*impl{{name: "avx2", xor: xorAVX2, nh: nhChunksAVX2, poly: polyBlocksGeneric}}, impls...)
+	}
+	if hasAVX2 && hasAVX512 {
+		impls = append([]*impl{{name: "avx512", xor: xorAVX512, nh: nhChunksAVX2, poly: polyBlocksGeneric}}, impls...)
+	}
+}
+
+// zeros is the source of keystream-only calls, for the tail of a message.
+var zeros [1024]byte
+
+func xorAVX512(s *streamState, dst, src []byte, rounds int) {
+	full := len(src) &^ 1023
+	if full > 0 {
+		chacha16AVX512(s, &dst[0], &src[0], full/64, rounds)
+		s[12] += uint32(full / 64)
+	}
+	if len(src) == full {
+		return
+	}
+	if len(src)-full <= 512 {
+		xorAVX2(s, dst[full:], src[full:], rounds)
+		return
+	}
+	var ks [1024]byte
+	chacha16AVX512(s, &ks[0], &zeros[0], 16, rounds)
+	n := subtle.XORBytes(dst[full:], src[full:], ks[:])
+	s[12] += uint32((n + 63) / 64)
+	clear(ks[:])
+}
+
+func xorAVX2(s *streamState, dst, src []byte, rounds int) {
+	for len(src) >= 512 {
+		full := len(src) &^ 511
+		chacha8AVX2(s, &dst[0], &src[0], full/64, rounds)
+		s[12] += uint32(full / 64)
+		dst, src = dst[full:], src[full:]
+	}
+	if len(src) == 0 {
+		return
+	}
+	var ks [512]byte
+	chacha8AVX2(s, &ks[0], &zeros[0], 8, rounds)
+	n := subtle.XORBytes(dst, src, ks[:])
+	s[12] += uint32((n + 63) / 64)
+	clear(ks[:])
+}
+
+func nhChunksAVX2(c *Cipher, msg []byte, out []byte) {
+	if len(msg) > 0 {
+		nhAVX2(&c.nhKeyX, &msg[0], len(msg), &out[0])
+	}
+}
