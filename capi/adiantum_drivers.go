@@ -1,7 +1,6 @@
 package capi
 
 import (
-	"crypto/cipher"
 	"slices"
 
 	"github.com/blkcrypt/blkcrypt/internal/adiantum"
@@ -41,7 +40,7 @@ func init() {
 		if impl == "generic" {
 			aesImpl, aesPri = "generic", PriorityGeneric
 		}
-		newBlock := func(k []byte) (cipher.Block, error) { return aes.NewImpl(aesImpl, k) }
+		newBlock := func(k []byte) (*aes.Block, error) { return aes.NewImpl(aesImpl, k) }
 		for _, rounds := range []int{12, 20} {
 			impl, rounds := impl, rounds
 			stream := "xchacha12"

@@ -22,11 +22,12 @@
 package adiantum
 
 import (
-	"crypto/cipher"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
+
+	"github.com/blkcrypt/blkcrypt/internal/aes"
 	"unsafe"
 )
 
@@ -43,31 +44,30 @@ const (
 // not exist or that this CPU cannot run.
 var ErrUnknownImpl = errors.New("adiantum: unknown or unsupported implementation")
 
-// impl is one implementation's kernels.
-type impl struct {
-	name string
-	// xor XORs src with the keystream of s into dst (any length) and
-	// advances s's counter.
-	xor func(s *streamState, dst, src []byte, rounds int)
-	// nh hashes msg (a multiple of 16 bytes) in 1024-byte NH messages,
-	// writing 32 bytes per message (the last one may be short) to out.
-	nh func(c *Cipher, msg []byte, out []byte)
-	// poly runs Poly1305 over whole 16-byte blocks.
-	poly func(h *polyState, r *polyKey, msg []byte)
-}
+// implID selects an implementation. The kernels are chosen by a switch
+// on it (the architecture file's xorStream, nhChunks and polyBlocks), not
+// through function values, so that the stack buffers handed to them do not
+// escape to the heap.
+type implID int
 
-var genericImpl = &impl{name: "generic", xor: xorKeyStreamGeneric, nh: nhChunksGeneric, poly: polyBlocksGeneric}
+const (
+	implGeneric implID = iota
+	implAVX2
+	implAVX512
+)
+
+var implNames = [...]string{implGeneric: "generic", implAVX2: "avx2", implAVX512: "avx512"}
 
 // impls lists the implementations this CPU runs, fastest first; the
 // architecture file prepends its own.
-var impls = []*impl{genericImpl}
+var impls = []implID{implGeneric}
 
 // Impls returns the names of the implementations usable on this CPU,
 // fastest first; "generic" is always last.
 func Impls() []string {
 	var names []string
 	for _, im := range impls {
-		names = append(names, im.name)
+		names = append(names, implNames[im])
 	}
 	return names
 }
@@ -75,10 +75,10 @@ func Impls() []string {
 // Cipher is an keyed Adiantum instance. It keeps no per-request state and
 // is safe for concurrent use.
 type Cipher struct {
-	im        *impl
+	im        implID
 	rounds    int
 	streamKey [8]uint32
-	block     cipher.Block
+	block     *aes.Block
 	headerKey polyKey
 	msgKey    polyKey
 	nhKey     [nhKeyWords]uint32
@@ -86,20 +86,22 @@ type Cipher struct {
 }
 
 // New returns the fastest implementation for key with XChaCha of rounds
-// (12 or 20) rounds, AES-256 being the block cipher newBlock returns.
-func New(rounds int, key []byte, newBlock func(key []byte) (cipher.Block, error)) (*Cipher, error) {
-	return NewImpl(impls[0].name, rounds, key, newBlock)
+// (12 or 20) rounds and the fastest internal/aes AES-256.
+func New(rounds int, key []byte) (*Cipher, error) {
+	return NewImpl(implNames[impls[0]], rounds, key, aes.New)
 }
 
-// NewImpl is New for the named implementation (one of Impls).
-func NewImpl(name string, rounds int, key []byte, newBlock func(key []byte) (cipher.Block, error)) (*Cipher, error) {
-	var im *impl
+// NewImpl is New for the named implementation (one of Impls), with the
+// AES-256 that newBlock returns (aes.New, or aes.NewImpl for one
+// implementation).
+func NewImpl(name string, rounds int, key []byte, newBlock func(key []byte) (*aes.Block, error)) (*Cipher, error) {
+	im := implID(-1)
 	for _, x := range impls {
-		if x.name == name {
+		if implNames[x] == name {
 			im = x
 		}
 	}
-	if im == nil {
+	if im < 0 {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownImpl, name)
 	}
 	if rounds != 12 && rounds != 20 {
@@ -122,8 +124,8 @@ func NewImpl(name string, rounds int, key []byte, newBlock func(key []byte) (cip
 	if err != nil {
 		return nil, fmt.Errorf("adiantum: block cipher: %w", err)
 	}
-	if b.BlockSize() != 16 {
-		return nil, errors.New("adiantum: block cipher must have 16-byte blocks")
+	if b.Rounds() != 14 {
+		return nil, errors.New("adiantum: block cipher is not AES-256")
 	}
 	c.block = b
 	c.headerKey = newPolyKey(derived[32:48])
@@ -136,7 +138,7 @@ func NewImpl(name string, rounds int, key []byte, newBlock func(key []byte) (cip
 }
 
 // Impl returns the name of c's implementation.
-func (c *Cipher) Impl() string { return c.im.name }
+func (c *Cipher) Impl() string { return implNames[c.im] }
 
 // Wipe zeroes c's key material, and the block cipher's if it can. c must
 // not be used afterwards.
@@ -146,9 +148,7 @@ func (c *Cipher) Wipe() {
 	clear(c.msgKey[:])
 	clear(c.nhKey[:])
 	c.nhKeyX = nhKeyX{}
-	if w, ok := c.block.(interface{ Wipe() }); ok {
-		w.Wipe()
-	}
+	c.block.Wipe()
 }
 
 // Encrypt encrypts src (at least MinLen bytes) into dst under tweak (TweakSize
@@ -191,7 +191,7 @@ func (c *Cipher) crypt(dst, src, tweak []byte, enc bool) {
 	}
 	nonce[16] = 1
 	s := xchachaState(&c.streamKey, &nonce, c.rounds)
-	c.im.xor(&s, dst[:bulk], src[:bulk], c.rounds)
+	xorStream(c.im, &s, dst[:bulk], src[:bulk], c.rounds)
 
 	mlo, mhi = c.msgHash(dst[:bulk])
 	hlo, hhi = add128(tlo, thi, mlo, mhi)
@@ -210,7 +210,7 @@ func (c *Cipher) headerHash(bulk int, tweak []byte) (lo, hi uint64) {
 	binary.LittleEndian.PutUint64(b[0:], uint64(bulk)*8)
 	copy(b[16:], tweak)
 	var h polyState
-	c.im.poly(&h, &c.headerKey, b[:])
+	polyBlocks(c.im, &h, &c.headerKey, b[:])
 	return polyEmit(&h)
 }
 
@@ -230,15 +230,15 @@ func (c *Cipher) msgHash(msg []byte) (lo, hi uint64) {
 	}
 	for off := 0; off < full; {
 		n := min(full-off, 4*nhMsgBytes)
-		c.im.nh(c, msg[off:off+n], nhOut[:])
-		c.im.poly(&h, &c.msgKey, nhOut[:(n+nhMsgBytes-1)/nhMsgBytes*nhHashSize])
+		nhChunks(c, msg[off:off+n], nhOut[:])
+		polyBlocks(c.im, &h, &c.msgKey, nhOut[:(n+nhMsgBytes-1)/nhMsgBytes*nhHashSize])
 		off += n
 	}
 	if last != nil {
 		var buf [nhMsgBytes]byte
 		copy(buf[:], last)
-		c.im.nh(c, buf[:(len(last)+nhUnit-1)&^(nhUnit-1)], nhOut[:])
-		c.im.poly(&h, &c.msgKey, nhOut[:nhHashSize])
+		nhChunks(c, buf[:(len(last)+nhUnit-1)&^(nhUnit-1)], nhOut[:])
+		polyBlocks(c.im, &h, &c.msgKey, nhOut[:nhHashSize])
 	}
 	return polyEmit(&h)
 }

@@ -27,11 +27,34 @@ func nhAVX2(kx *nhKeyX, msg *byte, n int, out *byte)
 
 func init() {
 	if hasAVX2 {
-		impls = append([]*impl{{name: "avx2", xor: xorAVX2, nh: nhChunksAVX2, poly: polyBlocksGeneric}}, impls...)
+		impls = append([]implID{implAVX2}, impls...)
 	}
 	if hasAVX2 && hasAVX512 {
-		impls = append([]*impl{{name: "avx512", xor: xorAVX512, nh: nhChunksAVX2, poly: polyBlocksGeneric}}, impls...)
+		impls = append([]implID{implAVX512}, impls...)
 	}
+}
+
+func xorStream(im implID, s *streamState, dst, src []byte, rounds int) {
+	switch im {
+	case implAVX512:
+		xorAVX512(s, dst, src, rounds)
+	case implAVX2:
+		xorAVX2(s, dst, src, rounds)
+	default:
+		xorKeyStreamGeneric(s, dst, src, rounds)
+	}
+}
+
+func nhChunks(c *Cipher, msg, out []byte) {
+	if c.im == implGeneric {
+		nhChunksGeneric(c, msg, out)
+	} else if len(msg) > 0 {
+		nhAVX2(&c.nhKeyX, &msg[0], len(msg), &out[0])
+	}
+}
+
+func polyBlocks(im implID, h *polyState, r *polyKey, msg []byte) {
+	polyBlocksGeneric(h, r, msg)
 }
 
 // zeros is the source of keystream-only calls, for the tail of a message.
@@ -72,10 +95,4 @@ func xorAVX2(s *streamState, dst, src []byte, rounds int) {
 	n := subtle.XORBytes(dst, src, ks[:])
 	s[12] += uint32((n + 63) / 64)
 	clear(ks[:])
-}
-
-func nhChunksAVX2(c *Cipher, msg []byte, out []byte) {
-	if len(msg) > 0 {
-		nhAVX2(&c.nhKeyX, &msg[0], len(msg), &out[0])
-	}
 }

@@ -2,12 +2,13 @@ package adiantum
 
 import (
 	"bytes"
-	"crypto/aes"
 	"encoding/hex"
 	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"testing"
+
+	"github.com/blkcrypt/blkcrypt/internal/aes"
 )
 
 type refVector struct {
@@ -48,7 +49,7 @@ func unhex(t testing.TB, s string) []byte {
 
 func mustNew(t testing.TB, impl string, rounds int, key []byte) *Cipher {
 	t.Helper()
-	c, err := NewImpl(impl, rounds, key, aes.NewCipher)
+	c, err := NewImpl(impl, rounds, key, aes.New)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestImpls(t *testing.T) {
 		rounds int
 		key    int
 	}{{"nope", 12, 32}, {"generic", 8, 32}, {"generic", 12, 31}, {"generic", 20, 0}} {
-		if _, err := NewImpl(bad.impl, bad.rounds, make([]byte, bad.key), aes.NewCipher); err == nil {
+		if _, err := NewImpl(bad.impl, bad.rounds, make([]byte, bad.key), aes.New); err == nil {
 			t.Errorf("NewImpl(%q, %d, %d-byte key) accepted", bad.impl, bad.rounds, bad.key)
 		}
 	}
