@@ -14,8 +14,7 @@ import (
 //
 // Priorities follow the kernel's rule for an adiantum instance,
 // (4·stream + 2·block + hash)/7, over the priorities the parts would have:
-// generic 100; xchacha-avx2, nhpoly1305-avx2 and aes-aesni 300;
-// xchacha-avx512 400.
+// generic 100; the avx2 parts and aes-aesni 300; the avx512 parts 400.
 var adiantumParts = map[string]struct {
 	stream, hash string
 	streamPri    int
@@ -23,7 +22,7 @@ var adiantumParts = map[string]struct {
 }{
 	"generic": {"generic", "generic", PriorityGeneric, PriorityGeneric},
 	"avx2":    {"avx2", "avx2", PriorityAESNI, PriorityAESNI},
-	"avx512":  {"avx512", "avx2", PriorityModeNI, PriorityAESNI},
+	"avx512":  {"avx512", "avx512", PriorityModeNI, PriorityModeNI},
 }
 
 func init() {

@@ -17,8 +17,9 @@
 //
 // Implementations (Impls): "generic" is plain Go and the reference the
 // others are tested against; on amd64 "avx2" runs XChaCha 8 blocks at a
-// time in ymm registers and NH in ymm, "avx512" runs XChaCha 16 blocks at a
-// time in zmm registers; both use Poly1305 in scalar assembly.
+// time and NH 2 units at a time in ymm registers, "avx512" XChaCha 16
+// blocks and NH 4 units at a time in zmm registers; both use Poly1305 in
+// scalar assembly. The kernels are printed by the generator in _asm.
 package adiantum
 
 import (

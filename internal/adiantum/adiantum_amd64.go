@@ -25,6 +25,9 @@ func chacha8AVX2(s *streamState, dst, src *byte, n, rounds int)
 //go:noescape
 func nhAVX2(kx *nhKeyX, msg *byte, n int, out *byte)
 
+//go:noescape
+func nhAVX512(kx *nhKeyX, msg *byte, n int, out *byte)
+
 func init() {
 	if hasAVX2 {
 		impls = append([]implID{implAVX2}, impls...)
@@ -46,10 +49,14 @@ func xorStream(im implID, s *streamState, dst, src []byte, rounds int) {
 }
 
 func nhChunks(c *Cipher, msg, out []byte) {
-	if c.im == implGeneric {
-		nhChunksGeneric(c, msg, out)
-	} else if len(msg) > 0 {
+	switch {
+	case len(msg) == 0:
+	case c.im == implAVX512:
+		nhAVX512(&c.nhKeyX, &msg[0], len(msg), &out[0])
+	case c.im == implAVX2:
 		nhAVX2(&c.nhKeyX, &msg[0], len(msg), &out[0])
+	default:
+		nhChunksGeneric(c, msg, out)
 	}
 }
 

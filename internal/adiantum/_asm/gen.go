@@ -298,20 +298,31 @@ func (g *gen) chachaAVX2() {
 	g.p("RET")
 }
 
-// nhAVX2 emits nhAVX2(kx *nhKeyX, msg *byte, n int, out *byte): NH of each
+// nh emits NAME(kx *nhKeyX, msg *byte, n int, out *byte): NH of each
 // 1024-byte piece of msg (n a multiple of 16), 32 bytes per piece to out.
-// Two 16-byte units per ymm: the message words are shuffled into the even
-// lanes VPMULUDQ reads, (m0, m1) and (m2, m3), and the key is stored
-// pre-shuffled the same way (nhKeyX), so a pass costs two adds, one
-// multiply and one accumulate. Y0..Y3 accumulate the four passes.
-func (g *gen) nhAVX2() {
+// Two 16-byte units per ymm (four per zmm with avx512): the message words
+// are shuffled into the even lanes VPMULUDQ reads, (m0, m1) and (m2, m3),
+// and the key is stored pre-shuffled the same way (nhKeyX), so a pass
+// costs two adds, one multiply and one accumulate. Y0..Y3 (Z0..Z3)
+// accumulate the four passes; narrower steps handle the last units, their
+// VEX results clearing the upper lanes so that the full-width accumulate
+// adds zero there.
+func (g *gen) nh(name string, avx512 bool) {
 	const kb = 1072 // offset of nhKeyX.b
-	g.begin("nhAVX2", 0, "NH over 1024-byte pieces, two units per ymm register.", "kx", "msg", "n", "out")
+	doc := "NH over 1024-byte pieces, two units per ymm register."
+	if avx512 {
+		doc = "NH over 1024-byte pieces, four units per zmm register."
+	}
+	g.begin(name, 0, doc, "kx", "msg", "n", "out")
 	g.arg("kx", "AX")
 	g.arg("msg", "SI")
 	g.arg("n", "CX")
 	g.arg("out", "DI")
-	chunk, pairs, single, fold, done := g.newLabel("nhchunk"), g.newLabel("nhpairs"), g.newLabel("nhsingle"), g.newLabel("nhfold"), g.newLabel("nhdone")
+	acc := "Y"
+	if avx512 {
+		acc = "Z"
+	}
+	chunk, fold, done := g.newLabel("nhchunk"), g.newLabel("nhfold"), g.newLabel("nhdone")
 	g.lbl(chunk)
 	g.p("TESTQ CX, CX")
 	g.p("JZ %s", done)
@@ -321,41 +332,53 @@ func (g *gen) nhAVX2() {
 	g.p("SUBQ BX, CX")
 	g.p("MOVQ AX, R8")
 	for p := 0; p < 4; p++ {
-		g.p("VPXOR Y%d, Y%d, Y%d", p, p, p)
+		if avx512 {
+			g.p("VPXORQ Z%d, Z%d, Z%d", p, p, p)
+		} else {
+			g.p("VPXOR Y%d, Y%d, Y%d", p, p, p)
+		}
 	}
-	g.lbl(pairs)
-	g.p("CMPQ BX, $32")
-	g.p("JLT %s", single)
-	g.p("VMOVDQU (SI), Y4")
-	g.p("VPSHUFD $0x50, Y4, Y5")
-	g.p("VPSHUFD $0xfa, Y4, Y6")
-	for p := 0; p < 4; p++ {
-		g.p("VPADDD %d(R8), Y5, Y7", 16*p)
-		g.p("VPADDD %d(R8), Y6, Y8", kb+16*p)
-		g.p("VPMULUDQ Y8, Y7, Y7")
-		g.p("VPADDQ Y7, Y%d, Y%d", p, p)
+	// step emits one iteration over units×16 bytes in registers of
+	// width reg (X, Y or Z).
+	step := func(reg string, bytes int, loop bool) {
+		lbl, next := g.newLabel("nhstep"), g.newLabel("nhnext")
+		g.lbl(lbl)
+		g.p("CMPQ BX, $%d", bytes)
+		g.p("JLT %s", next)
+		mov := "VMOVDQU"
+		if reg == "Z" {
+			mov = "VMOVDQU64"
+		}
+		g.p("%s (SI), %s4", mov, reg)
+		g.p("VPSHUFD $0x50, %s4, %s5", reg, reg)
+		g.p("VPSHUFD $0xfa, %s4, %s6", reg, reg)
+		for p := 0; p < 4; p++ {
+			g.p("VPADDD %d(R8), %s5, %s7", 16*p, reg, reg)
+			g.p("VPADDD %d(R8), %s6, %s8", kb+16*p, reg, reg)
+			g.p("VPMULUDQ %s8, %s7, %s7", reg, reg, reg)
+			g.p("VPADDQ %s7, %s%d, %s%d", acc, acc, p, acc, p)
+		}
+		g.p("ADDQ $%d, SI", bytes)
+		g.p("ADDQ $%d, R8", bytes)
+		g.p("SUBQ $%d, BX", bytes)
+		if loop {
+			g.p("JMP %s", lbl)
+		}
+		g.lbl(next)
 	}
-	g.p("ADDQ $32, SI")
-	g.p("ADDQ $32, R8")
-	g.p("SUBQ $32, BX")
-	g.p("JMP %s", pairs)
-	g.lbl(single)
-	g.p("TESTQ BX, BX")
-	g.p("JZ %s", fold)
-	// One unit left: VEX.128 results clear the upper lanes, so the ymm
-	// accumulate adds zero there.
-	g.p("VMOVDQU (SI), X4")
-	g.p("VPSHUFD $0x50, X4, X5")
-	g.p("VPSHUFD $0xfa, X4, X6")
-	for p := 0; p < 4; p++ {
-		g.p("VPADDD %d(R8), X5, X7", 16*p)
-		g.p("VPADDD %d(R8), X6, X8", kb+16*p)
-		g.p("VPMULUDQ X8, X7, X7")
-		g.p("VPADDQ Y7, Y%d, Y%d", p, p)
+	if avx512 {
+		step("Z", 64, true)
+		step("Y", 32, false)
+	} else {
+		step("Y", 32, true)
 	}
-	g.p("ADDQ $16, SI")
+	step("X", 16, false)
 	g.lbl(fold)
 	for p := 0; p < 4; p++ {
+		if avx512 {
+			g.p("VEXTRACTI64X4 $1, Z%d, Y7", p)
+			g.p("VPADDQ Y7, Y%d, Y%d", p, p)
+		}
 		g.p("VEXTRACTI128 $1, Y%d, X7", p)
 		g.p("VPADDQ X7, X%d, X%d", p, p)
 	}
@@ -384,7 +407,8 @@ func main() {
 	g.buf.WriteString("\nDATA sixteen<>+0(SB)/4, $16\nGLOBL sixteen<>(SB), RODATA|NOPTR, $4\n")
 	g.chachaAVX512()
 	g.chachaAVX2()
-	g.nhAVX2()
+	g.nh("nhAVX2", false)
+	g.nh("nhAVX512", true)
 	if err := os.WriteFile(*out, g.buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
