@@ -26,6 +26,9 @@ func chacha8AVX2(s *streamState, dst, src *byte, n, rounds int)
 func nhAVX2(kx *nhKeyX, msg *byte, n int, out *byte)
 
 //go:noescape
+func poly1305Blocks(h *polyState, r *polyKey, msg *byte, n int)
+
+//go:noescape
 func nhAVX512(kx *nhKeyX, msg *byte, n int, out *byte)
 
 func init() {
@@ -61,7 +64,11 @@ func nhChunks(c *Cipher, msg, out []byte) {
 }
 
 func polyBlocks(im implID, h *polyState, r *polyKey, msg []byte) {
-	polyBlocksGeneric(h, r, msg)
+	if im == implGeneric {
+		polyBlocksGeneric(h, r, msg)
+	} else if n := len(msg) &^ 15; n > 0 {
+		poly1305Blocks(h, r, &msg[0], n)
+	}
 }
 
 // zeros is the source of keystream-only calls, for the tail of a message.
