@@ -13,11 +13,14 @@ import (
 // x/sys/cpu reports AVX2 and AVX-512 only when the OS saves the registers.
 var (
 	hasAVX2   = cpu.X86.HasAVX2
-	hasAVX512 = cpu.X86.HasAVX512F
+	hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL
 )
 
 //go:noescape
 func chacha16AVX512(s *streamState, dst, src *byte, n, rounds int)
+
+//go:noescape
+func chacha8AVX512VL(s *streamState, dst, src *byte, n, rounds int)
 
 //go:noescape
 func chacha8AVX2(s *streamState, dst, src *byte, n, rounds int)
@@ -84,7 +87,11 @@ func xorAVX512(s *streamState, dst, src []byte, rounds int) {
 		return
 	}
 	if len(src)-full <= 512 {
-		xorAVX2(s, dst[full:], src[full:], rounds)
+		var ks [512]byte
+		chacha8AVX512VL(s, &ks[0], &zeros[0], 8, rounds)
+		n := subtle.XORBytes(dst[full:], src[full:], ks[:])
+		s[12] += uint32((n + 63) / 64)
+		clear(ks[:])
 		return
 	}
 	var ks [1024]byte

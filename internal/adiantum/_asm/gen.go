@@ -77,29 +77,36 @@ func (g *gen) data() {
 	g.buf.WriteString("GLOBL iota<>(SB), RODATA|NOPTR, $64\n")
 }
 
-// chachaAVX512 emits chacha16AVX512(s *[16]uint32, dst, src *byte, n, rounds int):
-// n (a multiple of 16) blocks of src XORed with the keystream starting at
-// s's counter, into dst. Z0..Z15 hold one state word each for 16 blocks;
-// Z31 the counters; Z16..Z27 are the transpose's temporaries.
-func (g *gen) chachaAVX512() {
-	g.begin("chacha16AVX512", 0, "16 blocks per iteration, one state word per zmm register.", "s", "dst", "src", "n", "rounds")
+// chachaAVX512 emits NAME(s *[16]uint32, dst, src *byte, n, rounds int):
+// n blocks of src (a multiple of the blocks per iteration) XORed with the
+// keystream starting at s's counter, into dst. With zmm registers an
+// iteration makes 16 blocks; with ymm (AVX-512VL: 32 registers and VPROLD)
+// 8, for short messages. Registers 0..15 hold one state word each,
+// register 31 the counters, 16..27 the feed-forward's and transpose's
+// temporaries.
+func (g *gen) chachaAVX512(name string, zmm bool) {
+	r, blocks, step := "Y", 8, "eight"
+	if zmm {
+		r, blocks, step = "Z", 16, "sixteen"
+	}
+	z := func(i int) string { return fmt.Sprintf("%s%d", r, i) }
+	g.begin(name, 0, fmt.Sprintf("%d blocks per iteration, one state word per register.", blocks), "s", "dst", "src", "n", "rounds")
 	g.arg("s", "AX")
 	g.arg("dst", "DI")
 	g.arg("src", "SI")
 	g.arg("n", "CX")
 	g.arg("rounds", "DX")
 	g.p("SHRQ $1, DX")
-	g.p("VPBROADCASTD 48(AX), Z31")
-	g.p("VPADDD iota<>(SB), Z31, Z31")
-	loop, dr := g.newLabel("blocks16"), g.newLabel("dround16")
-	z := func(i int) string { return fmt.Sprintf("Z%d", i) }
+	g.p("VPBROADCASTD 48(AX), %s", z(31))
+	g.p("VPADDD iota<>(SB), %s, %s", z(31), z(31))
+	loop, dr := g.newLabel("blocks"), g.newLabel("dround")
 	g.lbl(loop)
 	for w := 0; w < 16; w++ {
 		if w == 12 {
-			g.p("VMOVDQA64 Z31, Z12")
+			g.p("VMOVDQA64 %s, %s", z(31), z(12))
 			continue
 		}
-		g.p("VPBROADCASTD %d(AX), Z%d", 4*w, w)
+		g.p("VPBROADCASTD %d(AX), %s", 4*w, z(w))
 	}
 	g.p("MOVQ DX, BX")
 	g.lbl(dr)
@@ -128,27 +135,41 @@ func (g *gen) chachaAVX512() {
 	// Feed-forward.
 	for w := 0; w < 16; w++ {
 		if w == 12 {
-			g.p("VPADDD Z31, Z12, Z12")
+			g.p("VPADDD %s, %s, %s", z(31), z(12), z(12))
 			continue
 		}
-		g.p("VPBROADCASTD %d(AX), Z16", 4*w)
-		g.p("VPADDD Z16, Z%d, Z%d", w, w)
+		g.p("VPBROADCASTD %d(AX), %s", 4*w, z(16))
+		g.p("VPADDD %s, %s, %s", z(16), z(w), z(w))
 	}
 	// Transpose: first 4x4 dwords within each 128-bit lane per group of
-	// four words, then 4x4 lanes across the groups.
+	// four words, then the 128-bit lanes across the groups.
 	for gr := 0; gr < 4; gr++ {
 		x0, x1, x2, x3 := z(4*gr), z(4*gr+1), z(4*gr+2), z(4*gr+3)
-		g.p("VPUNPCKLDQ %s, %s, Z16", x1, x0)
-		g.p("VPUNPCKHDQ %s, %s, Z17", x1, x0)
-		g.p("VPUNPCKLDQ %s, %s, Z18", x3, x2)
-		g.p("VPUNPCKHDQ %s, %s, Z19", x3, x2)
-		g.p("VPUNPCKLQDQ Z18, Z16, %s", x0)
-		g.p("VPUNPCKHQDQ Z18, Z16, %s", x1)
-		g.p("VPUNPCKLQDQ Z19, Z17, %s", x2)
-		g.p("VPUNPCKHQDQ Z19, Z17, %s", x3)
+		g.p("VPUNPCKLDQ %s, %s, %s", x1, x0, z(16))
+		g.p("VPUNPCKHDQ %s, %s, %s", x1, x0, z(17))
+		g.p("VPUNPCKLDQ %s, %s, %s", x3, x2, z(18))
+		g.p("VPUNPCKHDQ %s, %s, %s", x3, x2, z(19))
+		g.p("VPUNPCKLQDQ %s, %s, %s", z(18), z(16), x0)
+		g.p("VPUNPCKHQDQ %s, %s, %s", z(18), z(16), x1)
+		g.p("VPUNPCKLQDQ %s, %s, %s", z(19), z(17), x2)
+		g.p("VPUNPCKHQDQ %s, %s, %s", z(19), z(17), x3)
+	}
+	store := func(o string, off int) {
+		g.p("VPXORD %d(SI), %s, %s", off, o, o)
+		g.p("VMOVDQU64 %s, %d(DI)", o, off)
 	}
 	for j := 0; j < 4; j++ {
 		a, b, c, d := z(j), z(4+j), z(8+j), z(12+j)
+		if !zmm {
+			// Lane l of the four registers is block 4l+j.
+			for l, imm := range []string{"0x00", "0x03"} {
+				g.p("VSHUFI32X4 $%s, %s, %s, %s", imm, b, a, z(20))
+				g.p("VSHUFI32X4 $%s, %s, %s, %s", imm, d, c, z(21))
+				store(z(20), 64*(4*l+j))
+				store(z(21), 64*(4*l+j)+32)
+			}
+			continue
+		}
 		g.p("VSHUFI32X4 $0x88, %s, %s, Z20", b, a)
 		g.p("VSHUFI32X4 $0xdd, %s, %s, Z21", b, a)
 		g.p("VSHUFI32X4 $0x88, %s, %s, Z22", d, c)
@@ -158,16 +179,14 @@ func (g *gen) chachaAVX512() {
 		g.p("VSHUFI32X4 $0xdd, Z22, Z20, Z26")
 		g.p("VSHUFI32X4 $0xdd, Z23, Z21, Z27")
 		for l, o := range []string{"Z24", "Z25", "Z26", "Z27"} {
-			off := 64 * (4*l + j)
-			g.p("VPXORD %d(SI), %s, %s", off, o, o)
-			g.p("VMOVDQU64 %s, %d(DI)", o, off)
+			store(o, 64*(4*l+j))
 		}
 	}
-	g.p("VPBROADCASTD sixteen<>(SB), Z16")
-	g.p("VPADDD Z16, Z31, Z31")
-	g.p("ADDQ $1024, SI")
-	g.p("ADDQ $1024, DI")
-	g.p("SUBQ $16, CX")
+	g.p("VPBROADCASTD %s<>(SB), %s", step, z(16))
+	g.p("VPADDD %s, %s, %s", z(16), z(31), z(31))
+	g.p("ADDQ $%d, SI", 64*blocks)
+	g.p("ADDQ $%d, DI", 64*blocks)
+	g.p("SUBQ $%d, CX", blocks)
 	g.p("JNZ %s", loop)
 	g.p("VZEROUPPER")
 	g.p("RET")
@@ -483,7 +502,8 @@ func main() {
 	g.data()
 	g.buf.WriteString("\nDATA eight<>+0(SB)/4, $8\nGLOBL eight<>(SB), RODATA|NOPTR, $4\n")
 	g.buf.WriteString("\nDATA sixteen<>+0(SB)/4, $16\nGLOBL sixteen<>(SB), RODATA|NOPTR, $4\n")
-	g.chachaAVX512()
+	g.chachaAVX512("chacha16AVX512", true)
+	g.chachaAVX512("chacha8AVX512VL", false)
 	g.chachaAVX2()
 	g.nh("nhAVX2", false)
 	g.nh("nhAVX512", true)
