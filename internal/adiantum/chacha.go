@@ -49,7 +49,9 @@ func hchacha(key *[8]uint32, nonce []byte, rounds int) [8]uint32 {
 		x[12+i] = binary.LittleEndian.Uint32(nonce[4*i:])
 	}
 	permute(&x, rounds)
-	return [8]uint32{x[0], x[1], x[2], x[3], x[12], x[13], x[14], x[15]}
+	sub := [8]uint32{x[0], x[1], x[2], x[3], x[12], x[13], x[14], x[15]}
+	clear(x[:])
+	return sub
 }
 
 // streamState is the ChaCha state after XChaCha's subkey derivation: the
@@ -64,6 +66,7 @@ func xchachaState(key *[8]uint32, nonce *[24]byte, rounds int) streamState {
 	var s streamState
 	s[0], s[1], s[2], s[3] = c0, c1, c2, c3
 	copy(s[4:12], sub[:])
+	clear(sub[:])
 	s[14] = binary.LittleEndian.Uint32(nonce[16:])
 	s[15] = binary.LittleEndian.Uint32(nonce[20:])
 	return s
@@ -76,6 +79,7 @@ func chachaBlock(s *streamState, out *[64]byte, rounds int) {
 	for i := range 16 {
 		binary.LittleEndian.PutUint32(out[4*i:], x[i]+s[i])
 	}
+	clear(x[:])
 }
 
 // xorKeyStreamGeneric XORs src with the keystream from s into dst and
