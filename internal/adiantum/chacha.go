@@ -25,18 +25,25 @@ func quarter(a, b, c, d uint32) (uint32, uint32, uint32, uint32) {
 	return a, b, c, d
 }
 
-// permute runs rounds (even) ChaCha rounds over x in place.
+// permute runs rounds (even) ChaCha rounds over x in place. The state is
+// held in locals so that the compiler keeps it in registers rather than
+// loading and storing through x at every quarter round.
 func permute(x *[16]uint32, rounds int) {
+	x0, x1, x2, x3 := x[0], x[1], x[2], x[3]
+	x4, x5, x6, x7 := x[4], x[5], x[6], x[7]
+	x8, x9, x10, x11 := x[8], x[9], x[10], x[11]
+	x12, x13, x14, x15 := x[12], x[13], x[14], x[15]
 	for i := 0; i < rounds; i += 2 {
-		x[0], x[4], x[8], x[12] = quarter(x[0], x[4], x[8], x[12])
-		x[1], x[5], x[9], x[13] = quarter(x[1], x[5], x[9], x[13])
-		x[2], x[6], x[10], x[14] = quarter(x[2], x[6], x[10], x[14])
-		x[3], x[7], x[11], x[15] = quarter(x[3], x[7], x[11], x[15])
-		x[0], x[5], x[10], x[15] = quarter(x[0], x[5], x[10], x[15])
-		x[1], x[6], x[11], x[12] = quarter(x[1], x[6], x[11], x[12])
-		x[2], x[7], x[8], x[13] = quarter(x[2], x[7], x[8], x[13])
-		x[3], x[4], x[9], x[14] = quarter(x[3], x[4], x[9], x[14])
+		x0, x4, x8, x12 = quarter(x0, x4, x8, x12)
+		x1, x5, x9, x13 = quarter(x1, x5, x9, x13)
+		x2, x6, x10, x14 = quarter(x2, x6, x10, x14)
+		x3, x7, x11, x15 = quarter(x3, x7, x11, x15)
+		x0, x5, x10, x15 = quarter(x0, x5, x10, x15)
+		x1, x6, x11, x12 = quarter(x1, x6, x11, x12)
+		x2, x7, x8, x13 = quarter(x2, x7, x8, x13)
+		x3, x4, x9, x14 = quarter(x3, x4, x9, x14)
 	}
+	*x = [16]uint32{x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15}
 }
 
 // hchacha derives XChaCha's subkey from the key and the first 16 bytes of

@@ -77,3 +77,12 @@ func TestKernelsAgree(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkHChaCha12(b *testing.B) {
+	var key [8]uint32
+	nonce := make([]byte, 16)
+	for b.Loop() {
+		sub := hchacha(&key, nonce, 12)
+		nonce[0] = byte(sub[0])
+	}
+}
