@@ -157,3 +157,35 @@ func TestImplsAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrent encrypts with one Cipher from several goroutines: a
+// Cipher keeps no request state (run under -race in scripts/test.sh's race
+// packages, and by hand with go test -race).
+func TestConcurrent(t *testing.T) {
+	for _, impl := range Impls() {
+		c := mustNew(t, impl, 12, bytes.Repeat([]byte{9}, KeySize))
+		src := bytes.Repeat([]byte{1, 2, 3}, 1400)
+		tweak := make([]byte, TweakSize)
+		want := make([]byte, len(src))
+		c.Encrypt(want, src, tweak)
+		errs := make(chan string, 4)
+		for range 4 {
+			go func() {
+				got := make([]byte, len(src))
+				for range 50 {
+					c.Encrypt(got, src, tweak)
+					if !bytes.Equal(got, want) {
+						errs <- impl + ": concurrent encryption differs"
+						return
+					}
+				}
+				errs <- ""
+			}()
+		}
+		for range 4 {
+			if e := <-errs; e != "" {
+				t.Fatal(e)
+			}
+		}
+	}
+}
