@@ -159,8 +159,8 @@ func TestImplsAgree(t *testing.T) {
 }
 
 // TestConcurrent encrypts with one Cipher from several goroutines: a
-// Cipher keeps no request state (run under -race in scripts/test.sh's race
-// packages, and by hand with go test -race).
+// Cipher keeps no request state, so results stay equal (and go test -race
+// reports no shared buffer).
 func TestConcurrent(t *testing.T) {
 	for _, impl := range Impls() {
 		c := mustNew(t, impl, 12, bytes.Repeat([]byte{9}, KeySize))
