@@ -18,8 +18,10 @@
 // Implementations (Impls): "generic" is plain Go and the reference the
 // others are tested against; on amd64 "avx2" runs XChaCha 8 blocks at a
 // time and NH 2 units at a time in ymm registers, "avx512" XChaCha 16
-// blocks and NH 4 units at a time in zmm registers; both use Poly1305 in
-// scalar assembly. The kernels are printed by the generator in _asm.
+// blocks and NH 4 units at a time in zmm registers (and the last 8 or
+// fewer blocks in ymm registers with AVX-512VL's rotates); both use
+// Poly1305 in scalar assembly. The kernels are printed by the generator in
+// _asm; the purego build tag leaves only "generic".
 package adiantum
 
 import (
@@ -27,9 +29,9 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"unsafe"
 
 	"github.com/blkcrypt/blkcrypt/internal/aes"
-	"unsafe"
 )
 
 // Sizes.
