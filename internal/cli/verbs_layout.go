@@ -32,7 +32,7 @@ func runConvert(ctx context.Context, env *Env, p *parsed) error {
 		return usageErr("invalid LUKS type, only luks1 and luks2 are supported")
 	}
 	delete(p.set, "type") // the target, not what the device must hold
-	f, hdev, h, err := luksDevice(p, dev, false)
+	f, hdev, h, err := luksDevice(ctx, p, dev, false)
 	if err != nil {
 		return notLUKS(err, dev, "")
 	}
@@ -118,7 +118,7 @@ func runResize(ctx context.Context, env *Env, p *parsed) error {
 	if st, err := os.Stat(dev); err == nil && !st.Mode().IsRegular() {
 		return usageErr("resize works on image files; %s is not a regular file", dev)
 	}
-	f, hdev, h, err := luksDevice(p, dev, false)
+	f, hdev, h, err := luksDevice(ctx, p, dev, false)
 	if err != nil {
 		return notLUKS(err, dev, "")
 	}

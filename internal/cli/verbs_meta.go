@@ -56,8 +56,8 @@ func notLUKS(err error, dev, version string) error {
 }
 
 // luks2Device is luksDevice for the LUKS2-only verbs.
-func luks2Device(p *parsed, dev string, readOnly bool) (*blkcrypt.LockedFile, luksutil.Device, *luks2.Header, error) {
-	f, hdev, h, err := luksDevice(p, dev, readOnly)
+func luks2Device(ctx context.Context, p *parsed, dev string, readOnly bool) (*blkcrypt.LockedFile, luksutil.Device, *luks2.Header, error) {
+	f, hdev, h, err := luksDevice(ctx, p, dev, readOnly)
 	if err != nil {
 		return nil, nil, nil, notLUKS(err, dev, "2")
 	}
@@ -74,7 +74,7 @@ func runIsLuks(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
-	f, _, _, err := luksDevice(p, dev, true)
+	f, _, _, err := luksDevice(ctx, p, dev, true)
 	if err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) && ee.code == ExitDevice {
@@ -96,7 +96,7 @@ func runUUID(ctx context.Context, env *Env, p *parsed) error {
 		return err
 	}
 	set := p.has("uuid")
-	f, hdev, h, err := luksDevice(p, dev, !set)
+	f, hdev, h, err := luksDevice(ctx, p, dev, !set)
 	if err != nil {
 		return notLUKS(err, dev, "")
 	}
@@ -153,7 +153,7 @@ func runConfig(ctx context.Context, env *Env, p *parsed) error {
 	if !p.has("priority") && !p.has("label") && !p.has("subsystem") {
 		return usageErr("option --priority, --label or --subsystem is missing")
 	}
-	f, hdev, h, err := luks2Device(p, dev, false)
+	f, hdev, h, err := luks2Device(ctx, p, dev, false)
 	if err != nil {
 		return err
 	}
@@ -182,7 +182,7 @@ func runErase(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
-	f, hdev, h, err := luksDevice(p, dev, false)
+	f, hdev, h, err := luksDevice(ctx, p, dev, false)
 	if err != nil {
 		return notLUKS(err, dev, "")
 	}
@@ -206,7 +206,7 @@ func runRepair(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
-	f, hdev, h, err := luksDevice(p, dev, false)
+	f, hdev, h, err := luksDevice(ctx, p, dev, false)
 	if err != nil {
 		return notLUKS(err, dev, "")
 	}
@@ -255,7 +255,7 @@ func runToken(ctx context.Context, env *Env, p *parsed) error {
 	if (action == "remove" || action == "export") && id == luks2.AnyToken {
 		return usageErr("token %s requires --token-id", action)
 	}
-	f, hdev, h, err := luks2Device(p, dev, action == "export")
+	f, hdev, h, err := luks2Device(ctx, p, dev, action == "export")
 	if err != nil {
 		return err
 	}
