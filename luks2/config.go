@@ -80,9 +80,18 @@ func (h *Header) ImportToken(dev Device, id int, token []byte, keyslots []int, r
 	if slices.Contains(ids, id) && !replace {
 		return -1, fmt.Errorf("%w: token %d in use", ErrSlotInUse, id)
 	}
-	v, err := parseJSON(token)
+	// As json-c's parser (cryptsetup's token import): the first JSON value
+	// counts, whatever follows it.
+	v, n, err := parseJSONArea(token)
 	if err != nil || v.kind != jObj {
 		return -1, fmt.Errorf("%w: token is not a JSON object", ErrInvalidOptions)
+	}
+	token = token[:n]
+	// cryptsetup checks its built-in keyring token before storing it.
+	if t := v.get("type"); t != nil && t.kind == jStr && t.s == "luks2-keyring" {
+		if d := v.get("key_description"); d == nil || d.kind != jStr {
+			return -1, fmt.Errorf("%w: luks2-keyring token without a key_description", ErrInvalidOptions)
+		}
 	}
 	if len(keyslots) > 0 {
 		arr := v.get("keyslots")
@@ -103,7 +112,12 @@ func (h *Header) ImportToken(dev Device, id int, token []byte, keyslots []int, r
 	}
 	root := h.md.root.clone()
 	insertSorted(root.get("tokens"), strconv.Itoa(id), v)
-	if err := h.commit(dev, root); err != nil {
+	// A token the metadata rules refuse is bad input, not a bad header.
+	p, err := h.prepare(root, h.bin)
+	if err != nil {
+		return -1, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	if err := h.write(dev, p); err != nil {
 		return -1, err
 	}
 	return id, nil

@@ -319,7 +319,9 @@ func runToken(ctx context.Context, env *Env, p *parsed) error {
 		if errors.Is(err, luksutil.ErrSlotInUse) {
 			return usageErr("token %d in use", id)
 		}
-		if errors.Is(err, luksutil.ErrInvalidSlot) || errors.Is(err, luksutil.ErrSlotInactive) {
+		// A refused token is bad input (exit 1), though the rule that
+		// refuses it is a metadata rule (whose error also says corrupt).
+		if errors.Is(err, luksutil.ErrInvalidSlot) || errors.Is(err, luksutil.ErrSlotInactive) || errors.Is(err, luksutil.ErrInvalidOptions) {
 			return usageErr("%v", err)
 		}
 		return err

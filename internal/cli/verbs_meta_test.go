@@ -257,6 +257,34 @@ func TestVerbsTokenRoundTrip(t *testing.T) {
 			t.Errorf("token %v: exit %d, cryptsetup %d", args, code, want)
 		}
 	}
+	// Token JSON from stdin that cryptsetup refuses, or takes (json-c reads
+	// the first value and ignores what follows); the same token results.
+	for _, j := range []string{
+		`not json`, `{"keyslots":[]}`, `{"type":"x"}`, `{"type":"x","keyslots":["5"]}`, `{"type":"x","keyslots":[0]}`,
+		`{"type":1,"keyslots":[]}`, `[1]`, ``, `{"type":"luks2-keyring","keyslots":[]}`,
+		`{"type":"x","keyslots":[]} trailing`, `  {"type":"y","keyslots":[]}{"a":1}`,
+	} {
+		ours, theirs := copyImage(t, img, "ours.img"), copyImage(t, img, "theirs.img")
+		code, _, e := run(t, []byte(j), "token", "import", "--token-id", "20", ours)
+		cmd := exec.Command("cryptsetup", "token", "import", "--token-id", "20", theirs)
+		cmd.Stdin = strings.NewReader(j)
+		want := 0
+		if err := cmd.Run(); err != nil {
+			ee, ok := err.(*exec.ExitError)
+			if !ok {
+				t.Fatal(err)
+			}
+			want = ee.ExitCode()
+		}
+		if code != want {
+			t.Errorf("token import of %q: exit %d (%s), cryptsetup %d", j, code, strings.TrimSpace(e), want)
+		}
+		a, _ := cryptsetup(t, "token", "export", "--token-id", "20", ours)
+		b, _ := cryptsetup(t, "token", "export", "--token-id", "20", theirs)
+		if a != b {
+			t.Errorf("token import of %q: cryptsetup exports %q from ours, %q from its own", j, a, b)
+		}
+	}
 }
 
 // tokenSectionFull is the Tokens section of a luksDump, every line.
