@@ -27,7 +27,18 @@ func init() {
 		verb{"erase", []string{"luksErase"}, runErase, "DEVICE — wipe every keyslot (the data becomes unreadable)"},
 		verb{"token", nil, runToken, "add|remove|import|export DEVICE — LUKS2 tokens (--token-id, --json-file, --key-slot)"},
 		verb{"repair", nil, runRepair, "DEVICE — rewrite a LUKS2 header with one damaged metadata copy"},
+		// cryptsetup's per-format dump verbs are dump with the type named.
+		verb{"tcrypt-dump", []string{"tcryptDump"}, typedDump("tcrypt"), "DEVICE — dump --type tcrypt"},
+		verb{"bitlk-dump", []string{"bitlkDump"}, typedDump("bitlk"), "DEVICE — dump --type bitlk"},
+		verb{"fvault2-dump", []string{"fvault2Dump"}, typedDump("fvault2"), "DEVICE — dump --type fvault2"},
 	)
+}
+
+func typedDump(typ string) func(context.Context, *Env, *parsed) error {
+	return func(ctx context.Context, env *Env, p *parsed) error {
+		p.set["type"] = typ
+		return runDump(ctx, env, p)
+	}
 }
 
 // silent is an exit code without a message, for verbs whose answer is the

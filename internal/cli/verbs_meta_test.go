@@ -366,3 +366,18 @@ func TestVerbsRepair(t *testing.T) {
 		os.Remove(img)
 	}
 }
+
+// TestVerbsFormatDumpNames: cryptsetup's tcryptDump, bitlkDump and
+// fvault2Dump are accepted and are dump with the type named: on a LUKS
+// image each answers exactly as dump --type does (a refusal), not as a
+// LUKS dump.
+func TestVerbsFormatDumpNames(t *testing.T) {
+	l2 := csFormat(t, t.TempDir(), "l2.img", "luks2", 20<<20, "a")
+	for v, typ := range map[string]string{"tcryptDump": "tcrypt", "fvault2Dump": "fvault2", "bitlkDump": "bitlk"} {
+		code, out, e := run(t, []byte("a"), v, l2)
+		wcode, wout, we := run(t, []byte("a"), "dump", "--type", typ, l2)
+		if code == 0 || code != wcode || out != wout || e != we {
+			t.Errorf("%s: exit %d %q %q; dump --type %s: exit %d %q %q", v, code, out, e, typ, wcode, wout, we)
+		}
+	}
+}
