@@ -129,12 +129,14 @@ func TestVerbsConvertRefusals(t *testing.T) {
 	tok := mk("tok.img", append([]string{"--sector-size", "512"}, pb...)...)
 	mustCS(t, "token", "add", "--key-description", "x", tok)
 	ok2 := mk("ok.img", append([]string{"--sector-size", "512"}, pb...)...)
+	// A 1 MiB keyslots area leaves no room for the eight LUKS1 areas.
+	small := mk("small.img", append([]string{"--sector-size", "512", "--luks2-keyslots-size", "1048576"}, pb...)...)
 	l1 := csFormat(t, dir, "l1.img", "luks1", 4<<20, "pw")
 	rnd := writeFile(t, dir, "rnd.img", randBytes(1<<20))
 	for _, c := range []struct {
 		typ, img string
 	}{
-		{"luks1", argon}, {"luks1", sec4k}, {"luks1", tok},
+		{"luks1", argon}, {"luks1", sec4k}, {"luks1", tok}, {"luks1", small},
 		{"luks2", ok2}, {"luks1", l1}, {"luks3", ok2}, {"luks1", rnd},
 		{"luks1", filepath.Join(dir, "missing")},
 	} {

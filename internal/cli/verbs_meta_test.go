@@ -323,6 +323,18 @@ func TestVerbsErase(t *testing.T) {
 			t.Errorf("%s: cryptsetup still lists a keyslot:\n%s", typ, d)
 		}
 	}
+	// With tokens assigned to the keyslots: the metadata our erase leaves
+	// is the metadata cryptsetup's erase leaves (tokens unassigned, the
+	// digest kept without keyslots).
+	img := csFormat(t, dir, "tok.img", "luks2", 20<<20, "a", "b")
+	mustCS(t, "token", "add", "--key-description", "k", img)
+	mustCS(t, "token", "import", "--token-id", "4", "--json-file", writeFile(t, dir, "t.json", []byte(`{"type":"u","keyslots":["1"]}`)), img)
+	ref := copyImage(t, img, "tok-ref.img")
+	mustRun(t, nil, "erase", "-q", img)
+	mustCS(t, "erase", "-q", ref)
+	if got, want := mustCS(t, "luksDump", "--dump-json-metadata", img), mustCS(t, "luksDump", "--dump-json-metadata", ref); got != want {
+		t.Errorf("metadata after our erase:\n%s\ncryptsetup's erase:\n%s", got, want)
+	}
 	code, _, _ := run(t, nil, "erase", "-q", writeFile(t, dir, "r", randBytes(1<<20)))
 	if want := csCode(t, "erase", "-q", filepath.Join(dir, "r")); code != want {
 		t.Errorf("erase of random data: exit %d, cryptsetup %d", code, want)
