@@ -92,12 +92,21 @@ func FromLUKS1(dev Device, h1 *luks1.Header) (*Header, error) {
 	if _, err := dev.ReadAt(lm[:], int64(luks1Size)); err == nil && string(lm[:]) == "LUKSMETA" {
 		return nil, convErr("LUKS2: unable to convert header with LUKSMETA additional metadata")
 	}
-	if maxSize < luks1Size+convShift {
-		return nil, fmt.Errorf("%w: unable to move keyslot area, not enough space", ErrDeviceTooSmall)
+	if need := luks1Size + convShift; maxSize < need {
+		// A detached header file grows to fit, as cryptsetup grows it
+		// (fallocate); a header before its data cannot.
+		g, ok := dev.(interface{ Truncate(int64) error })
+		if p.PayloadOffset != 0 || !ok {
+			return nil, convErr("LUKS2: unable to move keyslot area, not enough space")
+		}
+		if err := g.Truncate(int64(need)); err != nil {
+			return nil, fmt.Errorf("growing the header file: %w", err)
+		}
+		maxSize = need
 	}
 	keyslotsSize := (maxSize - 2*convHdrSize) / 4096 * 4096
 	if luks1Size-luks1.AlignKeyslots > keyslotsSize {
-		return nil, fmt.Errorf("%w: unable to move keyslot area, LUKS2 keyslots area too small", ErrDeviceTooSmall)
+		return nil, convErr("LUKS2: unable to move keyslot area, LUKS2 keyslots area too small")
 	}
 
 	b64 := base64.StdEncoding.EncodeToString
