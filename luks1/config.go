@@ -43,3 +43,19 @@ func (h *Header) Erase(dev Device) error {
 	}
 	return nil
 }
+
+// SetKeyslotOffsets points the keyslots at other key material offsets (in
+// 512-byte sectors) in one header write, for a caller that has already
+// copied each active keyslot's material to its new place and synced it
+// (a layout change such as luks2.FromLUKS1's). The new offsets must pass
+// the load-time checks: after the header, before the payload, apart.
+func (h *Header) SetKeyslotOffsets(dev Device, sectors [NumKeyslots]uint32) error {
+	np := h.p
+	for i := range np.Keyslots {
+		np.Keyslots[i].KeyMaterialOffset = sectors[i]
+	}
+	if err := np.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	return h.writeHeader(dev, &np)
+}

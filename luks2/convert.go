@@ -61,11 +61,17 @@ func convErr(format string, a ...any) error {
 }
 
 // FromLUKS1 converts the LUKS1 header h1 on dev to LUKS2 (luksConvert
-// --type luks2) and returns the new header. The keyslot material moves
-// 28 KiB up in one write, then both LUKS2 metadata copies are written.
-// The move cannot be made atomic: a power cut between it and the first
-// metadata copy leaves neither header usable, as with cryptsetup, so keep
-// a header backup. Everything is checked before the first write.
+// --type luks2) and returns the new header, with the metadata cryptsetup's
+// conversion writes (every keyslot 28 KiB further up). Everything is
+// checked before the first write.
+//
+// When free LUKS1 keyslot areas can hold a copy of every active one (up to
+// about three active keyslots in the usual layout), each keyslot hops
+// through such an area so that a power cut at any point leaves a header
+// that opens (see fromLUKS1Hops). Otherwise the keyslot areas move 28 KiB
+// up in one write, then both metadata copies are written, as cryptsetup
+// does: a power cut between the move and the first copy leaves neither
+// header usable, so keep a header backup.
 func FromLUKS1(dev Device, h1 *luks1.Header) (*Header, error) {
 	p := h1.Phdr()
 	size, err := dev.Size()
@@ -180,6 +186,9 @@ func FromLUKS1(dev Device, h1 *luks1.Header) (*Header, error) {
 	prep, err := h.prepare(root, h.bin)
 	if err != nil {
 		return nil, convErr("LUKS2: invalid metadata: %v", err)
+	}
+	if plan := planLUKS1Hops(&p, 2*convHdrSize+keyslotsSize); plan != nil {
+		return h.fromLUKS1Hops(dev, h1, root, plan)
 	}
 	if err := moveArea(dev, luks1.AlignKeyslots, 2*convHdrSize, int(luks1Size-luks1.AlignKeyslots)); err != nil {
 		return nil, err
@@ -312,4 +321,187 @@ func (h *Header) ToLUKS1(dev Device) (*luks1.Header, error) {
 		return nil, fmt.Errorf("%w: the converted header reads back differently", ErrCorruptHeader)
 	}
 	return h1, nil
+}
+
+// hop is one active LUKS1 keyslot's way to its LUKS2 place: from its area
+// (from), through a free keyslot area (via, whose LUKS1 keyslot swaps
+// offsets with it meanwhile), to 28 KiB above where it started.
+type hop struct {
+	slot, freeSlot int
+	from, via, to  uint64
+}
+
+// planLUKS1Hops picks, for every active keyslot, a free keyslot's area
+// that no active keyslot uses now or after the move, within the LUKS2
+// keyslots area (below end); nil when there are not enough.
+func planLUKS1Hops(p *luks1.Phdr, end uint64) []hop {
+	n := uint64(luks1AreaSize(int(p.KeyBytes)))
+	var busy []luksutil.Range
+	var hops []hop
+	for i, k := range p.Keyslots {
+		if k.Enabled() {
+			from := uint64(k.KeyMaterialOffset) * 512
+			busy = append(busy, luksutil.Range{Off: int64(from), Len: int64(n)}, luksutil.Range{Off: int64(from + convShift), Len: int64(n)})
+			hops = append(hops, hop{slot: i, from: from, to: from + convShift})
+		}
+	}
+	used := map[int]bool{}
+	for h := range hops {
+		hops[h].freeSlot = -1
+		for j, k := range p.Keyslots {
+			off := uint64(k.KeyMaterialOffset) * 512
+			r := luksutil.Range{Off: int64(off), Len: int64(n)}
+			if k.Enabled() || used[j] || off < 2*convHdrSize || off+n > end || luksutil.OverlapsAny(r, busy) {
+				continue
+			}
+			hops[h].freeSlot, hops[h].via = j, off
+			used[j] = true
+			busy = append(busy, r)
+			break
+		}
+		if hops[h].freeSlot < 0 {
+			return nil
+		}
+	}
+	return hops
+}
+
+// fromLUKS1Hops converts with every write recoverable:
+//
+//  1. each active keyslot's material is copied to its free area, synced;
+//     LUKS1 still points at the originals;
+//  2. one LUKS1 header write swaps each active keyslot's offset with its
+//     free keyslot's: LUKS1 now needs nothing below 32 KiB but the header;
+//  3. the LUKS2 secondary copy (pointing at the copies) is written and
+//     synced, then the first sector is cleared, so that cryptsetup, seeing
+//     no LUKS1 magic, reads that copy, then the primary copy is written;
+//  4. each keyslot's material is copied to its final place, synced, and
+//     one metadata update (both copies, as every update) points there;
+//  5. the copies, and what is left of the original areas, are wiped.
+//
+// A cut leaves the LUKS1 header (before 3 is durable), the LUKS2 header
+// with the copies (3 to 4), or the final one; the keyslots open in each.
+func (h *Header) fromLUKS1Hops(dev Device, h1 *luks1.Header, final *jval, hops []hop) (*Header, error) {
+	p := h1.Phdr()
+	matLen := int(p.AreaSectors() * 512)
+	for _, hp := range hops {
+		if err := moveArea(dev, int64(hp.from), int64(hp.via), matLen); err != nil {
+			return nil, err
+		}
+	}
+	var offs [luks1.NumKeyslots]uint32
+	for i, k := range p.Keyslots {
+		offs[i] = k.KeyMaterialOffset
+	}
+	for _, hp := range hops {
+		offs[hp.slot], offs[hp.freeSlot] = offs[hp.freeSlot], offs[hp.slot]
+	}
+	if err := h1.SetKeyslotOffsets(dev, offs); err != nil {
+		return nil, fmt.Errorf("pointing the LUKS1 keyslots at their copies: %w", err)
+	}
+	inter := final.clone()
+	setOffsets := func(root *jval, at func(hop) uint64) {
+		ks := root.get("keyslots")
+		for _, hp := range hops {
+			a := ks.get(strconv.Itoa(hp.slot)).get("area")
+			a.set("offset", ju64s(at(hp)))
+			ks.raw = nil
+		}
+	}
+	setOffsets(inter, func(hp hop) uint64 { return hp.via })
+	prep, err := h.prepare(inter, h.bin)
+	if err != nil {
+		return nil, convErr("LUKS2: invalid metadata: %v", err)
+	}
+	if err := h.writeSecondaryFirst(dev, prep); err != nil {
+		return nil, err
+	}
+	for _, hp := range hops {
+		if err := moveArea(dev, int64(hp.via), int64(hp.to), matLen); err != nil {
+			return h, err
+		}
+	}
+	if err := h.commit(dev, final); err != nil {
+		return h, err
+	}
+	// Wipe every byte that held key material and is not a keyslot now
+	// (the metadata copies below 32 KiB are not touched).
+	var keep []luksutil.Range
+	for _, hp := range hops {
+		keep = append(keep, luksutil.Range{Off: int64(hp.to), Len: int64(matLen)})
+	}
+	for _, hp := range hops {
+		for _, r := range []luksutil.Range{{Off: int64(hp.via), Len: int64(matLen)}, {Off: int64(hp.from), Len: int64(matLen)}} {
+			for _, w := range subtract(r, append(keep, luksutil.Range{Off: 0, Len: 2 * convHdrSize})) {
+				if err := luksutil.WipeArea(dev, w.Off, int(w.Len)); err != nil {
+					return h, fmt.Errorf("wiping a keyslot copy: %w", err)
+				}
+			}
+		}
+	}
+	return h, nil
+}
+
+// subtract returns the parts of r that none of cut covers.
+func subtract(r luksutil.Range, cut []luksutil.Range) []luksutil.Range {
+	out := []luksutil.Range{r}
+	for _, c := range cut {
+		var next []luksutil.Range
+		for _, o := range out {
+			if !o.Overlaps(c) {
+				next = append(next, o)
+				continue
+			}
+			if o.Off < c.Off {
+				next = append(next, luksutil.Range{Off: o.Off, Len: c.Off - o.Off})
+			}
+			if o.End() > c.End() {
+				next = append(next, luksutil.Range{Off: c.End(), Len: o.End() - c.End()})
+			}
+		}
+		out = next
+	}
+	return out
+}
+
+// writeSecondaryFirst writes a first LUKS2 header over a LUKS1 one: the
+// secondary copy, synced; the first sector cleared, synced (no LUKS1
+// magic, so cryptsetup falls back to the secondary instead of reading a
+// LUKS1 header half covered by the primary); then the primary, synced.
+func (h *Header) writeSecondaryFirst(dev Device, p *prepared) error {
+	bin := p.bin
+	bin.SeqID++
+	bin.Version = 2
+	raws := make([][]byte, 2)
+	for i, off := range []uint64{0, bin.HdrSize} {
+		c := bin
+		c.HdrOffset = off
+		c.Magic = MagicPrimary
+		if i == 1 {
+			c.Magic = MagicSecondary
+			c.Salt = h.salt2
+		}
+		c.Csum = [ChecksumLen]byte{}
+		raw := c.Marshal()
+		sum, err := checksum(c.ChecksumAlg, raw, p.area)
+		if err != nil {
+			return err
+		}
+		copy(raw[offCsum:], sum)
+		raws[i] = append(raw, p.area...)
+	}
+	if err := luksutil.WriteSync(dev, raws[1], int64(bin.HdrSize)); err != nil {
+		return fmt.Errorf("writing LUKS2 metadata copy 2: %w", err)
+	}
+	if err := luksutil.WriteSync(dev, make([]byte, 512), 0); err != nil {
+		return fmt.Errorf("clearing the LUKS1 header: %w", err)
+	}
+	if err := luksutil.WriteSync(dev, raws[0], 0); err != nil {
+		return fmt.Errorf("writing LUKS2 metadata copy 1: %w", err)
+	}
+	bin.HdrOffset, bin.Magic = 0, MagicPrimary
+	h.bin = bin
+	h.md = p.md
+	h.primaryOK, h.secondOK = true, true
+	return nil
 }
