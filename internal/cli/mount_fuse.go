@@ -38,7 +38,7 @@ func runMount(ctx context.Context, env *Env, p *parsed) error {
 	// --tcrypt-read-write, BitLocker, FileVault 2) mounts read-only too.
 	readOnly = readOnly || v.ReadOnly()
 	node := newVolumeNode(v, readOnly, env)
-	srv, err := mountVolume(dev, dir, node)
+	srv, unmount, err := mountVolume(dev, dir, node)
 	if err != nil {
 		v.Close()
 		return err
@@ -50,7 +50,7 @@ func runMount(ctx context.Context, env *Env, p *parsed) error {
 	select {
 	case <-served: // unmounted from outside
 	case <-ctx.Done():
-		if uerr := srv.Unmount(); uerr != nil {
+		if uerr := unmount(); uerr != nil {
 			// An open file keeps the mount busy. Detach it so no new
 			// open can start, and keep answering the open ones: ending
 			// now would fail their writes half way.
@@ -65,8 +65,9 @@ func runMount(ctx context.Context, env *Env, p *parsed) error {
 	return v.Close()
 }
 
-// mountVolume mounts the file system with one file, node, in dir.
-func mountVolume(dev, dir string, node *volumeNode) (*fuse.Server, error) {
+// mountVolume mounts the file system with one file, node, in dir. unmount
+// ends the mount if no file is open, and fails otherwise.
+func mountVolume(dev, dir string, node *volumeNode) (srv *fuse.Server, unmount func() error, err error) {
 	root := &fs.Inode{}
 	ttl := time.Second
 	opts := &fs.Options{
@@ -92,11 +93,11 @@ func mountVolume(dev, dir string, node *volumeNode) (*fuse.Server, error) {
 		// The kernel then refuses writes itself (EROFS), mmap included.
 		opts.MountOptions.Options = append(opts.MountOptions.Options, "ro")
 	}
-	srv, err := fs.Mount(dir, root, opts)
+	srv, unmount, err = mountFS(dir, root, opts)
 	if err != nil {
-		return nil, fmt.Errorf("cannot mount %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("cannot mount %s: %w", dir, err)
 	}
-	return srv, nil
+	return srv, unmount, nil
 }
 
 // fsName is the source column of /proc/mounts: the device's base name

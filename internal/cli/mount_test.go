@@ -477,9 +477,10 @@ func TestMountSIGTERMLeavesImageConsistent(t *testing.T) {
 }
 
 // TestMountBadInput: a missing or non-directory DIR, a wrong argument
-// count and a wrong passphrase each give one line on stderr and
-// cryptsetup's exit code (1 wrong parameters, 2 bad passphrase), with
-// nothing mounted and the image unchanged.
+// count, a wrong passphrase, a missing device and an image that is already
+// mounted each give one line on stderr and cryptsetup's exit code (1 wrong
+// parameters, 2 bad passphrase, 4 wrong device, 5 busy), with nothing
+// mounted and the image unchanged.
 func TestMountBadInput(t *testing.T) {
 	needFUSE(t)
 	dir := t.TempDir()
@@ -512,5 +513,18 @@ func TestMountBadInput(t *testing.T) {
 	}
 	if fileSum(t, img) != before {
 		t.Fatal("bad input changed the image")
+	}
+
+	// A mounted image is locked: a second mount is busy (exit 5).
+	m := mountInBackground(t, img, "--key-file", pass)
+	code, _, e := run(t, nil, "mount", img, mnt, "--key-file", pass)
+	if code != ExitBusy || strings.Count(e, "\n") != 1 {
+		t.Errorf("second mount of a mounted image: exit %d %q, want 5 and one line", code, e)
+	}
+	if isMountPoint(t, mnt) {
+		t.Fatal("the refused second mount left its directory mounted")
+	}
+	if code := m.stop(t); code != 0 {
+		t.Fatalf("mount exited %d: %s", code, m.stderr.String())
 	}
 }
