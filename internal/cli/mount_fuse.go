@@ -50,7 +50,7 @@ func runMount(ctx context.Context, env *Env, p *parsed) error {
 	select {
 	case <-served: // unmounted from outside
 	case <-ctx.Done():
-		if uerr := unmount(); uerr != nil {
+		if uerr := unmountRetrying(unmount); uerr != nil {
 			// An open file keeps the mount busy. Detach it so no new
 			// open can start, and keep answering the open ones: ending
 			// now would fail their writes half way.
@@ -63,6 +63,22 @@ func runMount(ctx context.Context, env *Env, p *parsed) error {
 		<-served
 	}
 	return v.Close()
+}
+
+// unmountRetrying tries a few times over about 300 ms: the kernel sends
+// the release of a file just closed asynchronously, so a mount that is
+// idle can look busy for a moment.
+func unmountRetrying(unmount func() error) error {
+	var err error
+	delay := 5 * time.Millisecond
+	for try := 0; try < 5; try++ {
+		if err = unmount(); err == nil {
+			return nil
+		}
+		time.Sleep(delay)
+		delay *= 2
+	}
+	return err
 }
 
 // mountVolume mounts the file system with one file, node, in dir. unmount
