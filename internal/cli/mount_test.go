@@ -257,9 +257,11 @@ func TestMountLUKS2WriteSyncDecrypts(t *testing.T) {
 
 // plainMountArgs is a 4 MiB plain volume (aes-xts-plain64, 4096-byte
 // sectors) with a random key: no KDF, so the semantics tests are quick.
+// The image's name has a comma and a space, which the fsname mount option
+// must escape for fusermount3.
 func plainMountArgs(t *testing.T, dir string) (img string, vk []byte, args []string) {
 	vk = randBytes(64)
-	img = writeFile(t, dir, "plain.img", randBytes(4<<20))
+	img = writeFile(t, dir, "plain, image.img", randBytes(4<<20))
 	vkf := writeFile(t, dir, "vk", vk)
 	return img, vk, []string{img, "--type", "plain", "--volume-key-file", vkf, "--key-size", "512", "--sector-size", "4096"}
 }
