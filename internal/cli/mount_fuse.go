@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -21,7 +22,7 @@ import (
 
 // runMount unlocks DEVICE as `read` does (same flags, same openVolume) and
 // serves the decrypted volume as DIR/volume until it is unmounted from
-// outside (fusermount -u) or the command gets SIGINT/SIGTERM. The Volume is
+// outside (fusermount -u) or the command gets SIGINT, SIGTERM or SIGHUP. The Volume is
 // flushed and closed only after the last FUSE request is answered.
 func runMount(ctx context.Context, env *Env, p *parsed) error {
 	dev, dir, err := mountArgs(p)
@@ -45,24 +46,39 @@ func runMount(ctx context.Context, env *Env, p *parsed) error {
 	}
 	fmt.Fprintln(env.Stderr, mountMessage(dev, dir, v.Size(), readOnly))
 
+	// A mount outlives the terminal it was started from only by intent;
+	// closing that terminal (SIGHUP) should unmount cleanly rather than kill
+	// the process and leave a dead mount point behind.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	served := make(chan struct{})
 	go func() { srv.Wait(); close(served) }()
 	select {
 	case <-served: // unmounted from outside
 	case <-ctx.Done():
-		if uerr := unmountRetrying(unmount); uerr != nil {
-			// An open file keeps the mount busy. Detach it so no new
-			// open can start, and keep answering the open ones: ending
-			// now would fail their writes half way.
-			fmt.Fprintf(env.Stderr, "blkcrypt: %s is busy; detached it, waiting for open files to be closed\n", dir)
-			if derr := detachMount(dir); derr != nil {
-				v.Close()
-				return fmt.Errorf("cannot unmount %s: %w", dir, derr)
-			}
-		}
+		stopMount(env, dir, unmount)
+		<-served
+	case <-hup:
+		stopMount(env, dir, unmount)
 		<-served
 	}
 	return v.Close()
+}
+
+// stopMount unmounts dir, or detaches it when a file is still open.
+func stopMount(env *Env, dir string, unmount func() error) {
+	if err := unmountRetrying(unmount); err == nil {
+		return
+	}
+	// An open file keeps the mount busy. Detach it so no new open can
+	// start, and keep answering the open ones: ending now would fail their
+	// writes half way.
+	if err := detachMount(dir); err != nil {
+		fmt.Fprintf(env.Stderr, "blkcrypt: %s is busy and cannot be detached (%s); serving until it is unmounted\n", dir, oneLine(err.Error()))
+		return
+	}
+	fmt.Fprintf(env.Stderr, "blkcrypt: %s is busy; detached it, waiting for open files to be closed\n", dir)
 }
 
 // unmountRetrying tries a few times over about 300 ms: the kernel sends

@@ -376,6 +376,7 @@ func TestMountBlockDeviceSemantics(t *testing.T) {
 // (no sync: the exit flushes). SIGTERM while a file is open detaches the
 // mount at once, keeps serving the open file until it is closed, then
 // exits 0 with that write in the image too; cryptsetup still opens it.
+// SIGHUP unmounts too.
 func TestMountSIGTERMLeavesImageConsistent(t *testing.T) {
 	needFUSE(t)
 	o := oracle.New(t)
@@ -475,6 +476,16 @@ func TestMountSIGTERMLeavesImageConsistent(t *testing.T) {
 	checkDecrypts(t, o, img, vk, dataOff, want, 0, len(want))
 	if out, err := cryptsetup(t, "open", "--test-passphrase", "--key-file", pass, img); err != nil {
 		t.Fatalf("cryptsetup no longer opens the image: %v %s", err, out)
+	}
+
+	// SIGHUP (the terminal closed) unmounts as SIGTERM does.
+	cmd, file, errb, done = start()
+	cmd.Process.Signal(syscall.SIGHUP)
+	if code := waitExit(done, errb); code != 0 {
+		t.Fatalf("SIGHUP: exit %d: %s", code, errb.String())
+	}
+	if isMountPoint(t, filepath.Dir(file)) {
+		t.Fatal("still mounted after SIGHUP")
 	}
 }
 
