@@ -138,10 +138,11 @@ func fsName(dev string) string {
 	return "blkcrypt:" + filepath.Base(dev)
 }
 
-// volumeNode is the one file. It has no page cache of its own: the kernel
-// runs FUSE files write-through (go-fuse asks for no writeback cache), so
-// every write(2) has reached Volume.WriteAt, and so the image's file, when
-// it returns. fsync, and close after a write, flush the Volume.
+// volumeNode is the one file. The kernel may cache its pages for reads
+// but holds no write back: without the writeback cache (go-fuse does not
+// ask for it) FUSE files are write-through, so every write(2) has reached
+// Volume.WriteAt, and so the image's file, when it returns. fsync, and
+// close after a write, flush the Volume.
 type volumeNode struct {
 	fs.Inode
 	v        *blkcrypt.Volume
