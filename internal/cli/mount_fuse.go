@@ -38,6 +38,13 @@ func runMount(ctx context.Context, env *Env, p *parsed) error {
 	// A format that opens read-only on its own (TrueCrypt without
 	// --tcrypt-read-write, BitLocker, FileVault 2) mounts read-only too.
 	readOnly = readOnly || v.ReadOnly()
+	// A mount outlives the terminal it was started from only by intent;
+	// closing that terminal (SIGHUP) should unmount cleanly rather than kill
+	// the process and leave a dead mount point behind. Caught before the
+	// mount exists, so there is no moment when SIGHUP would kill it.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	node := newVolumeNode(v, readOnly, env)
 	srv, unmount, err := mountVolume(dev, dir, node)
 	if err != nil {
@@ -46,12 +53,6 @@ func runMount(ctx context.Context, env *Env, p *parsed) error {
 	}
 	fmt.Fprintln(env.Stderr, mountMessage(dev, dir, v.Size(), readOnly))
 
-	// A mount outlives the terminal it was started from only by intent;
-	// closing that terminal (SIGHUP) should unmount cleanly rather than kill
-	// the process and leave a dead mount point behind.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	served := make(chan struct{})
 	go func() { srv.Wait(); close(served) }()
 	select {
