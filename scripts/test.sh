@@ -14,6 +14,7 @@ command -v nbdcopy    >/dev/null || need+=(libnbd-bin)
 command -v openssl    >/dev/null || need+=(openssl)
 command -v xz         >/dev/null || need+=(xz-utils)
 command -v blkid      >/dev/null || need+=(util-linux)
+command -v fusermount3 >/dev/null || need+=(fuse3)         # blkcrypt mount's tests (internal/cli/mount_test.go)
 command -v gcc        >/dev/null || need+=(gcc)
 [ -f /usr/include/openssl/evp.h ] || need+=(libssl-dev)   # the OpenSSL oracle (internal/oracle)
 command -v aespipe    >/dev/null || need+=(aespipe)       # loop-AES known answers
