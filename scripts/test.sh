@@ -101,7 +101,7 @@ echo "== examples (an outside module over the public API only)"
 echo "== generated S-box circuits (the searches of internal/serpent/_asm)"
 BLKCRYPT_SLOW_GENERATORS=1 go test -count=1 -run '^TestGeneratedCircuits$' ./internal/serpent/
 echo "== go test -tags purego (generic fallbacks)"
-go test -count=1 -tags purego ./internal/aes/... ./internal/serpent/... ./capi/... ./sector/...
+go test -count=1 -tags purego ./internal/aes/... ./internal/serpent/... ./internal/adiantum/... ./capi/... ./sector/...
 echo "== go test -race (concurrent packages)"
 go test -count=1 -race -timeout 15m ./sector/... ./nbd/... .
 
