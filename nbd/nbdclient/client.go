@@ -57,7 +57,8 @@ var (
 	// ErrReadOnly: a write to a read-only export or client.
 	ErrReadOnly = errors.New("nbd: read-only export")
 	// ErrUnsupported: the server does not offer the command (TRIM, FUA).
-	ErrUnsupported = errors.New("nbd: not supported by the server")
+	// It matches errors.ErrUnsupported.
+	ErrUnsupported = fmt.Errorf("nbd: not supported by the server: %w", errors.ErrUnsupported)
 	// ErrOutOfRange: a write or discard past the end of the export.
 	ErrOutOfRange = errors.New("nbd: out of range")
 	// ErrClosed: the client was closed.
