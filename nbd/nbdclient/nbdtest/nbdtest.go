@@ -69,10 +69,20 @@ func Listen(t testing.TB, tcp bool) *Server {
 // parameters) and returns once it accepts connections.
 func Nbdkit(t testing.TB, tcp bool, args ...string) *Server {
 	t.Helper()
+	return NbdkitOn(t, Listen(t, tcp), args...)
+}
+
+// NbdkitOn runs nbdkit on the socket or port s names (a fresh Server from
+// Listen, or one whose process has exited: a restart on the same address).
+func NbdkitOn(t testing.TB, s *Server, args ...string) *Server {
+	t.Helper()
 	bin := testenv.Need(t, "nbdkit", "nbdkit")
-	s := Listen(t, tcp)
+	if s.Cmd != nil && s.Sock != "" {
+		// A killed server leaves its socket behind.
+		os.Remove(s.Sock)
+	}
 	listen := []string{"-U", s.Sock}
-	if tcp {
+	if s.Port != 0 {
 		listen = []string{"-i", "127.0.0.1", "-p", strconv.Itoa(s.Port)}
 	}
 	s.Start(t, bin, append(append([]string{"-f", "--exit-with-parent"}, listen...), args...)...)
@@ -207,4 +217,20 @@ func writePEM(t testing.TB, path, typ string, der []byte) {
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// NeedTool returns the path of a program (see testenv.Need).
+func NeedTool(t testing.TB, name, pkg string) string {
+	t.Helper()
+	return testenv.Need(t, name, pkg)
+}
+
+// Run runs a program and fails the test, with its output, if it fails.
+func Run(t testing.TB, bin string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", bin, args, err, out)
+	}
+	return string(out)
 }
