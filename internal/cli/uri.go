@@ -60,7 +60,7 @@ func uriOpenErr(path string) error {
 // (cannot connect, no such export, TLS refused, a broken server): as
 // cryptsetup's wrong device, exit 4. A malformed URI stays a usage error.
 func uriDeviceErr(err error) bool {
-	for _, e := range []error{nbdclient.ErrConnectionLost, nbdclient.ErrUnknownExport, nbdclient.ErrTLS,
+	for _, e := range []error{nbdclient.ErrConnect, nbdclient.ErrConnectionLost, nbdclient.ErrUnknownExport, nbdclient.ErrTLS,
 		nbdclient.ErrProtocol, nbdclient.ErrShortReply, nbdclient.ErrReadOnly, nbdclient.ErrOutOfRange} {
 		if errors.Is(err, e) {
 			return true

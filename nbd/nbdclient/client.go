@@ -45,6 +45,8 @@ var (
 	// ErrConnectionLost: the connection failed; requests in flight on it
 	// failed with it and were not (or not known to be) carried out.
 	ErrConnectionLost = errors.New("nbd: connection lost")
+	// ErrConnect: the server could not be reached.
+	ErrConnect = errors.New("nbd: cannot connect")
 	// ErrProtocol: the server broke the protocol.
 	ErrProtocol = errors.New("nbd: protocol error")
 	// ErrShortReply: the server answered a read with fewer bytes than
@@ -186,7 +188,7 @@ func (c *Client) dial(ctx context.Context) (*conn, *export, error) {
 	}
 	nc, err := dial(ctx, c.t.Network, c.t.Addr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: cannot connect to %s: %w", ErrConnectionLost, c.t, err)
+		return nil, nil, fmt.Errorf("%w to %s: %w", ErrConnect, c.t, err)
 	}
 	tc, e, err := handshake(ctx, nc, c.t, c.tcfg)
 	if err != nil {
@@ -228,7 +230,7 @@ func (c *Client) conn() (*conn, error) {
 			return nc, nil
 		}
 		last = err
-		if i >= len(c.retryDelay) || errors.Is(err, ErrUnknownExport) || errors.Is(err, ErrTLS) {
+		if i >= len(c.retryDelay) || !errors.Is(err, ErrConnect) && !errors.Is(err, ErrConnectionLost) {
 			break
 		}
 		time.Sleep(c.retryDelay[i])
@@ -236,7 +238,7 @@ func (c *Client) conn() (*conn, error) {
 			return nil, ErrClosed
 		}
 	}
-	return nil, fmt.Errorf("reconnecting: %w", last)
+	return nil, fmt.Errorf("%w; reconnecting failed: %w", ErrConnectionLost, last)
 }
 
 // live returns the slots' connections that are up.

@@ -137,28 +137,30 @@ func ParseURI(s string) (*Target, error) {
 	return t, nil
 }
 
-// String gives the URI back in its canonical form (for messages; it holds no
-// secret: certificates are named by folder).
+// String gives the URI back in a canonical form for messages: no user
+// part, and the query unescaped so that paths read as they were given
+// (certificates are named by folder; nothing secret is in it).
 func (t *Target) String() string {
 	scheme := "nbd"
 	if t.TLS {
 		scheme = "nbds"
 	}
-	u := url.URL{Path: "/" + t.Export}
-	q := url.Values{}
+	var q []string
+	host := t.Addr
 	if t.Network == "unix" {
 		scheme += "+unix"
-		q.Set("socket", t.Addr)
-	} else {
-		u.Host = t.Addr
+		host = ""
+		q = append(q, "socket="+t.Addr)
 	}
 	if t.CertDir != "" {
-		q.Set("tls-certificates", t.CertDir)
+		q = append(q, "tls-certificates="+t.CertDir)
 	}
 	if t.NoVerify {
-		q.Set("tls-verify-peer", "false")
+		q = append(q, "tls-verify-peer=false")
 	}
-	u.Scheme = scheme
-	u.RawQuery = q.Encode()
-	return u.String()
+	s := scheme + "://" + host + "/" + (&url.URL{Path: t.Export}).EscapedPath()
+	if len(q) > 0 {
+		s += "?" + strings.Join(q, "&")
+	}
+	return s
 }
