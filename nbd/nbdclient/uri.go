@@ -52,7 +52,16 @@ func IsURI(s string) bool {
 func ParseURI(s string) (*Target, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadURI, strings.TrimPrefix(err.Error(), "parse "))
+		// Not url.Error's text: it quotes the whole string, which might
+		// carry a password.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("%w: %v", ErrBadURI, err)
+	}
+	if _, ok := u.User.Password(); ok {
+		return nil, fmt.Errorf("%w: a password in an NBD URI is not supported (it would end up in process listings and logs)", ErrBadURI)
 	}
 	t := &Target{}
 	scheme := strings.ToLower(u.Scheme)

@@ -2,6 +2,7 @@ package nbdclient
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -48,6 +49,14 @@ func TestParseURI(t *testing.T) {
 		if tg, err := ParseURI(b); !errors.Is(err, ErrBadURI) {
 			t.Errorf("ParseURI(%q) = %+v, %v; want ErrBadURI", b, tg, err)
 		}
+	}
+	for _, leak := range []string{"nbd://alice:s3cret@h/", "nbd://alice:s3cret@h:x/"} {
+		if _, err := ParseURI(leak); err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("ParseURI(%q): %v; want an error without the password", leak, err)
+		}
+	}
+	if tg, err := ParseURI("nbds://alice@h/"); err != nil || strings.Contains(tg.String(), "alice") {
+		t.Errorf("a user part: %v, %v", tg, err)
 	}
 	if !IsURI("nbds+unix:///?socket=x") || IsURI("/tmp/nbd:/x") || IsURI("image.img") {
 		t.Error("IsURI")
