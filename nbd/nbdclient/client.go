@@ -99,9 +99,12 @@ type Client struct {
 	slots []*slot
 	rr    atomic.Uint64
 
-	closed     atomic.Bool
-	lostDirty  atomic.Bool
-	rmw        sync.Mutex // orders unaligned writes (read-modify-write)
+	closed    atomic.Bool
+	lostDirty atomic.Bool
+	// rmw: an unaligned write (read-modify-write of whole minimum blocks)
+	// runs alone, so no other write to its blocks can land between its
+	// read and its write and be undone; aligned writes share it.
+	rmw        sync.RWMutex
 	retryDelay []time.Duration
 }
 
@@ -320,8 +323,6 @@ func (c *Client) transfer(cmd, flags uint16, p []byte, off int64) error {
 	for _, q := range ps {
 		if err := c.wait(q.cn, q.k); err != nil && first == nil {
 			first = err
-		} else if err == nil && cmd == w.CmdWrite {
-			q.cn.dirty.Store(true)
 		}
 	}
 	return first
@@ -412,14 +413,13 @@ func (c *Client) write(p []byte, off int64, flags uint16) (int, error) {
 		return 0, nil
 	}
 	if c.aligned(off, int64(len(p))) {
+		c.rmw.RLock()
+		defer c.rmw.RUnlock()
 		if err := c.transfer(w.CmdWrite, flags, p, off); err != nil {
 			return 0, err
 		}
 		return len(p), nil
 	}
-	// Read-modify-write of the partial blocks; unaligned writes are
-	// ordered among themselves so two of them in one block do not undo
-	// each other.
 	c.rmw.Lock()
 	defer c.rmw.Unlock()
 	m := int64(c.e.min)
@@ -457,21 +457,32 @@ func (c *Client) Sync() error {
 			conns = []*conn{cn}
 		}
 		var ps []piece
+		var dirty []bool
 		for _, cn := range conns {
-			dirty := cn.dirty.Swap(false)
+			d := cn.dirty.Swap(false)
 			k, err := cn.start(w.CmdFlush, 0, 0, 0, nil, nil)
 			if err != nil {
-				if dirty {
+				if d {
 					c.lostDirty.Store(true)
+				}
+				if first == nil {
+					first = fmt.Errorf("flush: %w", err)
 				}
 				continue
 			}
 			ps = append(ps, piece{cn, k})
-			_ = dirty
+			dirty = append(dirty, d)
 		}
-		for _, q := range ps {
-			if err := c.wait(q.cn, q.k); err != nil && first == nil {
-				first = fmt.Errorf("flush: %w", err)
+		for i, q := range ps {
+			if err := c.wait(q.cn, q.k); err != nil {
+				// The writes this flush was for are in doubt until a
+				// later Sync reports them.
+				if dirty[i] {
+					c.lostDirty.Store(true)
+				}
+				if first == nil {
+					first = fmt.Errorf("flush: %w", err)
+				}
 			}
 		}
 	}
@@ -509,7 +520,6 @@ func (c *Client) Discard(off, n int64) error {
 		if err := c.wait(cn, k); err != nil {
 			return fmt.Errorf("trim: %w", err)
 		}
-		cn.dirty.Store(true)
 		start += l
 	}
 	return nil

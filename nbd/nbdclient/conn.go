@@ -117,6 +117,11 @@ func (c *conn) start(cmd, flags uint16, off uint64, length uint32, data, buf []b
 	h := c.next
 	c.next++
 	c.pending[h] = k
+	if cmd == w.CmdWrite || cmd == w.CmdTrim {
+		// Dirty from the moment it is sent: a write the server may have
+		// applied is unflushed whether or not its reply arrives.
+		c.dirty.Store(true)
+	}
 	c.mu.Unlock()
 
 	var hdr [28]byte
@@ -169,6 +174,14 @@ func (c *conn) take(h uint64, remove bool) *call {
 
 func complete(k *call) { close(k.done) }
 
+// acked marks the connection dirty again for a write answered after a
+// flush swapped the flag: the flush did not cover it.
+func (c *conn) acked(k *call) {
+	if k.err == nil && (k.cmd == w.CmdWrite || k.cmd == w.CmdTrim) {
+		c.dirty.Store(true)
+	}
+}
+
 func (c *conn) readReplies() error {
 	var hdr [20]byte
 	for {
@@ -204,6 +217,7 @@ func (c *conn) readReplies() error {
 					return err
 				}
 			}
+			c.acked(k)
 			complete(k)
 		case w.StructuredMagic:
 			if !c.structured {
@@ -303,6 +317,7 @@ func (c *conn) chunk(hdr []byte) error {
 		if k.err == nil && k.cmd == w.CmdRead && k.got != uint64(k.length) {
 			k.err = fmt.Errorf("%w: short read reply: %d of %d bytes at offset %d", ErrShortReply, k.got, k.length, k.off)
 		}
+		c.acked(k)
 		complete(k)
 	}
 	return nil
