@@ -486,7 +486,7 @@ func (c *Client) Sync() error {
 			}
 		}
 	}
-	if c.lostDirty.Swap(false) && first == nil {
+	if first == nil && c.lostDirty.Swap(false) {
 		first = ErrUnflushedLost
 	}
 	return first

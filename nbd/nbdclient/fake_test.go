@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -299,5 +300,37 @@ func TestNoReplyTimesOut(t *testing.T) {
 	// The next request reconnects and works.
 	if _, err := c.ReadAt(make([]byte, 512), 8192); err != nil {
 		t.Fatalf("read after reconnecting: %v", err)
+	}
+}
+
+// TestFlushLost: the server hangs up on a flush after acknowledging a
+// write. That Sync fails, and so does the next (after reconnecting) with
+// ErrUnflushedLost: the write is in doubt until the caller has been told.
+func TestFlushLost(t *testing.T) {
+	var flushes atomic.Int32
+	f := &fake{size: 1 << 20, reply: func(c net.Conn, cmd uint16, h, off uint64, n uint32, d []byte) error {
+		if cmd == w.CmdFlush {
+			if flushes.Add(1) == 1 {
+				return io.EOF
+			}
+		}
+		return honest(c, cmd, h, off, n, d)
+	}}
+	c, err := dialErr(f.serve(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.WriteAt(make([]byte, 4096), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Sync(); !errors.Is(err, ErrConnectionLost) {
+		t.Fatalf("flush the server hung up on: %v", err)
+	}
+	if err := c.Sync(); !errors.Is(err, ErrUnflushedLost) {
+		t.Fatalf("the Sync after: %v", err)
+	}
+	if err := c.Sync(); err != nil {
+		t.Fatalf("a third Sync: %v", err)
 	}
 }
