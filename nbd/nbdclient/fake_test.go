@@ -18,6 +18,7 @@ import (
 type fake struct {
 	size       uint64
 	structured bool
+	noGo       bool // answer NBD_OPT_GO with NBD_REP_ERR_UNSUP, as old servers do
 	// reply answers one request; it writes whatever it likes to c.
 	reply func(c net.Conn, cmd uint16, handle, off uint64, length uint32, data []byte) error
 }
@@ -80,7 +81,16 @@ func (f *fake) conn(c net.Conn) {
 				optReply(opt, w.RepErrUnsup, nil)
 			}
 			continue
+		case w.OptExportName:
+			b := make([]byte, 10)
+			be.PutUint64(b, f.size)
+			be.PutUint16(b[8:], 1|FlagSendFlush)
+			c.Write(b)
 		case w.OptGo:
+			if f.noGo {
+				optReply(opt, w.RepErrUnsup, nil)
+				continue
+			}
 			info := make([]byte, 12)
 			be.PutUint16(info, w.InfoExport)
 			be.PutUint64(info[2:], f.size)
@@ -332,5 +342,26 @@ func TestFlushLost(t *testing.T) {
 	}
 	if err := c.Sync(); err != nil {
 		t.Fatalf("a third Sync: %v", err)
+	}
+}
+
+// TestExportNameFallback: a server without NBD_OPT_GO is reached with
+// NBD_OPT_EXPORT_NAME and simple replies, with the default block sizes.
+func TestExportNameFallback(t *testing.T) {
+	f := &fake{size: 1 << 20, noGo: true, structured: true}
+	c, err := dialErr(f.serve(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if n, _ := c.Size(); n != 1<<20 {
+		t.Fatalf("size %d", n)
+	}
+	if mn, pr, mx := c.BlockSizes(); mn != 1 || pr != 4096 || mx != 32<<20 {
+		t.Fatalf("block sizes %d/%d/%d", mn, pr, mx)
+	}
+	b := make([]byte, 777)
+	if _, err := c.ReadAt(b, 12345); err != nil || b[0] != 0xAA || b[776] != 0xAA {
+		t.Fatalf("read: %v", err)
 	}
 }

@@ -156,7 +156,6 @@ func handshake(ctx context.Context, c net.Conn, t *Target, tcfg *tls.Config) (ne
 			}
 			e.size = int64(binary.BigEndian.Uint64(buf))
 			e.flags = binary.BigEndian.Uint16(buf[8:])
-			e.structured = false // EXPORT_NAME after STRUCTURED_REPLY keeps it, but a server without GO is not trusted with it
 		case w.RepErrUnknown:
 			return nil, nil, fmt.Errorf("%w: %q%s", ErrUnknownExport, t.Export, msgSuffix(data))
 		case w.RepErrTLSReqd:
