@@ -6,5 +6,4 @@ require (
 	golang.org/x/crypto v0.59.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.48.0
-	lukechampine.com/adiantum v1.1.1
 )

@@ -10,7 +10,23 @@ import (
 	"sync"
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/nbd/nbdclient"
 )
+
+// The NBD schemes are built in: an NBD URI is a device for Open, Format and
+// the key tools without further imports.
+func init() {
+	open := func(ctx context.Context, uri string, readOnly bool) (URIDevice, error) {
+		c, err := nbdclient.Dial(ctx, uri, nbdclient.Options{ReadOnly: readOnly})
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	for _, s := range nbdclient.Schemes {
+		RegisterURIScheme(s, open)
+	}
+}
 
 // URIDevice is a device reached through a URI (an NBD export, for
 // nbd/nbdclient): what Open, Format and the key tools need of it. Sync
@@ -34,8 +50,8 @@ var (
 )
 
 // RegisterURIScheme makes Open, Format, AddKey, RemoveKey (and the CLI's
-// DEVICE arguments) take "scheme://…" through open. nbd/nbdclient
-// registers nbd, nbds, nbd+unix and nbds+unix when it is imported. A URI
+// DEVICE arguments) take "scheme://…" through open. nbd, nbds, nbd+unix
+// and nbds+unix are registered at init (nbd/nbdclient). A URI
 // device is not flock-locked: locks are local and the device is not;
 // excluding other writers is the server's business.
 func RegisterURIScheme(scheme string, open URIOpener) {
@@ -132,8 +148,8 @@ func formatURI(ctx context.Context, uri string, size int64) (URIDevice, error) {
 }
 
 // uriHeader is withHeader for a URI device.
-func uriHeader(uri string, f func(dev luksutil.Device, h luksutil.Header) error) (err error) {
-	dev, err := OpenURI(context.Background(), uri, false)
+func uriHeader(ctx context.Context, uri string, f func(dev luksutil.Device, h luksutil.Header) error) (err error) {
+	dev, err := OpenURI(ctx, uri, false)
 	if err != nil {
 		return err
 	}
@@ -142,7 +158,7 @@ func uriHeader(uri string, f func(dev luksutil.Device, h luksutil.Header) error)
 			err = cerr
 		}
 	}()
-	h, err := readHeader(dev)
+	h, err := readHeader(ctx, dev)
 	if err != nil {
 		return err
 	}

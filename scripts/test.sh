@@ -95,6 +95,8 @@ if [ -n "$bad" ]; then echo "gofmt needed: $bad" >&2; exit 1; fi
 
 echo "== go test"
 go test -count=1 -timeout 20m ./...
+echo "== examples (an outside module over the public API only)"
+(cd examples && go vet ./... && go test -count=1 -timeout 10m ./...)
 echo "== generated S-box circuits (the searches of internal/serpent/_asm)"
 BLKCRYPT_SLOW_GENERATORS=1 go test -count=1 -run '^TestGeneratedCircuits$' ./internal/serpent/
 echo "== go test -tags purego (generic fallbacks)"

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/blkcrypt/blkcrypt"
-	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/keyinput"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/kdf"
 	"github.com/blkcrypt/blkcrypt/luks1"
 	"github.com/blkcrypt/blkcrypt/luks2"
 )
@@ -37,7 +37,7 @@ const anySlot = -1
 
 // luksDevice opens the header device (the --header file or DEVICE itself)
 // and reads the header.
-func luksDevice(p *parsed, path string, readOnly bool) (deviceFile, luksutil.Device, luksutil.Header, error) {
+func luksDevice(ctx context.Context, p *parsed, path string, readOnly bool) (deviceFile, luksutil.Device, luksutil.Header, error) {
 	hpath := path
 	if h := p.str("header"); h != "" {
 		hpath = h
@@ -52,7 +52,7 @@ func luksDevice(p *parsed, path string, readOnly bool) (deviceFile, luksutil.Dev
 	var dev luksutil.Device
 	if blkcrypt.IsURI(hpath) {
 		var err error
-		if f, dev, err = uriDevice(hpath, readOnly); err != nil {
+		if f, dev, err = uriDevice(ctx, hpath, readOnly); err != nil {
 			return nil, nil, nil, err
 		}
 	} else {
@@ -69,7 +69,7 @@ func luksDevice(p *parsed, path string, readOnly bool) (deviceFile, luksutil.Dev
 		}
 		f, dev = lf, luksutil.File{File: lf.File}
 	}
-	bh, err := blkcrypt.ReadHeader(dev)
+	bh, err := blkcrypt.ReadHeaderContext(ctx, dev)
 	if err != nil {
 		f.Close()
 		return nil, nil, nil, err
@@ -210,7 +210,7 @@ func runTestPassphrase(ctx context.Context, env *Env, p *parsed) error {
 		}
 		return v.Close()
 	}
-	f, hdev, h, err := luksDevice(p, dev, true)
+	f, hdev, h, err := luksDevice(ctx, p, dev, true)
 	if err != nil {
 		return err
 	}
@@ -234,7 +234,7 @@ func runAddKey(ctx context.Context, env *Env, p *parsed) error {
 	if len(p.args) == 2 {
 		newFile = p.args[1]
 	}
-	f, hdev, h, err := luksDevice(p, p.args[0], false)
+	f, hdev, h, err := luksDevice(ctx, p, p.args[0], false)
 	if err != nil {
 		return err
 	}
@@ -287,7 +287,7 @@ func runChangeKey(ctx context.Context, env *Env, p *parsed) error {
 	if len(p.args) == 2 {
 		newFile = p.args[1]
 	}
-	f, hdev, h, err := luksDevice(p, p.args[0], false)
+	f, hdev, h, err := luksDevice(ctx, p, p.args[0], false)
 	if err != nil {
 		return err
 	}
@@ -330,7 +330,7 @@ func runRemoveKey(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
-	f, hdev, h, err := luksDevice(p, dev, false)
+	f, hdev, h, err := luksDevice(ctx, p, dev, false)
 	if err != nil {
 		return err
 	}
@@ -360,7 +360,7 @@ func runKillSlot(ctx context.Context, env *Env, p *parsed) error {
 	if _, err := fmt.Sscan(p.args[1], &slot); err != nil {
 		return usageErr("keyslot %q is not a number", p.args[1])
 	}
-	f, hdev, h, err := luksDevice(p, p.args[0], false)
+	f, hdev, h, err := luksDevice(ctx, p, p.args[0], false)
 	if err != nil {
 		return err
 	}
@@ -423,7 +423,7 @@ func runHeaderBackup(ctx context.Context, env *Env, p *parsed) error {
 		return &exitError{ExitBusy, fmt.Errorf("backup file %s already exists", out)}
 	}
 	delete(p.set, "type") // cryptsetup ignores --type for luksHeaderBackup
-	f, _, h, err := luksDevice(p, dev, true)
+	f, _, h, err := luksDevice(ctx, p, dev, true)
 	if err != nil {
 		return err
 	}
@@ -458,7 +458,7 @@ func runHeaderRestore(ctx context.Context, env *Env, p *parsed) error {
 	}
 	var d luksutil.Device
 	if blkcrypt.IsURI(dev) {
-		f, ud, err := uriDevice(dev, false)
+		f, ud, err := uriDevice(ctx, dev, false)
 		if err != nil {
 			return err
 		}
@@ -580,7 +580,7 @@ func runDump(ctx context.Context, env *Env, p *parsed) error {
 	if d, ok := typeDumpers[typ]; ok {
 		return d(env, p, dev)
 	}
-	f, hdev, h, err := luksDevice(p, dev, true)
+	f, hdev, h, err := luksDevice(ctx, p, dev, true)
 	if err != nil {
 		return err
 	}

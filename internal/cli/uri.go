@@ -25,8 +25,8 @@ type deviceFile interface {
 }
 
 // uriDevice opens a URI DEVICE for the header verbs.
-func uriDevice(path string, readOnly bool) (deviceFile, luksutil.Device, error) {
-	d, err := blkcrypt.OpenURI(context.Background(), path, readOnly)
+func uriDevice(ctx context.Context, path string, readOnly bool) (deviceFile, luksutil.Device, error) {
+	d, err := blkcrypt.OpenURI(ctx, path, readOnly)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -23,8 +23,10 @@
 // were not yet flushed, the next Sync reports ErrUnflushedLost, since those
 // writes may never have reached the server's disk.
 //
-// Importing the package registers the nbd, nbds, nbd+unix and nbds+unix
-// URI schemes with blkcrypt.Open, Format and the key tools.
+// The root package registers the nbd, nbds, nbd+unix and nbds+unix URI
+// schemes with this client (blkcrypt.RegisterURIScheme), so blkcrypt.Open,
+// Format and the key tools take NBD URIs as devices. This package does not
+// import the root: it is a layer below it.
 package nbdclient
 
 import (
@@ -32,6 +34,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/blkcrypt/blkcrypt/nbd/internal/wire"
 	"io"
 	"net"
 	"sync"
@@ -308,7 +311,7 @@ func (c *Client) transfer(cmd, flags uint16, p []byte, off int64) error {
 		}
 		b := p[done : done+n]
 		var k *call
-		if cmd == w.CmdRead {
+		if cmd == wire.CmdRead {
 			k, err = cn.start(cmd, flags, uint64(off+done), uint32(n), nil, b)
 		} else {
 			k, err = cn.start(cmd, flags, uint64(off+done), uint32(n), b, nil)
@@ -362,13 +365,13 @@ func (c *Client) ReadAt(p []byte, off int64) (int, error) {
 // minimum blocks through a bounce buffer.
 func (c *Client) read(p []byte, off int64) error {
 	if c.aligned(off, int64(len(p))) {
-		return c.transfer(w.CmdRead, 0, p, off)
+		return c.transfer(wire.CmdRead, 0, p, off)
 	}
 	m := int64(c.e.min)
 	start := off / m * m
 	end := min((off+int64(len(p))+m-1)/m*m, c.e.size)
 	b := make([]byte, end-start)
-	if err := c.transfer(w.CmdRead, 0, b, start); err != nil {
+	if err := c.transfer(wire.CmdRead, 0, b, start); err != nil {
 		return err
 	}
 	copy(p, b[off-start:])
@@ -399,7 +402,7 @@ func (c *Client) WriteAtFUA(p []byte, off int64) (int, error) {
 		}
 		return n, err
 	}
-	return c.write(p, off, w.CmdFlagFUA)
+	return c.write(p, off, wire.CmdFlagFUA)
 }
 
 func (c *Client) write(p []byte, off int64, flags uint16) (int, error) {
@@ -415,7 +418,7 @@ func (c *Client) write(p []byte, off int64, flags uint16) (int, error) {
 	if c.aligned(off, int64(len(p))) {
 		c.rmw.RLock()
 		defer c.rmw.RUnlock()
-		if err := c.transfer(w.CmdWrite, flags, p, off); err != nil {
+		if err := c.transfer(wire.CmdWrite, flags, p, off); err != nil {
 			return 0, err
 		}
 		return len(p), nil
@@ -426,11 +429,11 @@ func (c *Client) write(p []byte, off int64, flags uint16) (int, error) {
 	start := off / m * m
 	end := min((off+int64(len(p))+m-1)/m*m, c.e.size)
 	b := make([]byte, end-start)
-	if err := c.transfer(w.CmdRead, 0, b, start); err != nil {
+	if err := c.transfer(wire.CmdRead, 0, b, start); err != nil {
 		return 0, err
 	}
 	copy(b[off-start:], p)
-	if err := c.transfer(w.CmdWrite, flags, b, start); err != nil {
+	if err := c.transfer(wire.CmdWrite, flags, b, start); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -460,7 +463,7 @@ func (c *Client) Sync() error {
 		var dirty []bool
 		for _, cn := range conns {
 			d := cn.dirty.Swap(false)
-			k, err := cn.start(w.CmdFlush, 0, 0, 0, nil, nil)
+			k, err := cn.start(wire.CmdFlush, 0, 0, 0, nil, nil)
 			if err != nil {
 				if d {
 					c.lostDirty.Store(true)
@@ -513,7 +516,7 @@ func (c *Client) Discard(off, n int64) error {
 		if err != nil {
 			return err
 		}
-		k, err := cn.start(w.CmdTrim, 0, uint64(start), uint32(l), nil, nil)
+		k, err := cn.start(wire.CmdTrim, 0, uint64(start), uint32(l), nil, nil)
 		if err != nil {
 			return err
 		}

@@ -9,14 +9,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/blkcrypt/blkcrypt/nbd/internal/wire"
 )
 
-// Chunk types the server package does not need.
-const (
-	replyTypeOffsetHole  = 2
-	replyTypeErrorOffset = 1<<15 + 2
-	replyTypeErrorFlag   = 1 << 15
-)
+// replyTypeErrorFlag marks the error chunk types (wire.ReplyTypeError,
+// wire.ReplyTypeErrorOff, and any the client does not know).
+const replyTypeErrorFlag = 1 << 15
 
 // ServerError is an error the server reported for one request. It
 // unwraps to the matching syscall.Errno, so errors.Is(err, syscall.ENOSPC)
@@ -117,7 +116,7 @@ func (c *conn) start(cmd, flags uint16, off uint64, length uint32, data, buf []b
 	h := c.next
 	c.next++
 	c.pending[h] = k
-	if cmd == w.CmdWrite || cmd == w.CmdTrim {
+	if cmd == wire.CmdWrite || cmd == wire.CmdTrim {
 		// Dirty from the moment it is sent: a write the server may have
 		// applied is unflushed whether or not its reply arrives.
 		c.dirty.Store(true)
@@ -125,7 +124,7 @@ func (c *conn) start(cmd, flags uint16, off uint64, length uint32, data, buf []b
 	c.mu.Unlock()
 
 	var hdr [28]byte
-	binary.BigEndian.PutUint32(hdr[0:], w.RequestMagic)
+	binary.BigEndian.PutUint32(hdr[0:], wire.RequestMagic)
 	binary.BigEndian.PutUint16(hdr[4:], flags)
 	binary.BigEndian.PutUint16(hdr[6:], cmd)
 	binary.BigEndian.PutUint64(hdr[8:], h)
@@ -177,7 +176,7 @@ func complete(k *call) { close(k.done) }
 // acked marks the connection dirty again for a write answered after a
 // flush swapped the flag: the flush did not cover it.
 func (c *conn) acked(k *call) {
-	if k.err == nil && (k.cmd == w.CmdWrite || k.cmd == w.CmdTrim) {
+	if k.err == nil && (k.cmd == wire.CmdWrite || k.cmd == wire.CmdTrim) {
 		c.dirty.Store(true)
 	}
 }
@@ -192,7 +191,7 @@ func (c *conn) readReplies() error {
 			return err
 		}
 		switch binary.BigEndian.Uint32(hdr[:]) {
-		case w.SimpleMagic:
+		case wire.SimpleMagic:
 			if _, err := io.ReadFull(c.nc, hdr[4:16]); err != nil {
 				return err
 			}
@@ -204,7 +203,7 @@ func (c *conn) readReplies() error {
 			}
 			if errno != 0 {
 				k.err = &ServerError{Errno: syscall.Errno(errno)}
-			} else if k.cmd == w.CmdRead {
+			} else if k.cmd == wire.CmdRead {
 				if c.structured {
 					// Structured replies were negotiated: data comes in chunks.
 					k.err = fmt.Errorf("%w: simple reply to a read after structured replies were negotiated", ErrProtocol)
@@ -219,7 +218,7 @@ func (c *conn) readReplies() error {
 			}
 			c.acked(k)
 			complete(k)
-		case w.StructuredMagic:
+		case wire.StructuredMagic:
 			if !c.structured {
 				return fmt.Errorf("%w: structured reply that was not negotiated", ErrProtocol)
 			}
@@ -241,25 +240,25 @@ func (c *conn) chunk(hdr []byte) error {
 	typ := binary.BigEndian.Uint16(hdr[6:])
 	h := binary.BigEndian.Uint64(hdr[8:])
 	n := binary.BigEndian.Uint32(hdr[16:])
-	k := c.take(h, flags&w.ReplyFlagDone != 0)
+	k := c.take(h, flags&wire.ReplyFlagDone != 0)
 	if k == nil {
 		return fmt.Errorf("%w: reply to unknown handle %d", ErrProtocol, h)
 	}
 	fail := func(err error) error {
 		// The call may still be pending: fail() will finish it.
-		if flags&w.ReplyFlagDone != 0 {
+		if flags&wire.ReplyFlagDone != 0 {
 			k.err = err
 			complete(k)
 		}
 		return err
 	}
 	switch typ {
-	case w.ReplyTypeNone:
-		if n != 0 || flags&w.ReplyFlagDone == 0 {
+	case wire.ReplyTypeNone:
+		if n != 0 || flags&wire.ReplyFlagDone == 0 {
 			return fail(fmt.Errorf("%w: bad NBD_REPLY_TYPE_NONE", ErrProtocol))
 		}
-	case w.ReplyTypeOffsetData, replyTypeOffsetHole:
-		if k.cmd != w.CmdRead || n < 8 || (typ == replyTypeOffsetHole && n != 12) {
+	case wire.ReplyTypeOffsetData, wire.ReplyTypeOffsetHole:
+		if k.cmd != wire.CmdRead || n < 8 || (typ == wire.ReplyTypeOffsetHole && n != 12) {
 			return fail(fmt.Errorf("%w: bad data chunk", ErrProtocol))
 		}
 		var b [12]byte
@@ -268,7 +267,7 @@ func (c *conn) chunk(hdr []byte) error {
 		}
 		off := binary.BigEndian.Uint64(b[:])
 		var size uint64
-		if typ == replyTypeOffsetHole {
+		if typ == wire.ReplyTypeOffsetHole {
 			if _, err := io.ReadFull(c.nc, b[8:12]); err != nil {
 				return fail(err)
 			}
@@ -288,7 +287,7 @@ func (c *conn) chunk(hdr []byte) error {
 		k.spans = append(k.spans, [2]uint64{rel, rel + size})
 		k.got += size
 		dst := k.buf[rel : rel+size]
-		if typ == replyTypeOffsetHole {
+		if typ == wire.ReplyTypeOffsetHole {
 			clear(dst)
 		} else if _, err := io.ReadFull(c.nc, dst); err != nil {
 			return fail(err)
@@ -313,8 +312,8 @@ func (c *conn) chunk(hdr []byte) error {
 			k.err = &ServerError{Errno: syscall.Errno(errno), Message: printable(b[6 : 6+ml])}
 		}
 	}
-	if flags&w.ReplyFlagDone != 0 {
-		if k.err == nil && k.cmd == w.CmdRead && k.got != uint64(k.length) {
+	if flags&wire.ReplyFlagDone != 0 {
+		if k.err == nil && k.cmd == wire.CmdRead && k.got != uint64(k.length) {
 			k.err = fmt.Errorf("%w: short read reply: %d of %d bytes at offset %d", ErrShortReply, k.got, k.length, k.off)
 		}
 		c.acked(k)
@@ -327,8 +326,8 @@ func (c *conn) chunk(hdr []byte) error {
 func (c *conn) close() {
 	if !c.broken() {
 		var hdr [28]byte
-		binary.BigEndian.PutUint32(hdr[0:], w.RequestMagic)
-		binary.BigEndian.PutUint16(hdr[6:], w.CmdDisc)
+		binary.BigEndian.PutUint32(hdr[0:], wire.RequestMagic)
+		binary.BigEndian.PutUint16(hdr[6:], wire.CmdDisc)
 		c.wmu.Lock()
 		c.nc.Write(hdr[:])
 		c.wmu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"github.com/blkcrypt/blkcrypt/nbd/internal/wire"
 	"io"
 	"net"
 	"strings"
@@ -46,9 +47,9 @@ func (f *fake) conn(c net.Conn) {
 	defer c.Close()
 	be := binary.BigEndian
 	hello := make([]byte, 18)
-	be.PutUint64(hello, w.NBDMagic)
-	be.PutUint64(hello[8:], w.OptMagic)
-	be.PutUint16(hello[16:], w.FlagFixedNewstyle|w.FlagNoZeroes)
+	be.PutUint64(hello, wire.NbdMagic)
+	be.PutUint64(hello[8:], wire.OptMagic)
+	be.PutUint16(hello[16:], wire.FlagFixedNewstyle|wire.FlagNoZeroes)
 	c.Write(hello)
 	var cf [4]byte
 	if _, err := io.ReadFull(c, cf[:]); err != nil {
@@ -56,7 +57,7 @@ func (f *fake) conn(c net.Conn) {
 	}
 	optReply := func(opt, typ uint32, data []byte) {
 		b := make([]byte, 20+len(data))
-		be.PutUint64(b, w.OptReplyMagic)
+		be.PutUint64(b, wire.OptReplyMagic)
 		be.PutUint32(b[8:], opt)
 		be.PutUint32(b[12:], typ)
 		be.PutUint32(b[16:], uint32(len(data)))
@@ -74,31 +75,31 @@ func (f *fake) conn(c net.Conn) {
 			return
 		}
 		switch opt {
-		case w.OptStructuredReply:
+		case wire.OptStructuredReply:
 			if f.structured {
-				optReply(opt, w.RepAck, nil)
+				optReply(opt, wire.RepAck, nil)
 			} else {
-				optReply(opt, w.RepErrUnsup, nil)
+				optReply(opt, wire.RepErrUnsup, nil)
 			}
 			continue
-		case w.OptExportName:
+		case wire.OptExportName:
 			b := make([]byte, 10)
 			be.PutUint64(b, f.size)
 			be.PutUint16(b[8:], 1|FlagSendFlush)
 			c.Write(b)
-		case w.OptGo:
+		case wire.OptGo:
 			if f.noGo {
-				optReply(opt, w.RepErrUnsup, nil)
+				optReply(opt, wire.RepErrUnsup, nil)
 				continue
 			}
 			info := make([]byte, 12)
-			be.PutUint16(info, w.InfoExport)
+			be.PutUint16(info, wire.InfoExport)
 			be.PutUint64(info[2:], f.size)
 			be.PutUint16(info[10:], 1|FlagSendFlush)
-			optReply(opt, w.RepInfo, info)
-			optReply(opt, w.RepAck, nil)
+			optReply(opt, wire.RepInfo, info)
+			optReply(opt, wire.RepAck, nil)
 		default:
-			optReply(opt, w.RepErrUnsup, nil)
+			optReply(opt, wire.RepErrUnsup, nil)
 			continue
 		}
 		break
@@ -110,11 +111,11 @@ func (f *fake) conn(c net.Conn) {
 		}
 		cmd, handle, off, length := be.Uint16(r[6:]), be.Uint64(r[8:]), be.Uint64(r[16:]), be.Uint32(r[24:])
 		var data []byte
-		if cmd == w.CmdWrite {
+		if cmd == wire.CmdWrite {
 			data = make([]byte, length)
 			io.ReadFull(c, data)
 		}
-		if cmd == w.CmdDisc {
+		if cmd == wire.CmdDisc {
 			return
 		}
 		reply := f.reply
@@ -129,7 +130,7 @@ func (f *fake) conn(c net.Conn) {
 
 func simpleReply(c net.Conn, handle uint64, errno uint32, data []byte) error {
 	b := make([]byte, 16+len(data))
-	binary.BigEndian.PutUint32(b, w.SimpleMagic)
+	binary.BigEndian.PutUint32(b, wire.SimpleMagic)
 	binary.BigEndian.PutUint32(b[4:], errno)
 	binary.BigEndian.PutUint64(b[8:], handle)
 	copy(b[16:], data)
@@ -139,7 +140,7 @@ func simpleReply(c net.Conn, handle uint64, errno uint32, data []byte) error {
 
 func chunk(c net.Conn, flags, typ uint16, handle uint64, payload []byte) error {
 	b := make([]byte, 20+len(payload))
-	binary.BigEndian.PutUint32(b, w.StructuredMagic)
+	binary.BigEndian.PutUint32(b, wire.StructuredMagic)
 	binary.BigEndian.PutUint16(b[4:], flags)
 	binary.BigEndian.PutUint16(b[6:], typ)
 	binary.BigEndian.PutUint64(b[8:], handle)
@@ -164,10 +165,10 @@ type fakeConn struct {
 
 // honest answers reads with the byte 0xAA and everything else with success.
 func honest(c net.Conn, cmd uint16, handle, off uint64, length uint32, _ []byte) error {
-	if fc, ok := c.(*fakeConn); ok && fc.structured && cmd == w.CmdRead {
-		return chunk(c, w.ReplyFlagDone, w.ReplyTypeOffsetData, handle, dataChunk(off, filled(int(length), 0xAA)))
+	if fc, ok := c.(*fakeConn); ok && fc.structured && cmd == wire.CmdRead {
+		return chunk(c, wire.ReplyFlagDone, wire.ReplyTypeOffsetData, handle, dataChunk(off, filled(int(length), 0xAA)))
 	}
-	if cmd == w.CmdRead {
+	if cmd == wire.CmdRead {
 		return simpleReply(c, handle, 0, filled(int(length), 0xAA))
 	}
 	return simpleReply(c, handle, 0, nil)
@@ -192,7 +193,7 @@ func dialErr(uri string, o Options) (*Client, error) {
 // through it; without the probe, the read past what it has fails.
 func TestLyingSize(t *testing.T) {
 	f := &fake{size: 1 << 20, reply: func(c net.Conn, cmd uint16, handle, off uint64, length uint32, d []byte) error {
-		if cmd == w.CmdRead && off+uint64(length) > 64<<10 {
+		if cmd == wire.CmdRead && off+uint64(length) > 64<<10 {
 			return simpleReply(c, handle, uint32(syscall.EIO), nil)
 		}
 		return honest(c, cmd, handle, off, length, d)
@@ -224,27 +225,27 @@ func TestShortAndBadReplies(t *testing.T) {
 		want       error
 	}{
 		{"structured data covering half", true, func(c net.Conn, h, off uint64, n uint32) error {
-			chunk(c, 0, w.ReplyTypeOffsetData, h, dataChunk(off, filled(int(n/2), 1)))
-			return chunk(c, w.ReplyFlagDone, w.ReplyTypeNone, h, nil)
+			chunk(c, 0, wire.ReplyTypeOffsetData, h, dataChunk(off, filled(int(n/2), 1)))
+			return chunk(c, wire.ReplyFlagDone, wire.ReplyTypeNone, h, nil)
 		}, ErrShortReply},
 		{"structured data outside the request", true, func(c net.Conn, h, off uint64, n uint32) error {
-			return chunk(c, w.ReplyFlagDone, w.ReplyTypeOffsetData, h, dataChunk(off+1, filled(int(n), 1)))
+			return chunk(c, wire.ReplyFlagDone, wire.ReplyTypeOffsetData, h, dataChunk(off+1, filled(int(n), 1)))
 		}, ErrProtocol},
 		{"overlapping chunks", true, func(c net.Conn, h, off uint64, n uint32) error {
-			chunk(c, 0, w.ReplyTypeOffsetData, h, dataChunk(off, filled(int(n/2), 1)))
-			chunk(c, 0, w.ReplyTypeOffsetData, h, dataChunk(off, filled(int(n/2), 1)))
-			return chunk(c, w.ReplyFlagDone, w.ReplyTypeNone, h, nil)
+			chunk(c, 0, wire.ReplyTypeOffsetData, h, dataChunk(off, filled(int(n/2), 1)))
+			chunk(c, 0, wire.ReplyTypeOffsetData, h, dataChunk(off, filled(int(n/2), 1)))
+			return chunk(c, wire.ReplyFlagDone, wire.ReplyTypeNone, h, nil)
 		}, ErrProtocol},
 		{"structured error chunk", true, func(c net.Conn, h, off uint64, n uint32) error {
 			p := make([]byte, 6+5)
 			binary.BigEndian.PutUint32(p, uint32(syscall.EIO))
 			binary.BigEndian.PutUint16(p[4:], 5)
 			copy(p[6:], "bad\nx")
-			return chunk(c, w.ReplyFlagDone, w.ReplyTypeError, h, p)
+			return chunk(c, wire.ReplyFlagDone, wire.ReplyTypeError, h, p)
 		}, syscall.EIO},
 		{"simple reply cut short", false, func(c net.Conn, h, off uint64, n uint32) error {
 			b := make([]byte, 16)
-			binary.BigEndian.PutUint32(b, w.SimpleMagic)
+			binary.BigEndian.PutUint32(b, wire.SimpleMagic)
 			binary.BigEndian.PutUint64(b[8:], h)
 			c.Write(append(b, filled(int(n/2), 1)...))
 			return io.EOF // and hang up
@@ -257,14 +258,14 @@ func TestShortAndBadReplies(t *testing.T) {
 			return err
 		}, ErrProtocol},
 		{"structured reply not negotiated", false, func(c net.Conn, h, off uint64, n uint32) error {
-			return chunk(c, w.ReplyFlagDone, w.ReplyTypeOffsetData, h, dataChunk(off, filled(int(n), 1)))
+			return chunk(c, wire.ReplyFlagDone, wire.ReplyTypeOffsetData, h, dataChunk(off, filled(int(n), 1)))
 		}, ErrProtocol},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fake{size: 1 << 20, structured: tc.structured}
 			f.reply = func(c net.Conn, cmd uint16, h, off uint64, n uint32, d []byte) error {
-				if cmd == w.CmdRead && off == 4096 {
+				if cmd == wire.CmdRead && off == 4096 {
 					return tc.reply(c, h, off, n)
 				}
 				return honest(c, cmd, h, off, n, d)
@@ -290,7 +291,7 @@ func TestShortAndBadReplies(t *testing.T) {
 // client: the request fails after the timeout with ErrConnectionLost.
 func TestNoReplyTimesOut(t *testing.T) {
 	f := &fake{size: 1 << 20, reply: func(c net.Conn, cmd uint16, h, off uint64, n uint32, d []byte) error {
-		if cmd == w.CmdRead && off == 0 {
+		if cmd == wire.CmdRead && off == 0 {
 			return nil // silence
 		}
 		return honest(c, cmd, h, off, n, d)
@@ -319,7 +320,7 @@ func TestNoReplyTimesOut(t *testing.T) {
 func TestFlushLost(t *testing.T) {
 	var flushes atomic.Int32
 	f := &fake{size: 1 << 20, reply: func(c net.Conn, cmd uint16, h, off uint64, n uint32, d []byte) error {
-		if cmd == w.CmdFlush {
+		if cmd == wire.CmdFlush {
 			if flushes.Add(1) == 1 {
 				return io.EOF
 			}

@@ -13,10 +13,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/blkcrypt/blkcrypt/nbd"
+	"github.com/blkcrypt/blkcrypt/nbd/internal/wire"
 )
-
-var w = nbd.Wire
 
 // oldstyleMagic is the second word an oldstyle server sends; it is not
 // spoken here, but named so the error says what the server is.
@@ -45,35 +43,35 @@ func handshake(ctx context.Context, c net.Conn, t *Target, tcfg *tls.Config) (ne
 	if _, err := io.ReadFull(c, hello[:]); err != nil {
 		return nil, nil, fmt.Errorf("%w: reading the server greeting: %w", ErrProtocol, err)
 	}
-	if binary.BigEndian.Uint64(hello[0:]) != w.NBDMagic {
+	if binary.BigEndian.Uint64(hello[0:]) != wire.NbdMagic {
 		return nil, nil, fmt.Errorf("%w: not an NBD server (bad greeting magic)", ErrProtocol)
 	}
 	switch binary.BigEndian.Uint64(hello[8:]) {
-	case w.OptMagic:
+	case wire.OptMagic:
 	case oldstyleMagic:
 		return nil, nil, fmt.Errorf("%w: the server speaks oldstyle negotiation, which is not supported", ErrProtocol)
 	default:
 		return nil, nil, fmt.Errorf("%w: bad negotiation magic", ErrProtocol)
 	}
 	sflags := binary.BigEndian.Uint16(hello[16:])
-	if sflags&w.FlagFixedNewstyle == 0 {
+	if sflags&wire.FlagFixedNewstyle == 0 {
 		return nil, nil, fmt.Errorf("%w: the server does not speak fixed newstyle negotiation", ErrProtocol)
 	}
-	cflags := w.FlagCFixedNewstyle
-	noZeroes := sflags&w.FlagNoZeroes != 0
+	cflags := uint32(wire.FlagCFixedNewstyle)
+	noZeroes := sflags&wire.FlagNoZeroes != 0
 	if noZeroes {
-		cflags |= w.FlagCNoZeroes
+		cflags |= wire.FlagCNoZeroes
 	}
 	if err := binary.Write(c, binary.BigEndian, cflags); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrConnectionLost, err)
 	}
 	h := &negotiator{c: c}
 	if t.TLS {
-		typ, data, err := h.option(w.OptStartTLS, nil)
+		typ, data, err := h.option(wire.OptStartTLS, nil)
 		if err != nil {
 			return nil, nil, err
 		}
-		if typ != w.RepAck {
+		if typ != wire.RepAck {
 			return nil, nil, fmt.Errorf("%w: the server refused STARTTLS (%s): it may not offer TLS; try nbd://", ErrTLS, repErrText(typ, data))
 		}
 		tc := tls.Client(c, tcfg)
@@ -83,16 +81,16 @@ func handshake(ctx context.Context, c net.Conn, t *Target, tcfg *tls.Config) (ne
 		c, h.c = tc, tc
 	}
 	e := &export{}
-	typ, data, err := h.option(w.OptStructuredReply, nil)
+	typ, data, err := h.option(wire.OptStructuredReply, nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	switch {
-	case typ == w.RepAck:
+	case typ == wire.RepAck:
 		e.structured = true
-	case typ == w.RepErrTLSReqd:
+	case typ == wire.RepErrTLSReqd:
 		return nil, nil, fmt.Errorf("%w: the server requires TLS: use nbds:// (or nbds+unix://)", ErrTLS)
-	case typ&w.RepErr == 0:
+	case typ&wire.RepErr == 0:
 		return nil, nil, fmt.Errorf("%w: unexpected reply %d to STRUCTURED_REPLY", ErrProtocol, typ)
 	}
 	_ = data
@@ -103,30 +101,30 @@ func handshake(ctx context.Context, c net.Conn, t *Target, tcfg *tls.Config) (ne
 	binary.BigEndian.PutUint32(goData, uint32(len(name)))
 	copy(goData[4:], name)
 	binary.BigEndian.PutUint16(goData[4+len(name):], 1)
-	binary.BigEndian.PutUint16(goData[6+len(name):], w.InfoBlockSize)
-	if err := h.send(w.OptGo, goData); err != nil {
+	binary.BigEndian.PutUint16(goData[6+len(name):], wire.InfoBlockSize)
+	if err := h.send(wire.OptGo, goData); err != nil {
 		return nil, nil, err
 	}
 	gotExport := false
 	for {
-		typ, data, err := h.reply(w.OptGo)
+		typ, data, err := h.reply(wire.OptGo)
 		if err != nil {
 			return nil, nil, err
 		}
 		switch typ {
-		case w.RepInfo:
+		case wire.RepInfo:
 			if len(data) < 2 {
 				return nil, nil, fmt.Errorf("%w: empty NBD_REP_INFO", ErrProtocol)
 			}
 			switch binary.BigEndian.Uint16(data) {
-			case w.InfoExport:
+			case wire.InfoExport:
 				if len(data) != 12 {
 					return nil, nil, fmt.Errorf("%w: NBD_INFO_EXPORT of %d bytes", ErrProtocol, len(data))
 				}
 				e.size = int64(binary.BigEndian.Uint64(data[2:]))
 				e.flags = binary.BigEndian.Uint16(data[10:])
 				gotExport = true
-			case w.InfoBlockSize:
+			case wire.InfoBlockSize:
 				if len(data) != 14 {
 					return nil, nil, fmt.Errorf("%w: NBD_INFO_BLOCK_SIZE of %d bytes", ErrProtocol, len(data))
 				}
@@ -136,14 +134,14 @@ func handshake(ctx context.Context, c net.Conn, t *Target, tcfg *tls.Config) (ne
 				e.blockInfo = true
 			}
 			continue
-		case w.RepAck:
+		case wire.RepAck:
 			if !gotExport {
 				return nil, nil, fmt.Errorf("%w: NBD_OPT_GO acknowledged without NBD_INFO_EXPORT", ErrProtocol)
 			}
-		case w.RepErrUnsup:
+		case wire.RepErrUnsup:
 			// An old server: NBD_OPT_EXPORT_NAME cannot report errors, it
 			// just closes the connection on an unknown export.
-			if err := h.send(w.OptExportName, name); err != nil {
+			if err := h.send(wire.OptExportName, name); err != nil {
 				return nil, nil, err
 			}
 			n := 10
@@ -156,12 +154,12 @@ func handshake(ctx context.Context, c net.Conn, t *Target, tcfg *tls.Config) (ne
 			}
 			e.size = int64(binary.BigEndian.Uint64(buf))
 			e.flags = binary.BigEndian.Uint16(buf[8:])
-		case w.RepErrUnknown:
+		case wire.RepErrUnknown:
 			return nil, nil, fmt.Errorf("%w: %q%s", ErrUnknownExport, t.Export, msgSuffix(data))
-		case w.RepErrTLSReqd:
+		case wire.RepErrTLSReqd:
 			return nil, nil, fmt.Errorf("%w: the server requires TLS: use nbds:// (or nbds+unix://)", ErrTLS)
 		default:
-			if typ&w.RepErr != 0 {
+			if typ&wire.RepErr != 0 {
 				return nil, nil, fmt.Errorf("%w: the server refused export %q: %s", ErrProtocol, t.Export, repErrText(typ, data))
 			}
 			return nil, nil, fmt.Errorf("%w: unexpected reply type %#x to NBD_OPT_GO", ErrProtocol, typ)
@@ -220,8 +218,8 @@ func printable(b []byte) string {
 
 func repErrText(typ uint32, data []byte) string {
 	names := map[uint32]string{
-		w.RepErrUnsup: "unsupported", w.RepErrPolicy: "refused by policy", w.RepErrInvalid: "invalid",
-		w.RepErrUnknown: "unknown export", w.RepErrTLSReqd: "TLS required", w.RepErrShutdown: "server shutting down",
+		wire.RepErrUnsup: "unsupported", wire.RepErrPolicy: "refused by policy", wire.RepErrInvalid: "invalid",
+		wire.RepErrUnknown: "unknown export", wire.RepErrTLSReqd: "TLS required", wire.RepErrShutdown: "server shutting down",
 	}
 	s, ok := names[typ]
 	if !ok {
@@ -235,7 +233,7 @@ type negotiator struct{ c net.Conn }
 
 func (h *negotiator) send(opt uint32, data []byte) error {
 	b := make([]byte, 16+len(data))
-	binary.BigEndian.PutUint64(b, w.OptMagic)
+	binary.BigEndian.PutUint64(b, wire.OptMagic)
 	binary.BigEndian.PutUint32(b[8:], opt)
 	binary.BigEndian.PutUint32(b[12:], uint32(len(data)))
 	copy(b[16:], data)
@@ -250,7 +248,7 @@ func (h *negotiator) reply(opt uint32) (uint32, []byte, error) {
 	if _, err := io.ReadFull(h.c, hdr[:]); err != nil {
 		return 0, nil, fmt.Errorf("%w: the server closed the connection during negotiation: %w", ErrConnectionLost, err)
 	}
-	if binary.BigEndian.Uint64(hdr[:]) != w.OptReplyMagic || binary.BigEndian.Uint32(hdr[8:]) != opt {
+	if binary.BigEndian.Uint64(hdr[:]) != wire.OptReplyMagic || binary.BigEndian.Uint32(hdr[8:]) != opt {
 		return 0, nil, fmt.Errorf("%w: bad option reply", ErrProtocol)
 	}
 	typ := binary.BigEndian.Uint32(hdr[12:])

@@ -1,4 +1,4 @@
-package nbdclient
+package nbdclient_test
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/nbd/nbdclient"
 	"github.com/blkcrypt/blkcrypt/nbd/nbdclient/nbdtest"
 )
 
@@ -43,7 +44,11 @@ func TestLibraryOverURI(t *testing.T) {
 	}
 	// The discarded half reads as zeros on the server (nbdkit memory frees
 	// trimmed blocks); the rest is still ciphertext, not the plaintext.
-	c := dialT(t, s.URI, Options{})
+	c, err := nbdclient.Dial(ctx, s.URI, nbdclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 	raw := make([]byte, 1<<20)
 	if _, err := c.ReadAt(raw, 16<<20); err != nil {
 		t.Fatal(err)
