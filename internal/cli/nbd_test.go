@@ -158,8 +158,9 @@ func TestNBDFormatWriteRead(t *testing.T) {
 
 // TestNBDStacked: blkcrypt on blkcrypt. `blkcrypt serve` exports an outer
 // LUKS volume; a second LUKS volume is formatted, written and read through
-// nbd+unix:// of that export. cryptsetup then judges the outer image, and
-// the inner image that `blkcrypt read` of the outer volume gives.
+// nbd+unix:// of that export, and served again with the URI as DEVICE for
+// nbdcopy to read. cryptsetup then judges the outer image, and the inner
+// image that `blkcrypt read` of the outer volume gives.
 func TestNBDStacked(t *testing.T) {
 	dir := t.TempDir()
 	outerPass := writeFile(t, dir, "outer", []byte("outer pass"))
@@ -180,6 +181,17 @@ func TestNBDStacked(t *testing.T) {
 	}
 	if code, out, e := run(t, nil, "read", uri, "--key-file", innerPass, "--length", strconv.Itoa(len(data))); code != 0 || out != string(data) {
 		t.Fatalf("read inner: %d %s", code, e)
+	}
+	// serve with the URI as DEVICE: the inner volume exported again, and
+	// nbdcopy (libnbd) reads its plaintext through both layers.
+	sock2, stop2 := serveInBackground(t, uri, "--key-file", innerPass, "--read-only")
+	back := filepath.Join(dir, "back")
+	copyOut(t, "nbd+unix:///?socket="+sock2, back)
+	if got := mustRead(t, back); len(got) < len(data) || !bytes.Equal(got[:len(data)], data) {
+		t.Fatal("nbdcopy through serve over the URI does not read what was written")
+	}
+	if code := stop2(); code != 0 {
+		t.Fatalf("serve over the URI exited %d", code)
 	}
 	if code := stop(); code != 0 {
 		t.Fatalf("serve exited %d", code)
