@@ -4,6 +4,7 @@
 package nbdtest
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -17,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -105,7 +107,15 @@ func QemuNBD(t testing.TB, image, format, name string, extra ...string) *Server 
 func (s *Server) Start(t testing.TB, bin string, args ...string) {
 	t.Helper()
 	s.Cmd = exec.Command(bin, args...)
-	s.Cmd.Stderr = os.Stderr
+	// The server's messages (it logs every probe and killed connection)
+	// are shown only when the test fails.
+	var logs lockedBuffer
+	s.Cmd.Stderr = &logs
+	t.Cleanup(func() {
+		if t.Failed() && logs.Len() > 0 {
+			t.Logf("%s said:\n%s", filepath.Base(bin), logs.String())
+		}
+	})
 	if err := s.Cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", bin, err)
 	}
@@ -132,6 +142,32 @@ func (s *Server) Start(t testing.TB, bin string, args ...string) {
 		}
 	}
 	t.Fatalf("%s did not listen on %s %s within 20 s", bin, network, addr)
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 64<<10 {
+		return len(p), nil
+	}
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Len()
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // Certs is a CA with a server and a client certificate, written in the
