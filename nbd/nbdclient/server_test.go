@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"crypto/rand"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/blkcrypt/blkcrypt/internal/testenv"
 	"github.com/blkcrypt/blkcrypt/nbd/nbdclient/nbdtest"
 )
 
@@ -203,5 +207,25 @@ func TestReadOnlyAndTrim(t *testing.T) {
 	c2.ReadAt(b, 0)
 	if !bytes.Equal(b, make([]byte, 65536)) {
 		t.Fatal("nbdkit memory did not zero trimmed data")
+	}
+}
+
+// TestIPv6Literal: nbd://[::1]:PORT/ reaches nbdkit listening on ::1.
+func TestIPv6Literal(t *testing.T) {
+	l, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		testenv.Missing(t, "no IPv6 loopback here: %v", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	s := &nbdtest.Server{Port: port, Host: "::1"}
+	s.Start(t, nbdtest.NeedTool(t, "nbdkit", "nbdkit"), "-f", "--exit-with-parent", "-i", "::1", "-p", strconv.Itoa(port), "memory", "1M")
+	c := dialT(t, fmt.Sprintf("nbd://[::1]:%d/", port), Options{})
+	if _, err := c.WriteAt([]byte("six"), 0); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 3)
+	if _, err := c.ReadAt(b, 0); err != nil || string(b) != "six" {
+		t.Fatalf("read over IPv6: %q %v", b, err)
 	}
 }

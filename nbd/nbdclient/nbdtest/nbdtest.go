@@ -31,6 +31,7 @@ type Server struct {
 	URI  string // nbd://127.0.0.1:PORT/ or nbd+unix:///?socket=PATH
 	Sock string // the Unix socket, or ""
 	Port int    // the TCP port, or 0
+	Host string // the TCP address when not 127.0.0.1
 
 	exited chan struct{}
 }
@@ -127,7 +128,11 @@ func (s *Server) Start(t testing.TB, bin string, args ...string) {
 	t.Cleanup(s.Kill)
 	network, addr := "unix", s.Sock
 	if s.Sock == "" {
-		network, addr = "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
+		host := "127.0.0.1"
+		if s.Host != "" {
+			host = s.Host
+		}
+		network, addr = "tcp", net.JoinHostPort(host, strconv.Itoa(s.Port))
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
