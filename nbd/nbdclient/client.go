@@ -155,7 +155,14 @@ func DialTarget(ctx context.Context, t *Target, o Options) (*Client, error) {
 	if int64(e.max) < c.maxReq {
 		c.maxReq = int64(e.max)
 	}
-	c.maxReq -= c.maxReq % int64(e.min)
+	// Pieces are whole preferred blocks where they can be, so a split
+	// request never leaves the server a partial preferred block to
+	// read-modify-write; the minimum always binds.
+	if int64(e.pref) <= c.maxReq {
+		c.maxReq -= c.maxReq % int64(e.pref)
+	} else {
+		c.maxReq -= c.maxReq % int64(e.min)
+	}
 	n := 1
 	if e.flags&FlagCanMultiConn != 0 {
 		n = o.Conns

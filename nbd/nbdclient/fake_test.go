@@ -18,6 +18,7 @@ import (
 // short, lying, out of range, or none at all.
 type fake struct {
 	size       uint64
+	sizes      atomic.Int64 // when set, the size offered to each new connection grows by it
 	structured bool
 	noGo       bool // answer NBD_OPT_GO with NBD_REP_ERR_UNSUP, as old servers do
 	// reply answers one request; it writes whatever it likes to c.
@@ -94,7 +95,7 @@ func (f *fake) conn(c net.Conn) {
 			}
 			info := make([]byte, 12)
 			be.PutUint16(info, wire.InfoExport)
-			be.PutUint64(info[2:], f.size)
+			be.PutUint64(info[2:], f.size+uint64(f.sizes.Load()))
 			be.PutUint16(info[10:], 1|FlagSendFlush)
 			optReply(opt, wire.RepInfo, info)
 			optReply(opt, wire.RepAck, nil)
@@ -364,5 +365,32 @@ func TestExportNameFallback(t *testing.T) {
 	b := make([]byte, 777)
 	if _, err := c.ReadAt(b, 12345); err != nil || b[0] != 0xAA || b[776] != 0xAA {
 		t.Fatalf("read: %v", err)
+	}
+}
+
+// TestReconnectExportChanged: after a lost connection, a server that now
+// offers a different size is refused rather than used.
+func TestReconnectExportChanged(t *testing.T) {
+	var drop atomic.Bool
+	f := &fake{size: 1 << 20}
+	f.reply = func(c net.Conn, cmd uint16, h, off uint64, n uint32, d []byte) error {
+		if drop.Load() {
+			return io.EOF
+		}
+		return honest(c, cmd, h, off, n, d)
+	}
+	c, err := dialErr(f.serve(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	drop.Store(true)
+	if _, err := c.ReadAt(make([]byte, 512), 0); !errors.Is(err, ErrConnectionLost) {
+		t.Fatalf("read on a dropped connection: %v", err)
+	}
+	drop.Store(false)
+	f.sizes.Store(4096)
+	if _, err := c.ReadAt(make([]byte, 512), 0); !errors.Is(err, ErrConnectionLost) || !strings.Contains(err.Error(), "changed") {
+		t.Fatalf("read after reconnecting to a changed export: %v", err)
 	}
 }
