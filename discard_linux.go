@@ -32,6 +32,11 @@ func (v *Volume) Discard(off, n int64) error {
 	if end <= start {
 		return nil
 	}
+	if d := uriDiscarder(v.dev); d != nil {
+		set := v.lockRange(start, end-start, true)
+		defer v.unlockRange(set, true)
+		return d(v.off+start, end-start)
+	}
 	f, ok := v.dev.(interface{ Fd() uintptr })
 	if !ok {
 		return nil // nothing to punch: discards are advisory

@@ -141,16 +141,32 @@ func Format(ctx context.Context, path string, passphrase []byte, o FormatOptions
 
 	// The image (created or grown with Size) and a detached header, both
 	// removed again if Format fails after creating them.
-	f, done, err := createLocked(path, o.Size > 0, o.Size)
-	if err != nil {
-		return err
-	}
-	defer func() { done(err != nil) }()
-	hf := f
-	if o.Header != "" && sameFile(f, o.Header) {
-		o.Header = "" // the device itself: not detached
+	var dev luksutil.Device
+	if IsURI(path) {
+		var d URIDevice
+		if d, err = formatURI(ctx, path, o.Size); err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := d.Close(); err == nil {
+				err = cerr
+			}
+		}()
+		dev = d
+	} else {
+		var f *os.File
+		var done func(bool)
+		if f, done, err = createLocked(path, o.Size > 0, o.Size); err != nil {
+			return err
+		}
+		defer func() { done(err != nil) }()
+		if o.Header != "" && sameFile(f, o.Header) {
+			o.Header = "" // the device itself: not detached
+		}
+		dev = luksutil.File{File: f}
 	}
 	if o.Header != "" {
+		var hf *os.File
 		// A detached header file is grown to hold the header and keyslots,
 		// as cryptsetup does.
 		need := int64(16 << 20)
@@ -162,6 +178,7 @@ func Format(ctx context.Context, path string, passphrase []byte, o FormatOptions
 			return err
 		}
 		defer func() { hdone(err != nil) }()
+		dev = luksutil.File{File: hf}
 	}
 	key := o.VolumeKey
 	if key == nil {
@@ -175,7 +192,6 @@ func Format(ctx context.Context, path string, passphrase []byte, o FormatOptions
 		return err
 	}
 	ks := luksutil.KeyslotOptions{Slot: keyslotArg(o.Keyslot), PBKDF: o.PBKDF.kdf()}
-	dev := luksutil.File{File: hf}
 	if typ == "luks2" {
 		_, err = luks2.Format(dev, key, passphrase, luks2.FormatOptions{
 			Cipher: o.Cipher, SectorSize: o.SectorSize, UUID: o.UUID, Label: o.Label, Subsystem: o.Subsystem,
@@ -232,6 +248,9 @@ func createLocked(path string, create bool, size int64) (*os.File, func(failed b
 // withHeader opens path (or a detached header) read-write, locked, and
 // reads its LUKS header.
 func withHeader(ctx context.Context, path string, f func(dev luksutil.Device, h luksutil.Header) error) error {
+	if IsURI(path) {
+		return uriHeader(ctx, path, f)
+	}
 	fd, release, err := openLocked(path, false)
 	if err != nil {
 		return err

@@ -95,13 +95,17 @@ type LoopAESOptions struct {
 	Size   uint64 // 512-byte sectors; 0 means to the end of the device
 }
 
-// Open unlocks the volume at path (a file or block device) and returns its
+// Open unlocks the volume at path (a file, a block device, or a URI of a
+// registered scheme: see RegisterURIScheme) and returns its
 // decrypted view. The device, and a detached header, are locked as
 // cryptsetup locks them (exclusive for read-write, shared for read-only)
 // until the Volume is closed; a held lock is ErrBusy. Open returns
 // promptly with ctx's error when ctx ends during key derivation or a header
 // search.
 func Open(ctx context.Context, path string, o OpenOptions) (*Volume, error) {
+	if IsURI(path) {
+		return openURIVolume(ctx, path, o)
+	}
 	f, release, err := openLocked(path, o.ReadOnly)
 	if err != nil {
 		return nil, err

@@ -1,119 +1,82 @@
 package nbd
 
-// Wire constants of the NBD protocol (fixed newstyle negotiation and the
-// transmission phase). Names follow the protocol document; all values are
-// big-endian on the wire.
+import "github.com/blkcrypt/blkcrypt/nbd/internal/wire"
+
+// The wire constants live in nbd/internal/wire, which the client
+// (nbd/nbdclient) shares; the server keeps its short names for them.
 
 const (
-	nbdMagic        = 0x4e42444d41474943 // "NBDMAGIC"
-	optMagic        = 0x49484156454F5054 // "IHAVEOPT"
-	optReplyMagic   = 0x0003e889045565a9
-	requestMagic    = 0x25609513
-	simpleMagic     = 0x67446698
-	structuredMagic = 0x668e33ef
-)
-
-// Handshake flags (server) and client flags.
-const (
-	flagFixedNewstyle  = 1 << 0
-	flagNoZeroes       = 1 << 1
-	flagCFixedNewstyle = 1 << 0
-	flagCNoZeroes      = 1 << 1
-)
-
-// Option types.
-const (
-	optExportName      = 1
-	optAbort           = 2
-	optList            = 3
-	optStartTLS        = 5
-	optInfo            = 6
-	optGo              = 7
-	optStructuredReply = 8
-)
-
-// Option reply types.
-const (
-	repAck            = 1
-	repServer         = 2
-	repInfo           = 3
-	repErr            = 1 << 31
-	repErrUnsup       = repErr + 1
-	repErrPolicy      = repErr + 2
-	repErrInvalid     = repErr + 3
-	repErrTLSReqd     = repErr + 5
-	repErrUnknown     = repErr + 6
-	repErrShutdown    = repErr + 7
-	repErrTooBig      = repErr + 9
-	infoExport        = 0
-	infoName          = 1
-	infoDescription   = 2
-	infoBlockSize     = 3
-	maxStringLen      = 4096
-	maxOptionDataLen  = 1 << 18 // largest option payload we buffer (GO/INFO need ~135 KiB at most)
-	maxOptionsPerConn = 1024
-)
-
-// Transmission flags (16 bits, sent with the export size).
-const (
-	FlagHasFlags        = 1 << 0
-	FlagReadOnly        = 1 << 1
-	FlagSendFlush       = 1 << 2
-	FlagSendFUA         = 1 << 3
-	FlagRotational      = 1 << 4
-	FlagSendTrim        = 1 << 5
-	FlagSendWriteZeroes = 1 << 6
-	FlagSendDF          = 1 << 7
-	FlagCanMultiConn    = 1 << 8
-)
-
-// Commands.
-const (
-	cmdRead        = 0
-	cmdWrite       = 1
-	cmdDisc        = 2
-	cmdFlush       = 3
-	cmdTrim        = 4
-	cmdCache       = 5
-	cmdWriteZeroes = 6
-	cmdBlockStatus = 7
-)
-
-// Command flags.
-const (
-	cmdFlagFUA      = 1 << 0
-	cmdFlagNoHole   = 1 << 1
-	cmdFlagDF       = 1 << 2
-	cmdFlagReqOne   = 1 << 3
-	cmdFlagFastZero = 1 << 4
-)
-
-// Structured reply flags and chunk types.
-const (
-	replyFlagDone       = 1 << 0
-	replyTypeNone       = 0
-	replyTypeOffsetData = 1
-	replyTypeError      = 1<<15 + 1
-)
-
-// Error values carried in replies.
-const (
-	nbdEPERM     = 1
-	nbdEIO       = 5
-	nbdENOMEM    = 12
-	nbdEINVAL    = 22
-	nbdENOSPC    = 28
-	nbdEOVERFLOW = 75
-	nbdENOTSUP   = 95
-	nbdESHUTDOWN = 108
-)
-
-const (
-	requestHeaderLen    = 28
-	simpleReplyLen      = 16
-	structuredHeaderLen = 20
-	// replyPrefix is the room reserved in front of every data buffer so a
-	// read reply (simple header, or structured header plus the 8-byte
-	// offset) can be sent with one Write without copying the data.
-	replyPrefix = 32
+	nbdMagic            = wire.NbdMagic
+	optMagic            = wire.OptMagic
+	optReplyMagic       = wire.OptReplyMagic
+	requestMagic        = wire.RequestMagic
+	simpleMagic         = wire.SimpleMagic
+	structuredMagic     = wire.StructuredMagic
+	flagFixedNewstyle   = wire.FlagFixedNewstyle
+	flagNoZeroes        = wire.FlagNoZeroes
+	flagCFixedNewstyle  = wire.FlagCFixedNewstyle
+	flagCNoZeroes       = wire.FlagCNoZeroes
+	optExportName       = wire.OptExportName
+	optAbort            = wire.OptAbort
+	optList             = wire.OptList
+	optStartTLS         = wire.OptStartTLS
+	optInfo             = wire.OptInfo
+	optGo               = wire.OptGo
+	optStructuredReply  = wire.OptStructuredReply
+	repAck              = wire.RepAck
+	repServer           = wire.RepServer
+	repInfo             = wire.RepInfo
+	repErr              = wire.RepErr
+	repErrUnsup         = wire.RepErrUnsup
+	repErrPolicy        = wire.RepErrPolicy
+	repErrInvalid       = wire.RepErrInvalid
+	repErrTLSReqd       = wire.RepErrTLSReqd
+	repErrUnknown       = wire.RepErrUnknown
+	repErrShutdown      = wire.RepErrShutdown
+	repErrTooBig        = wire.RepErrTooBig
+	infoExport          = wire.InfoExport
+	infoName            = wire.InfoName
+	infoDescription     = wire.InfoDescription
+	infoBlockSize       = wire.InfoBlockSize
+	maxStringLen        = wire.MaxStringLen
+	maxOptionDataLen    = wire.MaxOptionDataLen
+	maxOptionsPerConn   = wire.MaxOptionsPerConn
+	FlagHasFlags        = wire.FlagHasFlags
+	FlagReadOnly        = wire.FlagReadOnly
+	FlagSendFlush       = wire.FlagSendFlush
+	FlagSendFUA         = wire.FlagSendFUA
+	FlagRotational      = wire.FlagRotational
+	FlagSendTrim        = wire.FlagSendTrim
+	FlagSendWriteZeroes = wire.FlagSendWriteZeroes
+	FlagSendDF          = wire.FlagSendDF
+	FlagCanMultiConn    = wire.FlagCanMultiConn
+	cmdRead             = wire.CmdRead
+	cmdWrite            = wire.CmdWrite
+	cmdDisc             = wire.CmdDisc
+	cmdFlush            = wire.CmdFlush
+	cmdTrim             = wire.CmdTrim
+	cmdCache            = wire.CmdCache
+	cmdWriteZeroes      = wire.CmdWriteZeroes
+	cmdBlockStatus      = wire.CmdBlockStatus
+	cmdFlagFUA          = wire.CmdFlagFUA
+	cmdFlagNoHole       = wire.CmdFlagNoHole
+	cmdFlagDF           = wire.CmdFlagDF
+	cmdFlagReqOne       = wire.CmdFlagReqOne
+	cmdFlagFastZero     = wire.CmdFlagFastZero
+	replyFlagDone       = wire.ReplyFlagDone
+	replyTypeNone       = wire.ReplyTypeNone
+	replyTypeOffsetData = wire.ReplyTypeOffsetData
+	replyTypeError      = wire.ReplyTypeError
+	nbdEPERM            = wire.NbdEPERM
+	nbdEIO              = wire.NbdEIO
+	nbdENOMEM           = wire.NbdENOMEM
+	nbdEINVAL           = wire.NbdEINVAL
+	nbdENOSPC           = wire.NbdENOSPC
+	nbdEOVERFLOW        = wire.NbdEOVERFLOW
+	nbdENOTSUP          = wire.NbdENOTSUP
+	nbdESHUTDOWN        = wire.NbdESHUTDOWN
+	requestHeaderLen    = wire.RequestHeaderLen
+	simpleReplyLen      = wire.SimpleReplyLen
+	structuredHeaderLen = wire.StructuredHeaderLen
+	replyPrefix         = wire.ReplyPrefix
 )

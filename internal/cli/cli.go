@@ -145,6 +145,8 @@ func exitCode(err error) int {
 		return ee.code
 	case errors.Is(err, blkcrypt.ErrWrongPassphrase):
 		return ExitPermission
+	case uriDeviceErr(err):
+		return ExitDevice
 	case errors.Is(err, blkcrypt.ErrBusy):
 		return ExitBusy
 	case errors.Is(err, blkcrypt.ErrNoHeader), errors.Is(err, blkcrypt.ErrCorrupt), errors.Is(err, blkcrypt.ErrDeviceTooSmall):

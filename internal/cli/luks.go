@@ -37,7 +37,7 @@ const anySlot = -1
 
 // luksDevice opens the header device (the --header file or DEVICE itself)
 // and reads the header.
-func luksDevice(ctx context.Context, p *parsed, path string, readOnly bool) (*blkcrypt.LockedFile, luksutil.Device, luksutil.Header, error) {
+func luksDevice(ctx context.Context, p *parsed, path string, readOnly bool) (deviceFile, luksutil.Device, luksutil.Header, error) {
 	hpath := path
 	if h := p.str("header"); h != "" {
 		hpath = h
@@ -48,18 +48,27 @@ func luksDevice(ctx context.Context, p *parsed, path string, readOnly bool) (*bl
 	if typ != "" && typ != "luks" && typ != "luks1" && typ != "luks2" {
 		return nil, nil, nil, usageErr("--type %q is not a LUKS type", typ)
 	}
-	if f, err := openDevice(hpath, true); err != nil {
-		return nil, nil, nil, err
+	var f deviceFile
+	var dev luksutil.Device
+	if blkcrypt.IsURI(hpath) {
+		var err error
+		if f, dev, err = uriDevice(ctx, hpath, readOnly); err != nil {
+			return nil, nil, nil, err
+		}
 	} else {
-		f.Close()
+		if f, err := openDevice(hpath, true); err != nil {
+			return nil, nil, nil, err
+		} else {
+			f.Close()
+		}
+		// Locked as the library locks it: a header change waits for no one
+		// and is refused (busy) while a volume on it is open anywhere.
+		lf, err := blkcrypt.OpenFileLocked(hpath, readOnly)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		f, dev = lf, luksutil.File{File: lf.File}
 	}
-	// Locked as the library locks it: a header change waits for no one and
-	// is refused (busy) while a volume on it is open anywhere.
-	f, err := blkcrypt.OpenFileLocked(hpath, readOnly)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	dev := luksutil.File{File: f.File}
 	bh, err := blkcrypt.ReadHeaderContext(ctx, dev)
 	if err != nil {
 		f.Close()
@@ -451,29 +460,40 @@ func runHeaderRestore(ctx context.Context, env *Env, p *parsed) error {
 	if int64(len(backup)) != headerSize(bh) {
 		return usageErr("backup file is %d bytes, its header needs %d", len(backup), headerSize(bh))
 	}
-	if f, err := openDevice(dev, true); err != nil {
-		return err
+	var d luksutil.Device
+	if blkcrypt.IsURI(dev) {
+		f, ud, err := uriDevice(ctx, dev, false)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		d = ud
 	} else {
-		f.Close()
+		if f, err := openDevice(dev, true); err != nil {
+			return err
+		} else {
+			f.Close()
+		}
+		f, err := blkcrypt.OpenFileLocked(dev, false)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		d = luksutil.File{File: f.File}
 	}
-	f, err := blkcrypt.OpenFileLocked(dev, false)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
 	// If the device has a header, the data offset must agree, or the data
 	// would be lost.
-	if cur, err := blkcrypt.ReadHeader(luksutil.File{File: f.File}); err == nil && cur.DataOffset() != bh.DataOffset() {
+	if cur, err := blkcrypt.ReadHeader(d); err == nil && cur.DataOffset() != bh.DataOffset() {
 		return usageErr("data offset differs between the backup (%d) and the device (%d)", bh.DataOffset(), cur.DataOffset())
 	}
-	if st, err := f.Stat(); err == nil && st.Size() < int64(len(backup)) {
+	if n, err := d.Size(); err == nil && n < int64(len(backup)) {
 		return deviceErr(fmt.Errorf("device is smaller than the header backup"))
 	}
 	restore := luks1.RestoreHeader
 	if bh.Version() == 2 {
 		restore = luks2.RestoreHeader
 	}
-	return restore(luksutil.File{File: f.File}, backup)
+	return restore(d, backup)
 }
 
 // runFormat creates a LUKS volume: the flags become
@@ -516,7 +536,9 @@ func runFormat(ctx context.Context, env *Env, p *parsed) error {
 			return usageErr("--size must be positive")
 		}
 	}
-	if st, err := os.Stat(dev); err != nil {
+	if blkcrypt.IsURI(dev) {
+		// A remote device exists or not at connection time; Format says.
+	} else if st, err := os.Stat(dev); err != nil {
 		if !p.has("size") {
 			return deviceErr(fmt.Errorf("device %s does not exist (give --size to create an image)", dev))
 		}

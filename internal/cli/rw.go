@@ -39,6 +39,9 @@ var typeDumpers = map[string]func(env *Env, p *parsed, path string) error{}
 
 // detectType names the format whose signature path carries, or "".
 func detectType(path string) string {
+	if blkcrypt.IsURI(path) {
+		return detectURI(path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return ""
@@ -73,11 +76,13 @@ func openShared(path string) (*blkcrypt.LockedFile, error) {
 // openVolume unlocks DEVICE per the flags and returns the decrypted view:
 // the flags become blkcrypt.OpenOptions, the library does the rest.
 func openVolume(ctx context.Context, env *Env, p *parsed, path string, readOnly bool) (*blkcrypt.Volume, error) {
-	f, err := openDevice(path, true)
-	if err != nil {
-		return nil, err
+	if !blkcrypt.IsURI(path) {
+		f, err := openDevice(path, true)
+		if err != nil {
+			return nil, err
+		}
+		f.Close()
 	}
-	f.Close()
 	typ := volumeType(p, path)
 	o := blkcrypt.OpenOptions{Type: typ, ReadOnly: readOnly, Header: p.str("header")}
 	if p.has("key-slot") {
@@ -93,6 +98,9 @@ func openVolume(ctx context.Context, env *Env, p *parsed, path string, readOnly 
 	case "":
 		// As cryptsetup, a device without a signature is not taken for
 		// TrueCrypt (or plain) unless --type says so.
+		if err := uriOpenErr(path); err != nil {
+			return nil, err
+		}
 		return nil, deviceErr(fmt.Errorf("device %s is not a valid LUKS device (use --type plain for plain dm-crypt)", path))
 	case "plain":
 		if err := plainOptions(env, p, &o, &wipe); err != nil {

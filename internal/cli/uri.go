@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/nbd/nbdclient"
+)
+
+// A DEVICE may be an NBD URI (nbd://, nbds://, nbd+unix://, nbds+unix://):
+// importing nbdclient registers those schemes with blkcrypt.Open and
+// Format, so the verbs that open a volume need nothing more; the ones that
+// read a LUKS header themselves (dump, the key verbs, header backup and
+// restore) open it with uriDevice. URI devices are not flock-locked: the
+// lock is local, the device is not.
+
+// deviceFile is what the header verbs keep open: a locked file, or a URI
+// device.
+type deviceFile interface {
+	io.ReaderAt
+	io.Closer
+}
+
+// uriDevice opens a URI DEVICE for the header verbs.
+func uriDevice(ctx context.Context, path string, readOnly bool) (deviceFile, luksutil.Device, error) {
+	d, err := blkcrypt.OpenURI(ctx, path, readOnly)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, d, nil
+}
+
+// detectURI names the format a URI device carries, or "".
+func detectURI(path string) string {
+	d, err := blkcrypt.OpenURI(context.Background(), path, true)
+	if err != nil {
+		return ""
+	}
+	defer d.Close()
+	return blkcrypt.Detect(d)
+}
+
+// uriOpenErr is why a URI DEVICE cannot be opened (detectType, which
+// found no signature, does not say), or nil for a file or a URI that opens.
+func uriOpenErr(path string) error {
+	if !blkcrypt.IsURI(path) {
+		return nil
+	}
+	d, err := blkcrypt.OpenURI(context.Background(), path, true)
+	if err != nil {
+		return err
+	}
+	return d.Close()
+}
+
+// uriDeviceErr reports the NBD client's errors about the device itself
+// (cannot connect, no such export, TLS refused, a broken server): as
+// cryptsetup's wrong device, exit 4. A malformed URI stays a usage error.
+func uriDeviceErr(err error) bool {
+	for _, e := range []error{nbdclient.ErrConnect, nbdclient.ErrConnectionLost, nbdclient.ErrUnknownExport, nbdclient.ErrTLS,
+		nbdclient.ErrProtocol, nbdclient.ErrShortReply, nbdclient.ErrReadOnly, nbdclient.ErrOutOfRange} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	var se *nbdclient.ServerError
+	return errors.As(err, &se)
+}
