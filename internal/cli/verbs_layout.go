@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/luks1"
 	"github.com/blkcrypt/blkcrypt/luks2"
@@ -115,7 +116,7 @@ func runResize(ctx context.Context, env *Env, p *parsed) error {
 	if p.has("size") && p.has("device-size") {
 		return usageErr("options --size and --device-size cannot be combined")
 	}
-	if st, err := os.Stat(dev); err == nil && !st.Mode().IsRegular() {
+	if st, err := os.Stat(dev); blkcrypt.IsURI(dev) || err == nil && !st.Mode().IsRegular() {
 		return usageErr("resize works on image files; %s is not a regular file", dev)
 	}
 	f, hdev, h, err := luksDevice(ctx, p, dev, false)
@@ -124,7 +125,11 @@ func runResize(ctx context.Context, env *Env, p *parsed) error {
 	}
 	defer f.Close()
 	// The data lives in DEVICE; with --header the header file is another.
-	data := f.File
+	lf, ok := f.(*blkcrypt.LockedFile)
+	if !ok {
+		return usageErr("resize works on image files; the header of %s is not one", dev)
+	}
+	data := lf.File
 	if p.str("header") != "" {
 		if data, err = os.OpenFile(dev, os.O_RDWR, 0); err != nil {
 			return deviceErr(fmt.Errorf("cannot open device %s: %w", dev, err))

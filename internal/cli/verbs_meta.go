@@ -67,7 +67,7 @@ func notLUKS(err error, dev, version string) error {
 }
 
 // luks2Device is luksDevice for the LUKS2-only verbs.
-func luks2Device(ctx context.Context, p *parsed, dev string, readOnly bool) (*blkcrypt.LockedFile, luksutil.Device, *luks2.Header, error) {
+func luks2Device(ctx context.Context, p *parsed, dev string, readOnly bool) (deviceFile, luksutil.Device, *luks2.Header, error) {
 	f, hdev, h, err := luksDevice(ctx, p, dev, readOnly)
 	if err != nil {
 		return nil, nil, nil, notLUKS(err, dev, "2")
