@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
+	"time"
 )
 
 // Export is one named device served by a Server. A server made with
@@ -43,6 +45,36 @@ type export struct {
 	removed bool
 
 	flushed chan struct{} // closed by RemoveExport once the backend was flushed
+
+	errMu      sync.Mutex // guards the backend-error log throttle
+	lastErrLog time.Time
+	suppressed int
+}
+
+// backendLogEvery spaces the backend errors logged per export: a device
+// that went away fails every request, and a busy client must not turn
+// that into a log flood.
+const backendLogEvery = 10 * time.Second
+
+// logBackendErr logs a failed request of c's export, at most once per
+// backendLogEvery, with the number of failures left unlogged since.
+func (c *conn) logBackendErr(r *request, err error) {
+	e := c.e
+	e.errMu.Lock()
+	now := time.Now()
+	if !e.lastErrLog.IsZero() && now.Sub(e.lastErrLog) < backendLogEvery {
+		e.suppressed++
+		e.errMu.Unlock()
+		return
+	}
+	n := e.suppressed
+	e.lastErrLog, e.suppressed = now, 0
+	e.errMu.Unlock()
+	more := ""
+	if n > 0 {
+		more = fmt.Sprintf(" (%d more failed requests not logged)", n)
+	}
+	c.logf("export %q: command %d at %d+%d: %v%s", e.Name, r.typ, r.off, r.length, err, more)
 }
 
 func newExport(e Export) *export {

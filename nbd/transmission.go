@@ -290,7 +290,7 @@ func (c *conn) handle(r *request) {
 		err = c.e.Backend.Flush()
 	}
 	if err != nil {
-		c.logf("command %d at %d+%d: %v", r.typ, r.off, r.length, err)
+		c.logBackendErr(r, err)
 		c.replyError(r.scratch[:], r.typ, r.cookie, errno(err), "backend I/O error")
 		return
 	}
