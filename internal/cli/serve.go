@@ -131,14 +131,21 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 	fmt.Fprintf(env.Stderr, "blkcrypt: serving %s (%d bytes) on %s\n", dev, v.Size(), l.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ctx, l) }()
+	serving := true
 	select {
 	case err = <-errc:
+		serving = false
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	serr := srv.Shutdown(sctx)
 	l.Close()
+	if serving {
+		// Serve flushes the volume after a cancel too: it must be done
+		// before the volume is closed.
+		err = <-errc
+	}
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, net.ErrClosed) {
 		return err
 	}

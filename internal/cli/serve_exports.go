@@ -351,10 +351,12 @@ func runGateway(ctx context.Context, env *Env, p *parsed) error {
 	fmt.Fprintf(env.Stderr, "blkcrypt: gateway serving %d exports on %s\n", len(g.served), l.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- g.srv.Serve(ctx, l) }()
+	serving := true
 loop:
 	for {
 		select {
 		case err = <-errc:
+			serving = false
 			break loop
 		case <-ctx.Done():
 			break loop
@@ -370,6 +372,11 @@ loop:
 	defer cancel()
 	serr := g.srv.Shutdown(sctx)
 	l.Close()
+	if serving {
+		// Serve flushes the exports after a cancel too: no volume is
+		// closed under it.
+		err = <-errc
+	}
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, nbd.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 		return err
 	}
