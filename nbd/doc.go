@@ -51,8 +51,10 @@
 // ReadOnly, AllowDiscards and MultiConn; MaxConns, the timeouts, TLS and
 // MaxRequest are the server's. A connection is bound to one export when
 // NBD_OPT_GO or NBD_OPT_EXPORT_NAME succeeds. A backend's errors fail only
-// the requests of its export (logged at most once per 10 s per export with
-// a count of the rest). RemoveExport treats that export's connections as
+// the requests of its export. The first failure after a success is logged
+// and leaves the export out of NBD_OPT_LIST until one of its requests
+// succeeds again (it can still be reached by name); later failures are
+// logged at most once per 10 s per export, with a count of the rest. RemoveExport treats that export's connections as
 // Shutdown treats all: they stop reading, their in-flight requests are
 // answered, the backend is flushed, and then they are closed; other
 // exports' connections are untouched, and the backend is the caller's to

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -46,7 +47,8 @@ type export struct {
 
 	flushed chan struct{} // closed by RemoveExport once the backend was flushed
 
-	errMu      sync.Mutex // guards the backend-error log throttle
+	failing    atomic.Bool // the last backend request failed: hidden from NBD_OPT_LIST
+	errMu      sync.Mutex  // guards the backend-error log throttle
 	lastErrLog time.Time
 	suppressed int
 }
@@ -56,13 +58,16 @@ type export struct {
 // that into a log flood.
 const backendLogEvery = 10 * time.Second
 
-// logBackendErr logs a failed request of c's export, at most once per
-// backendLogEvery, with the number of failures left unlogged since.
+// logBackendErr logs a failed request of c's export. The first failure
+// after a success marks the export failing (left out of NBD_OPT_LIST) and
+// is always logged; later ones at most once per backendLogEvery, with the
+// number of failures left unlogged since.
 func (c *conn) logBackendErr(r *request, err error) {
 	e := c.e
 	e.errMu.Lock()
 	now := time.Now()
-	if !e.lastErrLog.IsZero() && now.Sub(e.lastErrLog) < backendLogEvery {
+	first := e.failing.CompareAndSwap(false, true)
+	if !first && now.Sub(e.lastErrLog) < backendLogEvery {
 		e.suppressed++
 		e.errMu.Unlock()
 		return
@@ -74,7 +79,18 @@ func (c *conn) logBackendErr(r *request, err error) {
 	if n > 0 {
 		more = fmt.Sprintf(" (%d more failed requests not logged)", n)
 	}
+	if first {
+		more += "; not listed until a request succeeds"
+	}
 	c.logf("export %q: command %d at %d+%d: %v%s", e.Name, r.typ, r.off, r.length, err, more)
+}
+
+// backendOK clears the failing mark after a request the backend served.
+// The common case is one atomic load.
+func (c *conn) backendOK() {
+	if c.e.failing.Load() && c.e.failing.CompareAndSwap(true, false) {
+		c.logf("export %q: backend answering again; listed", c.e.Name)
+	}
 }
 
 func newExport(e Export) *export {
@@ -177,13 +193,18 @@ func (s *Server) Exports() []string {
 	return names
 }
 
-// sortedExports returns the exports in name order, for NBD_OPT_LIST.
+// sortedExports returns the exports to list, in name order: all but
+// those whose backend is failing, so a listing shows what works. A failing
+// export can still be reached by name, and is listed again once one of
+// its requests succeeds.
 func (s *Server) sortedExports() []*export {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	xs := make([]*export, 0, len(s.exports))
 	for _, e := range s.exports {
-		xs = append(xs, e)
+		if !e.failing.Load() {
+			xs = append(xs, e)
+		}
 	}
 	sort.Slice(xs, func(i, j int) bool { return xs[i].Name < xs[j].Name })
 	return xs

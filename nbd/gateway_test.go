@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -240,27 +242,80 @@ func TestGatewayRemoveExport(t *testing.T) {
 	stay.disconnect()
 }
 
-// failingMem fails every read and write with EIO, as a backend whose
-// device went away.
-type failingMem struct{ *memBackend }
+// failingMem fails every read and write with EIO while broken is set, as
+// a backend whose device went away.
+type failingMem struct {
+	*memBackend
+	broken atomic.Bool
+}
 
-func (failingMem) ReadAt(p []byte, off int64) (int, error)  { return 0, syscall.EIO }
-func (failingMem) WriteAt(p []byte, off int64) (int, error) { return 0, syscall.EIO }
+func (f *failingMem) ReadAt(p []byte, off int64) (int, error) {
+	if f.broken.Load() {
+		return 0, syscall.EIO
+	}
+	return f.memBackend.ReadAt(p, off)
+}
+
+func (f *failingMem) WriteAt(p []byte, off int64) (int, error) {
+	if f.broken.Load() {
+		return 0, syscall.EIO
+	}
+	return f.memBackend.WriteAt(p, off)
+}
 
 // TestGatewayBackendFailureIsolated: I/O errors of one export's backend
-// fail that export's requests only.
+// fail that export's requests only; the failing export is left out of
+// NBD_OPT_LIST (and logged, once for many failures) until one of its
+// requests succeeds again.
 func TestGatewayBackendFailureIsolated(t *testing.T) {
 	good := newMem(1<<20, 512)
 	copy(good.data, randBytes(4, 1<<20))
-	ts := startGateway(t, Export{Name: "bad", Backend: failingMem{newMem(1<<20, 512)}}, Export{Name: "good", Backend: good})
+	fm := &failingMem{memBackend: newMem(1<<20, 512)}
+	var logMu sync.Mutex
+	var logs []string
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewGateway(Options{Logf: func(format string, args ...any) {
+		logMu.Lock()
+		logs = append(logs, fmt.Sprintf(format, args...))
+		logMu.Unlock()
+	}})
+	s.AddExport(Export{Name: "bad", Backend: fm})
+	s.AddExport(Export{Name: "good", Backend: good})
+	go s.Serve(context.Background(), l)
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	ts := &testServer{s: s, addr: l.Addr().String(), net: "tcp"}
+
 	bad := ts.dial(t, dialOpts{name: "bad", structured: true})
 	ok := ts.dial(t, dialOpts{name: "good", structured: true})
+	fm.broken.Store(true)
 	for i := range 20 {
 		bad.mustErr(reqArgs{typ: cmdRead, off: uint64(i) * 512, length: 512}, nbdEIO)
 		bad.mustErr(reqArgs{typ: cmdWrite, off: uint64(i) * 512, payload: make([]byte, 512)}, nbdEIO)
 		if got := ok.mustOK(reqArgs{typ: cmdRead, off: uint64(i) * 512, length: 512}); !bytes.Equal(got, good.data[i*512:(i+1)*512]) {
 			t.Fatalf("good export read wrong data")
 		}
+	}
+	if names, _ := listExports(t, ts); strings.Join(names, ",") != "good" {
+		t.Errorf("NBD_OPT_LIST with a failing export = %v, want only good", names)
+	}
+	logMu.Lock()
+	var failLogs int
+	for _, m := range logs {
+		if strings.Contains(m, `export "bad"`) {
+			failLogs++
+		}
+	}
+	logMu.Unlock()
+	if failLogs != 1 {
+		t.Errorf("40 failed requests logged %d times, want once: %q", failLogs, logs)
+	}
+	fm.broken.Store(false)
+	bad.mustOK(reqArgs{typ: cmdRead, off: 0, length: 512})
+	if names, _ := listExports(t, ts); strings.Join(names, ",") != "bad,good" {
+		t.Errorf("NBD_OPT_LIST after recovery = %v", names)
 	}
 	bad.disconnect()
 	ok.disconnect()

@@ -263,6 +263,7 @@ func (c *conn) handle(r *request) {
 		var got int
 		got, err = c.e.Backend.ReadAt(data, off)
 		if got == n {
+			c.backendOK()
 			c.replyRead(r)
 			return
 		}
@@ -294,6 +295,7 @@ func (c *conn) handle(r *request) {
 		c.replyError(r.scratch[:], r.typ, r.cookie, errno(err), "backend I/O error")
 		return
 	}
+	c.backendOK()
 	c.replyOK(r)
 }
 
