@@ -224,8 +224,9 @@ func (q *qemuIO) do(cmd, want string) {
 // real clients each (nbdcopy and qemu-io) and every byte read equals the
 // test's shadow copy. SIGHUP then removes one export (its lock is
 // released) and adds another while a qemu-io client of a third keeps its
-// connection and keeps working. After the gateway stops, a fresh
-// `blkcrypt read` of each image equals the shadow.
+// connection and keeps working; a file that does not parse changes
+// nothing, and fixing the wrong key brings that export in. After the
+// gateway stops, a fresh `blkcrypt read` of each image equals the shadow.
 func TestGatewayAcceptance(t *testing.T) {
 	needTool(t, "nbdcopy", "libnbd-bin")
 	needTool(t, "nbdinfo", "libnbd-bin")
@@ -347,6 +348,25 @@ func TestGatewayAcceptance(t *testing.T) {
 	copy(shadow["d"][4096:8192], bytes.Repeat([]byte{0x99}, 4096))
 	checkAll("a", "c", "d")
 	qs["c"].do("read -P 0x31 1048576 8192", "read 8192/8192 bytes")
+
+	// A file that does not parse changes nothing; a fixed key brings the
+	// failed export in without touching the others.
+	writeFile(t, dir, "exports", []byte(spec("a", passes["a"])+"\nthis is not an export\n"))
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	stderr.waitFor(t, "keeping the current exports", 1)
+	if got := strings.Join(listedExports(t, sock), ","); got != "a,c,d" {
+		t.Fatalf("after a broken reload nbdinfo --list = %s, want a,c,d", got)
+	}
+	writeFile(t, dir, "exports", []byte(spec("a", passes["a"])+"\n"+spec("d", passes["d"])+"\n"+spec("bad", passes["bad"])+"\n"))
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	stderr.waitFor(t, "reloaded:", 2)
+	if got := strings.Join(listedExports(t, sock), ","); got != "a,bad,c,d" {
+		t.Fatalf("after fixing the key nbdinfo --list = %s, want a,bad,c,d", got)
+	}
+	qs["a"].do("read -P 0x77 2097152 4096", "read 4096/4096 bytes")
+	if strings.Count(stderr.String(), "removed") != 1 {
+		t.Errorf("a reload removed an unchanged export: %s", stderr.String())
+	}
 
 	if code := stop(); code != 0 {
 		t.Fatalf("gateway exited %d: %s", code, stderr.String())
