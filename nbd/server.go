@@ -124,7 +124,7 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	exports   map[string]*export
 	closing   bool
-	flushed   chan struct{} // closed by Shutdown once the backend was flushed
+	flushed   chan struct{} // closed by Shutdown once the backends were flushed
 }
 
 // NewServer returns a server exporting b, named Options.ExportName.
