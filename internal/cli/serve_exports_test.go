@@ -95,9 +95,9 @@ func startGatewayCLI(t *testing.T, args ...string) (string, *syncBuffer, func() 
 	return sock, errb, stop
 }
 
-// luks2Image makes a LUKS2 image with cryptsetup (cheap PBKDF2) holding
+// gatewayImage makes a LUKS2 image with cryptsetup (cheap PBKDF2) holding
 // 4 MiB of data, and its passphrase file.
-func luks2Image(t *testing.T, dir, name string) (img, pass string) {
+func gatewayImage(t *testing.T, dir, name string) (img, pass string) {
 	t.Helper()
 	img = filepath.Join(dir, name+".img")
 	f, err := os.Create(img)
@@ -234,7 +234,7 @@ func TestGatewayAcceptance(t *testing.T) {
 	dir := t.TempDir()
 	imgs, passes := map[string]string{}, map[string]string{}
 	for _, n := range []string{"a", "b", "c", "d", "bad"} {
-		imgs[n], passes[n] = luks2Image(t, dir, n)
+		imgs[n], passes[n] = gatewayImage(t, dir, n)
 	}
 	wrong := writeFile(t, dir, "wrong.pass", []byte("not the passphrase"))
 	spec := func(n, pass string) string { return n + "=" + imgs[n] + ",key-file=" + pass + ",type=luks2" }
@@ -420,7 +420,7 @@ func TestGatewayBadInput(t *testing.T) {
 	}
 
 	needTool(t, "cryptsetup", "cryptsetup-bin")
-	limg, pass := luks2Image(t, dir, "only")
+	limg, pass := gatewayImage(t, dir, "only")
 	before, _ := os.ReadFile(limg)
 	code, _, e := run(t, nil, "serve", "--listen", "unix:"+filepath.Join(dir, "s.sock"), "--export", "v="+limg+",key-file="+key)
 	if code != ExitPermission || !strings.Contains(e, "export v: not served") {
