@@ -108,7 +108,7 @@ func gatewayImage(t *testing.T, dir, name string) (img, pass string) {
 		t.Fatal(err)
 	}
 	f.Close()
-	pass = writeFile(t, dir, name+".pass", []byte("gateway "+name))
+	pass = writeFile(t, dir, name+".pass", []byte("secret-"+name+"-7f3a"))
 	if out, err := cryptsetup(t, "luksFormat", "-q", "--type", "luks2", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000",
 		"--key-file", pass, img); err != nil {
 		t.Fatalf("cryptsetup luksFormat: %v %s", err, out)
@@ -242,8 +242,17 @@ func TestGatewayAcceptance(t *testing.T) {
 	writeFile(t, dir, "exports", []byte("# the gateway's volumes\n"+spec("a", passes["a"])+"\n\n"+spec("b", passes["b"])+"\n  "+spec("bad", wrong)+"\n"))
 
 	sock, stderr, stop := startGatewayCLI(t, "--exports", exports, "--export", spec("c", passes["c"]))
-	if s := stderr.String(); !strings.Contains(s, "export bad: not served") || strings.Count(strings.TrimSpace(s[strings.Index(s, "export bad"):]), "\n") > 3 {
-		t.Errorf("the wrong key was not reported in one line: %s", s)
+	badLines := 0
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(line, "export bad") {
+			badLines++
+			if !strings.HasPrefix(line, "blkcrypt: export bad: not served: ") || !strings.Contains(line, "passphrase") {
+				t.Errorf("the wrong key is reported as %q", line)
+			}
+		}
+	}
+	if badLines != 1 {
+		t.Errorf("the wrong key was reported in %d lines, want 1:\n%s", badLines, stderr.String())
 	}
 	if got := strings.Join(listedExports(t, sock), ","); got != "a,b,c" {
 		t.Fatalf("nbdinfo --list = %s, want a,b,c", got)
@@ -370,6 +379,11 @@ func TestGatewayAcceptance(t *testing.T) {
 
 	if code := stop(); code != 0 {
 		t.Fatalf("gateway exited %d: %s", code, stderr.String())
+	}
+	for n := range passes {
+		if p, _ := os.ReadFile(passes[n]); strings.Contains(stderr.String(), string(p)) {
+			t.Errorf("the passphrase of %s is in the gateway's stderr", n)
+		}
 	}
 	// What the clients were told is on disk, as a fresh open reads it.
 	for _, n := range []string{"a", "b", "c", "d"} {
