@@ -14,6 +14,7 @@ const (
 	kindString
 	kindInt
 	kindFloat
+	kindList // a string that may be given many times; see parsed.list
 )
 
 type flagDef struct {
@@ -66,6 +67,8 @@ var flagDefs = []flagDef{
 	{"dump-volume-key", 0, kindBool, "dump: print the volume key"},
 	{"listen", 0, kindString, "serve: address (host:port or unix:/path)"},
 	{"export-name", 0, kindString, "serve: NBD export name"},
+	{"export", 0, kindList, "serve: NAME=DEVICE,key-file=F[,type=T][,read-only][,header=H]... one export of many (repeatable)"},
+	{"exports", 0, kindString, "serve: file of exports, one NAME=DEVICE,key-file=F,... a line (# comments); re-read on SIGHUP"},
 	{"read-only", 'r', kindBool, "serve: refuse writes"},
 	{"allow-discards", 0, kindBool, "serve: pass TRIM through as hole punching"},
 	{"tls-cert", 0, kindString, "serve: TLS certificate"},
@@ -83,9 +86,13 @@ var flagDefs = []flagDef{
 
 // parsed holds the flags and positional arguments of one command line.
 type parsed struct {
-	set  map[string]string
-	args []string
+	set   map[string]string
+	lists map[string][]string // every value of a kindList flag, in order
+	args  []string
 }
+
+// list returns every value given for a kindList flag.
+func (p *parsed) list(name string) []string { return p.lists[name] }
 
 func (p *parsed) has(name string) bool   { _, ok := p.set[name]; return ok }
 func (p *parsed) str(name string) string { return p.set[name] }
@@ -185,6 +192,12 @@ func parseArgs(verb string, argv []string) (*parsed, error) {
 			if f, err := strconv.ParseFloat(val, 64); err != nil || f < 0 {
 				return nil, fmt.Errorf("option --%s: %q is not a non-negative number", d.name, val)
 			}
+		}
+		if d.kind == kindList {
+			if p.lists == nil {
+				p.lists = map[string][]string{}
+			}
+			p.lists[d.name] = append(p.lists[d.name], val)
 		}
 		p.set[d.name] = val
 	}
