@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"sort"
 	"strings"
 	"syscall"
 
@@ -113,8 +112,8 @@ func Main(ctx context.Context, argv []string, env *Env) int {
 		return ExitUsage
 	}
 	p, err := parseArgs(v.name, argv[1:])
-	if err == nil && p.bool("help") {
-		fmt.Fprintf(env.Stdout, "blkcrypt %s %s\n", v.name, v.help)
+	if err == nil && p.set["help"] == "true" {
+		verbHelp(env.Stdout, *v)
 		return ExitOK
 	}
 	if err != nil {
@@ -159,21 +158,6 @@ func exitCode(err error) int {
 		return ExitBusy
 	}
 	return ExitUsage
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: blkcrypt <action> [DEVICE] [options]")
-	fmt.Fprintln(w, "\nactions:")
-	vs := allVerbs()
-	sort.Slice(vs, func(i, j int) bool { return vs[i].name < vs[j].name })
-	for _, v := range vs {
-		al := ""
-		if len(v.aliases) > 0 {
-			al = " (" + strings.Join(v.aliases, ", ") + ")"
-		}
-		fmt.Fprintf(w, "  %-16s %s%s\n", v.name, v.help, al)
-	}
-	fmt.Fprintln(w, "\nexit codes: 0 ok, 1 wrong parameters, 2 no permission (bad passphrase), 3 out of memory, 4 wrong device, 5 busy")
 }
 
 // oneDevice returns the single positional argument.

@@ -28,8 +28,8 @@ func init() {
 		verb{"change-key", []string{"luksChangeKey"}, runChangeKey, "DEVICE [NEW_KEY_FILE] — change a passphrase"},
 		verb{"remove-key", []string{"luksRemoveKey"}, runRemoveKey, "DEVICE — remove the keyslot a passphrase opens"},
 		verb{"kill-slot", []string{"luksKillSlot"}, runKillSlot, "DEVICE N — remove keyslot N"},
-		verb{"header-backup", []string{"luksHeaderBackup"}, runHeaderBackup, "DEVICE --header-backup-file F"},
-		verb{"header-restore", []string{"luksHeaderRestore"}, runHeaderRestore, "DEVICE --header-backup-file F"},
+		verb{"header-backup", []string{"luksHeaderBackup"}, runHeaderBackup, "DEVICE --header-backup-file F — save the LUKS header and keyslot areas to a file"},
+		verb{"header-restore", []string{"luksHeaderRestore"}, runHeaderRestore, "DEVICE --header-backup-file F — write a saved LUKS header back"},
 	)
 }
 
