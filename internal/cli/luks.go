@@ -336,6 +336,11 @@ func runRemoveKey(ctx context.Context, env *Env, p *parsed) error {
 		return err
 	}
 	clear(key)
+	if act := h.ActiveKeyslots(); len(act) == 1 && act[0] == slot {
+		if err := confirm(env, p, lastKeyslotWarning, ExitPermission, abortedKeyslotMsg); err != nil {
+			return err
+		}
+	}
 	if err := h.RemoveKey(hdev, slot); err != nil {
 		return err
 	}
@@ -356,6 +361,11 @@ func runKillSlot(ctx context.Context, env *Env, p *parsed) error {
 		return err
 	}
 	defer f.Close()
+	if act := h.ActiveKeyslots(); len(act) == 1 && act[0] == slot {
+		if err := confirm(env, p, lastKeyslotWarning, ExitPermission, abortedKeyslotMsg); err != nil {
+			return err
+		}
+	}
 	// With a key file, cryptsetup first checks that the passphrase opens a
 	// keyslot other than the one to be removed.
 	if p.has("key-file") && slices.Contains(h.ActiveKeyslots(), slot) {
@@ -459,11 +469,17 @@ func runHeaderRestore(ctx context.Context, env *Env, p *parsed) error {
 	defer f.Close()
 	// If the device has a header, the data offset must agree, or the data
 	// would be lost.
-	if cur, err := blkcrypt.ReadHeader(luksutil.File{File: f.File}); err == nil && cur.DataOffset() != bh.DataOffset() {
+	cur, err := blkcrypt.ReadHeader(luksutil.File{File: f.File})
+	if err == nil && cur.DataOffset() != bh.DataOffset() {
 		return usageErr("data offset differs between the backup (%d) and the device (%d)", bh.DataOffset(), cur.DataOffset())
 	}
 	if st, err := f.Stat(); err == nil && st.Size() < int64(len(backup)) {
 		return deviceErr(fmt.Errorf("device is smaller than the header backup"))
+	}
+	if err == nil {
+		if err := confirm(env, p, restoreWarning(dev, cur.Version(), cur.UUID() == bh.UUID()), ExitUsage, abortedMsg); err != nil {
+			return err
+		}
 	}
 	restore := luks1.RestoreHeader
 	if bh.Version() == 2 {
@@ -518,6 +534,17 @@ func runFormat(ctx context.Context, env *Env, p *parsed) error {
 		}
 	} else if st.IsDir() {
 		return deviceErr(fmt.Errorf("device %s is a directory", dev))
+	}
+	// As cryptsetup, on a terminal: the header goes over whatever the
+	// target holds. An image file that does not exist yet loses nothing.
+	target := dev
+	if o.Header != "" {
+		target = o.Header
+	}
+	if _, err := os.Stat(target); err == nil {
+		if err := confirm(env, p, overwriteWarning(target), ExitUsage, abortedMsg); err != nil {
+			return err
+		}
 	}
 	if vk := p.str("volume-key-file"); vk != "" {
 		if o.VolumeKey, err = readVolumeKeyFile(vk, o.KeySize); err != nil {
