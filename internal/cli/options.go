@@ -42,8 +42,8 @@ var (
 		o("pbkdf", "argon2id (LUKS2), pbkdf2 (LUKS1)"), o("iter-time", "2000"), o("pbkdf-force-iterations", "benchmarked"),
 		o("pbkdf-memory", "1048576"), o("pbkdf-parallel", "4"),
 	}
-	luksTypeOpt = opt{name: "type", def: "what the header holds", help: "luks, luks1 or luks2; must match the header", kind: -1}
-	openTypeOpt = opt{name: "type", def: "detected: LUKS, BitLocker, FileVault 2", help: "luks, luks1, luks2, plain, loopaes, tcrypt, bitlk, fvault2", kind: -1}
+	luksTypeOpt  = opt{name: "type", def: "what the header holds", help: "luks, luks1 or luks2; must match the header", kind: -1}
+	openTypeOpt  = opt{name: "type", def: "detected: LUKS, BitLocker, FileVault 2", help: "luks, luks1, luks2, plain, loopaes, tcrypt, bitlk, fvault2", kind: -1}
 	progressOpts = []opt{o("progress-frequency", "0 (a refreshed line, on a terminal only)"), o("progress-json", "")}
 )
 
