@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/internal/keyinput"
@@ -49,6 +50,10 @@ type Env struct {
 	StdinIsTerminal bool
 	// Prompt reads a passphrase without echo; nil when there is no terminal.
 	Prompt func(prompt string) ([]byte, error)
+	// StderrIsTerminal turns on progress lines for long work.
+	StderrIsTerminal bool
+	// Now is the clock progress lines read (time.Now when nil).
+	Now func() time.Time
 }
 
 type verb struct {

@@ -60,7 +60,8 @@ func cat(groups ...[]opt) []opt {
 // (and flagDefs), and the tests check that a verb reads no option it does
 // not declare here. A verb not listed takes only the global options.
 var verbOptions = map[string][]opt{
-	"demo":   {o("dir", "a new temporary directory")},
+	"demo": {o("dir", "a new temporary directory"),
+		opt{name: "sec", def: "0 (until Enter on a terminal; else stop at once)", help: "serve the demo volume this many seconds", kind: -1}},
 	"speed":  {o("driver", "every driver of ALG"), o("sec", "1"), o("decrypt", ""), o("list-drivers", "")},
 	"crypto": {},
 	"benchmark": {

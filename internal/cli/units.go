@@ -24,6 +24,9 @@ func parseSize(s string) (uint64, error) {
 	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
 		i++
 	}
+	if i == 0 && s != "" && s[0] == '-' {
+		return 0, fmt.Errorf("%q: a size must not be negative", s)
+	}
 	if i == 0 {
 		return 0, fmt.Errorf("%q is %w", s, errBadSize)
 	}
