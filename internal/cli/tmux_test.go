@@ -59,7 +59,10 @@ func (tm *terminal) waitFor(re *regexp.Regexp) string {
 	return ""
 }
 
-func (tm *terminal) typeLine(s string) { tm.run("send-keys", "-t", "t", "-l", s); tm.run("send-keys", "-t", "t", "Enter") }
+func (tm *terminal) typeLine(s string) {
+	tm.run("send-keys", "-t", "t", "-l", s)
+	tm.run("send-keys", "-t", "t", "Enter")
+}
 
 // exitCode waits for the script's command to end.
 func (tm *terminal) exitCode() string {
