@@ -138,29 +138,49 @@ func oneLine(s string) string {
 	return strings.TrimSpace(s)
 }
 
-// exitCode maps an error to cryptsetup's exit codes: the one place where
-// the library's shared errors become exit codes.
+// errorExitCodes is the one table from the library's shared errors (and
+// the operating system's) to cryptsetup's exit codes, checked in order.
+// cryptsetup turns errno into its codes the same way: EPERM/EACCES 2
+// (here a wrong passphrase; a file mode that refuses us names the wrong
+// device, 4, as cryptsetup reports an unreadable device), ENOMEM 3,
+// ENODEV/ENOENT 4, EBUSY 5, anything else 1. TestExitCodeTable checks that
+// every exported error of the root package is here.
+var errorExitCodes = []struct {
+	name string
+	err  error
+	code int
+}{
+	{"ErrWrongPassphrase", blkcrypt.ErrWrongPassphrase, ExitPermission},
+	{"ErrBusy", blkcrypt.ErrBusy, ExitBusy},
+	{"ErrNotLUKS", blkcrypt.ErrNotLUKS, ExitDevice},
+	{"ErrNoHeader", blkcrypt.ErrNoHeader, ExitDevice},
+	{"ErrCorrupt", blkcrypt.ErrCorrupt, ExitDevice},
+	// cryptsetup 2.6.1: "Device X is too small." is EINVAL, exit 1.
+	{"ErrDeviceTooSmall", blkcrypt.ErrDeviceTooSmall, ExitUsage},
+	{"ErrInvalidOptions", blkcrypt.ErrInvalidOptions, ExitUsage},
+	{"ErrUnsupported", blkcrypt.ErrUnsupported, ExitUsage},
+	{"ErrReadOnly", blkcrypt.ErrReadOnly, ExitUsage},
+	{"ErrOutOfRange", blkcrypt.ErrOutOfRange, ExitUsage},
+	{"ErrClosed", blkcrypt.ErrClosed, ExitUsage},
+	{"fs.ErrNotExist", fs.ErrNotExist, ExitDevice},
+	{"EISDIR", syscall.EISDIR, ExitDevice},
+	{"ENOTDIR", syscall.ENOTDIR, ExitDevice},
+	{"fs.ErrPermission", fs.ErrPermission, ExitDevice},
+	{"ENOMEM", syscall.ENOMEM, ExitNoMemory},
+	{"EBUSY", syscall.EBUSY, ExitBusy},
+}
+
+// exitCode maps an error to cryptsetup's exit code: a code a verb chose
+// (exitError), else errorExitCodes, else 1.
 func exitCode(err error) int {
 	var ee *exitError
-	switch {
-	case errors.As(err, &ee):
+	if errors.As(err, &ee) {
 		return ee.code
-	case errors.Is(err, blkcrypt.ErrWrongPassphrase):
-		return ExitPermission
-	case errors.Is(err, blkcrypt.ErrBusy):
-		return ExitBusy
-	case errors.Is(err, blkcrypt.ErrNoHeader), errors.Is(err, blkcrypt.ErrCorrupt), errors.Is(err, blkcrypt.ErrDeviceTooSmall):
-		return ExitDevice
-	case errors.Is(err, blkcrypt.ErrInvalidOptions), errors.Is(err, blkcrypt.ErrUnsupported):
-		return ExitUsage
-	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENOTDIR):
-		return ExitDevice
-	case errors.Is(err, fs.ErrPermission):
-		return ExitDevice
-	case errors.Is(err, syscall.ENOMEM):
-		return ExitNoMemory
-	case errors.Is(err, syscall.EBUSY):
-		return ExitBusy
+	}
+	for _, e := range errorExitCodes {
+		if errors.Is(err, e.err) {
+			return e.code
+		}
 	}
 	return ExitUsage
 }

@@ -474,7 +474,7 @@ func runHeaderRestore(ctx context.Context, env *Env, p *parsed) error {
 		return usageErr("data offset differs between the backup (%d) and the device (%d)", bh.DataOffset(), cur.DataOffset())
 	}
 	if st, err := f.Stat(); err == nil && st.Size() < int64(len(backup)) {
-		return deviceErr(fmt.Errorf("device is smaller than the header backup"))
+		return usageErr("device is smaller than the header backup") // cryptsetup's code for a device too small
 	}
 	if err == nil {
 		if err := confirm(env, p, restoreWarning(dev, cur.Version(), cur.UUID() == bh.UUID()), ExitUsage, abortedMsg); err != nil {
