@@ -1,6 +1,7 @@
 package blkcrypt_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -51,4 +52,37 @@ func Example() {
 	// Output:
 	// luks2 hello, dm-crypt
 	// true
+}
+
+// OpenDevice takes any io.ReaderAt: here an image held in memory. Without
+// an io.WriterAt the volume is read-only.
+func ExampleOpenDevice() {
+	dir, _ := os.MkdirTemp("", "blkcrypt-example-")
+	defer os.RemoveAll(dir)
+	img := filepath.Join(dir, "disk.img")
+	ctx := context.Background()
+	err := blkcrypt.Format(ctx, img, []byte("secret"), blkcrypt.FormatOptions{
+		Type:  "luks1",
+		Size:  8 << 20,
+		PBKDF: blkcrypt.PBKDFOptions{Type: "pbkdf2", Iterations: 1000},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	raw, err := os.ReadFile(img)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	v, err := blkcrypt.OpenDevice(ctx, bytes.NewReader(raw), blkcrypt.OpenOptions{Passphrase: []byte("secret")})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer v.Close()
+	_, err = v.WriteAt([]byte("x"), 0)
+	fmt.Println(v.Type(), v.ReadOnly(), errors.Is(err, blkcrypt.ErrReadOnly))
+	// Output:
+	// luks1 true true
 }

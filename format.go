@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/kdf"
 	"github.com/blkcrypt/blkcrypt/luks1"
 	"github.com/blkcrypt/blkcrypt/luks2"
 )
@@ -231,7 +231,7 @@ func createLocked(path string, create bool, size int64) (*os.File, func(failed b
 
 // withHeader opens path (or a detached header) read-write, locked, and
 // reads its LUKS header.
-func withHeader(path string, f func(dev luksutil.Device, h luksutil.Header) error) error {
+func withHeader(ctx context.Context, path string, f func(dev luksutil.Device, h luksutil.Header) error) error {
 	fd, release, err := openLocked(path, false)
 	if err != nil {
 		return err
@@ -239,7 +239,7 @@ func withHeader(path string, f func(dev luksutil.Device, h luksutil.Header) erro
 	defer fd.Close()
 	defer release() // runs first: unlock, then close
 	dev := luksutil.File{File: fd}
-	h, err := readHeader(dev)
+	h, err := readHeader(ctx, dev)
 	if err != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ func withHeader(path string, f func(dev luksutil.Device, h luksutil.Header) erro
 // passphrase, and returns its number.
 func AddKey(ctx context.Context, path string, passphrase, newPassphrase []byte, pbkdf PBKDFOptions) (int, error) {
 	slot := -1
-	err := withHeader(path, func(dev luksutil.Device, h luksutil.Header) error {
+	err := withHeader(ctx, path, func(dev luksutil.Device, h luksutil.Header) error {
 		key, _, err := h.UnlockContext(ctx, dev, passphrase, luksutil.AnySlot)
 		if err != nil {
 			return err
@@ -266,7 +266,7 @@ func AddKey(ctx context.Context, path string, passphrase, newPassphrase []byte, 
 // number.
 func RemoveKey(ctx context.Context, path string, passphrase []byte) (int, error) {
 	slot := -1
-	err := withHeader(path, func(dev luksutil.Device, h luksutil.Header) error {
+	err := withHeader(ctx, path, func(dev luksutil.Device, h luksutil.Header) error {
 		key, s, err := h.UnlockContext(ctx, dev, passphrase, luksutil.AnySlot)
 		if err != nil {
 			return err

@@ -45,19 +45,26 @@ type HeaderDevice = luks1.Device
 // ReadHeader reads and validates the LUKS header on dev, whatever its
 // version. A device with no LUKS header gives ErrNotLUKS.
 func ReadHeader(dev HeaderDevice) (Header, error) {
-	h, err := readHeader(dev)
+	return ReadHeaderContext(context.Background(), dev)
+}
+
+// ReadHeaderContext is ReadHeader that stops parsing, with ctx's error in
+// the chain, when ctx ends: a hostile LUKS2 header may hold megabytes of
+// JSON.
+func ReadHeaderContext(ctx context.Context, dev HeaderDevice) (Header, error) {
+	h, err := readHeader(ctx, dev)
 	if err != nil {
 		return nil, err
 	}
 	return h, nil
 }
 
-func readHeader(dev HeaderDevice) (luksutil.Header, error) {
+func readHeader(ctx context.Context, dev HeaderDevice) (luksutil.Header, error) {
 	h1, err1 := luks1.Read(dev)
 	if err1 == nil {
 		return h1, nil
 	}
-	h2, err2 := luks2.Read(dev) // TODO(parser): luks2.ReadContext(ctx, dev) once it lands
+	h2, err2 := luks2.ReadContext(ctx, dev)
 	if err2 == nil {
 		return h2, nil
 	}
@@ -110,7 +117,7 @@ func openLUKS(ctx context.Context, dev Device, size int64, typ string, o OpenOpt
 		}
 		hdr = readerDevice{o.HeaderDevice, hsize}
 	}
-	h, err := readHeader(hdr)
+	h, err := readHeader(ctx, hdr)
 	if err != nil {
 		return nil, err
 	}

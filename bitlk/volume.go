@@ -9,8 +9,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/volspec"
+	"github.com/blkcrypt/blkcrypt/kdf"
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 

@@ -1,7 +1,6 @@
 package capi
 
 import (
-	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/sha1"
@@ -9,7 +8,6 @@ import (
 	"crypto/sha3"
 	"crypto/sha512"
 	"hash"
-	"sync"
 
 	"github.com/blkcrypt/blkcrypt/internal/serpent"
 	"github.com/blkcrypt/blkcrypt/internal/whirlpool"
@@ -17,8 +15,6 @@ import (
 	"golang.org/x/crypto/blake2s"
 	"golang.org/x/crypto/ripemd160" //nolint:staticcheck // LUKS1 volumes use ripemd160
 	"golang.org/x/crypto/twofish"
-	"lukechampine.com/adiantum"
-	"lukechampine.com/adiantum/hbsh"
 )
 
 // Driver priorities, following the kernel's habit: generic C code 100,
@@ -72,39 +68,4 @@ func init() {
 		mustRegister(&Alg{Name: h.name, Driver: h.name + "-generic", Priority: PriorityGeneric, Type: TypeHash,
 			BlockSize: h.blk, DigestSize: h.size, NewHash: h.f})
 	}
-
-	for _, v := range []struct {
-		name string
-		new  func([]byte) *hbsh.HBSH
-	}{
-		{"adiantum(xchacha12,aes)", adiantum.New},
-		{"adiantum(xchacha20,aes)", adiantum.New20},
-	} {
-		v := v
-		mustRegister(&Alg{Name: v.name, Driver: v.name[:len(v.name)-5] + "-generic,aes-generic,nhpoly1305-generic)",
-			Priority: PriorityGeneric, Type: TypeSkcipher, BlockSize: 16, MinLen: 16, IVSize: 32, KeySizes: []int{32},
-			// The module keeps a reference to the key, and callers wipe theirs.
-			NewSkcipher: func(k []byte) (Skcipher, error) { return &adiantumMode{h: v.new(bytes.Clone(k))}, nil }})
-	}
-}
-
-// adiantumMode adapts lukechampine.com/adiantum, which keeps scratch state
-// in the cipher, so requests are serialised.
-type adiantumMode struct {
-	mu sync.Mutex
-	h  *hbsh.HBSH
-}
-
-func (m *adiantumMode) Encrypt(dst, src, iv []byte) {
-	copy(dst, src)
-	m.mu.Lock()
-	m.h.Encrypt(dst, iv)
-	m.mu.Unlock()
-}
-
-func (m *adiantumMode) Decrypt(dst, src, iv []byte) {
-	copy(dst, src)
-	m.mu.Lock()
-	m.h.Decrypt(dst, iv)
-	m.mu.Unlock()
 }

@@ -8,7 +8,7 @@ import (
 
 // Streebog (GOST R 34.11-2012) lives in its own file so that it can be
 // added without touching the shared hash table in algs.go. VeraCrypt's
-// PBKDF2-HMAC-Streebog-512 reaches it as "stribog512", which internal/kdf
+// PBKDF2-HMAC-Streebog-512 reaches it as "stribog512", which kdf
 // and tcrypt map to the kernel name.
 func init() {
 	for _, h := range []struct {

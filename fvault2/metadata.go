@@ -14,8 +14,8 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/volspec"
+	"github.com/blkcrypt/blkcrypt/kdf"
 	"golang.org/x/crypto/xts"
 )
 

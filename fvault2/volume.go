@@ -5,8 +5,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/volspec"
+	"github.com/blkcrypt/blkcrypt/kdf"
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 

@@ -9,8 +9,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/kdf"
+	"github.com/blkcrypt/blkcrypt/keyslot"
 )
 
 // Device is where a header lives: random-access reads and writes, a
@@ -30,14 +31,14 @@ func (f File) Size() (int64, error) { return luksutil.File{File: f.File}.Size() 
 
 // KeyslotOptions configure a new keyslot. Only PBKDF2 is valid for LUKS1,
 // with the header's hash; Priority must stay unset.
-type KeyslotOptions = luksutil.KeyslotOptions
+type KeyslotOptions = keyslot.Options
 
 // PBKDFOptions choose the keyslot KDF cost (iteration time, or forced
 // iterations).
 type PBKDFOptions = kdf.Options
 
 // AnySlot asks for any keyslot.
-const AnySlot = luksutil.AnySlot
+const AnySlot = keyslot.AnySlot
 
 // Sentinel errors (shared with package luks2).
 var (

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil/lukstest"
+	"github.com/blkcrypt/blkcrypt/kdf"
 	"github.com/blkcrypt/blkcrypt/luks2"
 )
 

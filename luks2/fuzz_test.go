@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/kdf"
 )
 
 const fuzzDevSize = 320 << 10

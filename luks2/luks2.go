@@ -12,8 +12,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/kdf"
+	"github.com/blkcrypt/blkcrypt/keyslot"
 )
 
 // Device is where a header lives: random-access reads and writes, a
@@ -33,13 +34,13 @@ func (f File) Size() (int64, error) { return luksutil.File{File: f.File}.Size() 
 
 // KeyslotOptions configure a new keyslot: Slot (or AnySlot), the KDF
 // (PBKDFOptions) and the priority.
-type KeyslotOptions = luksutil.KeyslotOptions
+type KeyslotOptions = keyslot.Options
 
 // PBKDFOptions choose the keyslot KDF and its cost.
 type PBKDFOptions = kdf.Options
 
 // Priority is a keyslot priority.
-type Priority = luksutil.Priority
+type Priority = keyslot.Priority
 
 // Keyslot priorities.
 const (
@@ -50,7 +51,7 @@ const (
 )
 
 // AnySlot asks for any keyslot.
-const AnySlot = luksutil.AnySlot
+const AnySlot = keyslot.AnySlot
 
 // Sentinel errors (shared with package luks1, plus ErrUnbound).
 var (

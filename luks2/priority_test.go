@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil/lukstest"
+	"github.com/blkcrypt/blkcrypt/kdf"
 )
 
 var fastOpts = luksutil.KeyslotOptions{Slot: AnySlot, PBKDF: kdf.Options{Type: kdf.PBKDF2, Iterations: 1000}}

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/kdf"
 )
 
 // Keyslot is the decoded view of one keyslot object.
@@ -17,7 +17,7 @@ type Keyslot struct {
 	ID       int
 	Type     string // "luks2" (others, e.g. "reencrypt", are only listed)
 	KeySize  int    // size of the stored key
-	Priority luksutil.Priority
+	Priority Priority
 	// AF
 	AFType    string
 	AFStripes int
@@ -801,7 +801,7 @@ func validateLUKS2Keyslot(key string, ks *jval, k *Keyslot) error {
 // PriorityInvalid is the Priority of a keyslot whose stored priority is a
 // number other than 0, 1 or 2: cryptsetup never tries such a keyslot
 // unless it is named, and neither does Unlock.
-const PriorityInvalid = luksutil.Priority(-1)
+const PriorityInvalid = Priority(-1)
 
 // apart checks that no interval of n starts inside another. interval(i)
 // gives start, end and whether it is open-ended (a dynamic segment); the

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/kdf"
 )
 
 // Defaults, as cryptsetup 2.7 formats LUKS2.

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/blkcrypt/blkcrypt"
-	"github.com/blkcrypt/blkcrypt/internal/kdf"
+	"github.com/blkcrypt/blkcrypt/kdf"
 )
 
 // TestConcurrentClientsLUKS: NBD clients hammer a LUKS2 volume

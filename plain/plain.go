@@ -48,10 +48,10 @@ func KernelHashName(h string) string {
 	return strings.ToLower(h)
 }
 
-// StdinKeyFileOptions adjusts key-file options for a key file read from
+// stdinKeyFileOptions adjusts key-file options for a key file read from
 // standard input: with hash "plain" cryptsetup reads exactly the key size,
 // whatever --keyfile-size says.
-func StdinKeyFileOptions(hashSpec string, keySize int, o keyinput.Options) keyinput.Options {
+func stdinKeyFileOptions(hashSpec string, keySize int, o keyinput.Options) keyinput.Options {
 	if hashSpec == "plain" {
 		o.Size = int64(keySize)
 	}

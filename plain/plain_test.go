@@ -76,7 +76,7 @@ func TestCryptsetupPasswordHash(t *testing.T) {
 			}
 			key, err = Key(v.Hash, p, ks)
 		case "keyfile-stdin":
-			p, err = keyinput.ReadKeyFile(in, StdinKeyFileOptions(v.Hash, ks, o))
+			p, err = keyinput.ReadKeyFile(in, stdinKeyFileOptions(v.Hash, ks, o))
 			if err != nil {
 				t.Fatalf("%s: %v", v.ID, err)
 			}

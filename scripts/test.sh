@@ -14,6 +14,7 @@ command -v nbdcopy    >/dev/null || need+=(libnbd-bin)
 command -v openssl    >/dev/null || need+=(openssl)
 command -v xz         >/dev/null || need+=(xz-utils)
 command -v blkid      >/dev/null || need+=(util-linux)
+command -v fusermount3 >/dev/null || need+=(fuse3)         # blkcrypt mount's tests (internal/cli/mount_test.go)
 command -v gcc        >/dev/null || need+=(gcc)
 [ -f /usr/include/openssl/evp.h ] || need+=(libssl-dev)   # the OpenSSL oracle (internal/oracle)
 command -v aespipe    >/dev/null || need+=(aespipe)       # loop-AES known answers
@@ -99,10 +100,12 @@ if [ -n "$bad" ]; then echo "gofmt needed: $bad" >&2; exit 1; fi
 
 echo "== go test"
 go test -count=1 -timeout 20m ./...
+echo "== examples (an outside module over the public API only)"
+(cd examples && go vet ./... && go test -count=1 -timeout 10m ./...)
 echo "== generated S-box circuits (the searches of internal/serpent/_asm)"
 BLKCRYPT_SLOW_GENERATORS=1 go test -count=1 -run '^TestGeneratedCircuits$' ./internal/serpent/
 echo "== go test -tags purego (generic fallbacks)"
-go test -count=1 -tags purego ./internal/aes/... ./internal/serpent/... ./capi/... ./sector/...
+go test -count=1 -tags purego ./internal/aes/... ./internal/serpent/... ./internal/adiantum/... ./capi/... ./sector/...
 echo "== go test -race (concurrent packages)"
 go test -count=1 -race -timeout 15m ./sector/... ./nbd/... .
 

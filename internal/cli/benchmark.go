@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/blkcrypt/blkcrypt/internal/kdf"
+	"github.com/blkcrypt/blkcrypt/kdf"
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 

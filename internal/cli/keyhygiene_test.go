@@ -275,7 +275,7 @@ func TestServeHardensProcess(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	dumpable, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
+	dumpable, err := processDumpable(t)
 	var core unix.Rlimit
 	unix.Getrlimit(unix.RLIMIT_CORE, &core)
 	status, _ := os.ReadFile("/proc/self/status")

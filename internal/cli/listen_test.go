@@ -38,6 +38,10 @@ func TestServeListenBusyPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	live, stopServer := serveInBackground(t, vol...)
+	// The refused starts serve another image: the live server holds its
+	// image's lock, which would refuse them (busy) before the listener
+	// is even looked at.
+	other := plainServeArgs(t, dir, writeFile(t, dir, "other.img", randBytes(1<<20)))
 	stopped, code := false, 0
 	stop := func() int {
 		if !stopped {
@@ -59,7 +63,7 @@ func TestServeListenBusyPaths(t *testing.T) {
 			t.Fatal(err)
 		}
 		content := regularBytes(t, c.path)
-		code, _, stderr := runCtx(t, 20*time.Second, append([]string{"serve", "--listen", "unix:" + c.path}, vol...)...)
+		code, _, stderr := runCtx(t, 20*time.Second, append([]string{"serve", "--listen", "unix:" + c.path}, other...)...)
 		if code != ExitBusy || !strings.Contains(stderr, c.path) || !strings.Contains(stderr, c.says) || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("%s: exit %d, stderr %q; want 5 and one line naming the path and %q", c.name, code, stderr, c.says)
 		}

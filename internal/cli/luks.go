@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/blkcrypt/blkcrypt"
-	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/keyinput"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/kdf"
 	"github.com/blkcrypt/blkcrypt/luks1"
 	"github.com/blkcrypt/blkcrypt/luks2"
 )
@@ -37,7 +37,7 @@ const anySlot = -1
 
 // luksDevice opens the header device (the --header file or DEVICE itself)
 // and reads the header.
-func luksDevice(p *parsed, path string, readOnly bool) (*blkcrypt.LockedFile, luksutil.Device, luksutil.Header, error) {
+func luksDevice(ctx context.Context, p *parsed, path string, readOnly bool) (*blkcrypt.LockedFile, luksutil.Device, luksutil.Header, error) {
 	hpath := path
 	if h := p.str("header"); h != "" {
 		hpath = h
@@ -60,7 +60,7 @@ func luksDevice(p *parsed, path string, readOnly bool) (*blkcrypt.LockedFile, lu
 		return nil, nil, nil, err
 	}
 	dev := luksutil.File{File: f.File}
-	bh, err := blkcrypt.ReadHeader(dev)
+	bh, err := blkcrypt.ReadHeaderContext(ctx, dev)
 	if err != nil {
 		f.Close()
 		return nil, nil, nil, err
@@ -201,7 +201,7 @@ func runTestPassphrase(ctx context.Context, env *Env, p *parsed) error {
 		}
 		return v.Close()
 	}
-	f, hdev, h, err := luksDevice(p, dev, true)
+	f, hdev, h, err := luksDevice(ctx, p, dev, true)
 	if err != nil {
 		return err
 	}
@@ -225,7 +225,7 @@ func runAddKey(ctx context.Context, env *Env, p *parsed) error {
 	if len(p.args) == 2 {
 		newFile = p.args[1]
 	}
-	f, hdev, h, err := luksDevice(p, p.args[0], false)
+	f, hdev, h, err := luksDevice(ctx, p, p.args[0], false)
 	if err != nil {
 		return err
 	}
@@ -278,7 +278,7 @@ func runChangeKey(ctx context.Context, env *Env, p *parsed) error {
 	if len(p.args) == 2 {
 		newFile = p.args[1]
 	}
-	f, hdev, h, err := luksDevice(p, p.args[0], false)
+	f, hdev, h, err := luksDevice(ctx, p, p.args[0], false)
 	if err != nil {
 		return err
 	}
@@ -321,7 +321,7 @@ func runRemoveKey(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
-	f, hdev, h, err := luksDevice(p, dev, false)
+	f, hdev, h, err := luksDevice(ctx, p, dev, false)
 	if err != nil {
 		return err
 	}
@@ -356,7 +356,7 @@ func runKillSlot(ctx context.Context, env *Env, p *parsed) error {
 	if _, err := fmt.Sscan(p.args[1], &slot); err != nil {
 		return usageErr("keyslot %q is not a number", p.args[1])
 	}
-	f, hdev, h, err := luksDevice(p, p.args[0], false)
+	f, hdev, h, err := luksDevice(ctx, p, p.args[0], false)
 	if err != nil {
 		return err
 	}
@@ -424,7 +424,7 @@ func runHeaderBackup(ctx context.Context, env *Env, p *parsed) error {
 		return &exitError{ExitBusy, fmt.Errorf("backup file %s already exists", out)}
 	}
 	delete(p.set, "type") // cryptsetup ignores --type for luksHeaderBackup
-	f, _, h, err := luksDevice(p, dev, true)
+	f, _, h, err := luksDevice(ctx, p, dev, true)
 	if err != nil {
 		return err
 	}
@@ -585,7 +585,7 @@ func runDump(ctx context.Context, env *Env, p *parsed) error {
 	if d, ok := typeDumpers[typ]; ok {
 		return d(env, p, dev)
 	}
-	f, hdev, h, err := luksDevice(p, dev, true)
+	f, hdev, h, err := luksDevice(ctx, p, dev, true)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blkcrypt/blkcrypt/internal/oracle"
 )
@@ -163,10 +164,12 @@ func TestQemuLUKS1Matrix(t *testing.T) {
 				// get accurate CPU usage" on a short iter-time: retry that.
 				var o []byte
 				var err error
-				for try := 0; try < 5; try++ {
+				// Under load it can fail several times in a row, so back off.
+				for try := 0; try < 12; try++ {
 					if o, err = exec.Command("qemu-img", "create", "--object", "secret,id=s0,file="+pass, "-f", "luks", "-o", opts, img, "1M").CombinedOutput(); err == nil || !strings.Contains(string(o), "accurate CPU usage") {
 						break
 					}
+					time.Sleep(time.Duration(try+1) * 50 * time.Millisecond)
 				}
 				if err != nil {
 					t.Fatalf("qemu-img create %s: %v %s", opts, err, o)

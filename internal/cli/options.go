@@ -77,6 +77,8 @@ var verbOptions = map[string][]opt{
 		o("listen", ""), o("export-name", "\"\" (the default export)"), o("read-only", ""), o("allow-discards", ""),
 		o("tls-cert", ""), o("tls-key", ""), o("tls-ca", ""), o("insecure", ""), o("max-connections", "64"), o("idle-timeout", "0 (never)"),
 	}),
+	"mount": cat([]opt{openTypeOpt}, unlockKeyOpts, formatOpenOpts,
+		[]opt{opt{name: "read-only", help: "mount: the file refuses writes", kind: -1}}),
 	"test-passphrase": cat([]opt{openTypeOpt}, unlockKeyOpts, formatOpenOpts),
 	"dump":            cat([]opt{openTypeOpt, o("json", ""), o("dump-volume-key", "")}, unlockKeyOpts, formatOpenOpts),
 	"format": cat([]opt{

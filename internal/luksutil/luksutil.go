@@ -16,8 +16,9 @@ import (
 	"strings"
 
 	"github.com/blkcrypt/blkcrypt/internal/af"
-	"github.com/blkcrypt/blkcrypt/internal/kdf"
 	"github.com/blkcrypt/blkcrypt/internal/volspec"
+	"github.com/blkcrypt/blkcrypt/kdf"
+	"github.com/blkcrypt/blkcrypt/keyslot"
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 
@@ -86,53 +87,24 @@ var (
 )
 
 // AnySlot asks for any keyslot: the first that unlocks, or the first free.
-const AnySlot = -1
+const AnySlot = keyslot.AnySlot
 
-// KeyslotOptions configure a new keyslot (add-key, change-key, format).
-type KeyslotOptions struct {
-	// Slot is the keyslot number to use, or AnySlot for the first free one.
-	Slot int
-	// PBKDF chooses the KDF and its cost (benchmarked unless forced).
-	PBKDF kdf.Options
-	// Priority is the LUKS2 keyslot priority; the zero value stores none
-	// (the keyslot then counts as normal). LUKS1 has no priorities.
-	Priority Priority
-}
+// KeyslotOptions configure a new keyslot; see keyslot.Options.
+type KeyslotOptions = keyslot.Options
 
-// Priority of a LUKS2 keyslot when the unlocker tries keyslots. The
-// constants are not the on-disk numbers: see DiskValue.
-type Priority int
+// Priority of a LUKS2 keyslot; see keyslot.Priority.
+type Priority = keyslot.Priority
 
-// Priorities. PriorityUnset stores no "priority" field.
+// Priorities; see keyslot.PriorityUnset and the others.
 const (
-	PriorityUnset  Priority = iota
-	PriorityIgnore          // 0 on disk: never tried unless named
-	PriorityNormal          // 1 on disk
-	PriorityPrefer          // 2 on disk: tried first
+	PriorityUnset  = keyslot.PriorityUnset
+	PriorityIgnore = keyslot.PriorityIgnore
+	PriorityNormal = keyslot.PriorityNormal
+	PriorityPrefer = keyslot.PriorityPrefer
 )
 
-// DiskValue returns the number LUKS2 metadata stores, or -1 for unset.
-func (p Priority) DiskValue() int { return int(p) - 1 }
-
 // PriorityFromDisk maps a stored number to a Priority (ok false if bogus).
-func PriorityFromDisk(v int) (Priority, bool) {
-	if v < 0 || v > 2 {
-		return PriorityUnset, false
-	}
-	return Priority(v + 1), true
-}
-
-func (p Priority) String() string {
-	switch p {
-	case PriorityIgnore:
-		return "ignored"
-	case PriorityNormal, PriorityUnset:
-		return "normal"
-	case PriorityPrefer:
-		return "prefer"
-	}
-	return fmt.Sprintf("priority(%d)", int(p))
-}
+func PriorityFromDisk(v int) (Priority, bool) { return keyslot.PriorityFromDisk(v) }
 
 // Header is what both *luks1.Header and *luks2.Header implement, for code
 // that handles either version. Offsets and sizes are in bytes.

@@ -318,7 +318,7 @@ func (d *digest) checkSum() [Size512]byte {
 	return out
 }
 
-// The marshalled state lets crypto/hmac and internal/kdf save the keyed
+// The marshalled state lets crypto/hmac and kdf save the keyed
 // inner and outer states instead of rehashing the padded key on every
 // PBKDF2 iteration.
 const (

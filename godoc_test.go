@@ -1,0 +1,86 @@
+package blkcrypt_test
+
+import (
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/blkcrypt/blkcrypt/internal/testenv"
+)
+
+// TestNoInternalTypeInPublicAPI: an outside program can only name what is
+// exported from a public package, so no exported signature, field or alias
+// of a public package may mention a type of an internal one (go doc shows
+// them as "luksutil.X", "volspec.X", ...).
+func TestNoInternalTypeInPublicAPI(t *testing.T) {
+	goTool := testenv.Need(t, "go", "golang")
+	root := testenv.ModuleRoot(t)
+	list := exec.Command(goTool, "list", "./...")
+	list.Dir = root
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var internalNames []string
+	var public []string
+	for _, p := range strings.Fields(string(out)) {
+		if strings.Contains(p, "/internal/") {
+			internalNames = append(internalNames, p[strings.LastIndex(p, "/")+1:])
+		} else if !strings.Contains(p, "/cmd/") && !strings.Contains(p, "/test/") && !strings.Contains(p, "/bench/") {
+			public = append(public, p)
+		}
+	}
+	// A declaration line that names pkg.Type for an internal pkg.
+	use := regexp.MustCompile(`\b(` + strings.Join(internalNames, "|") + `)\.[A-Z]`)
+	decl := regexp.MustCompile(`^(func |type |\t[A-Z]\w*[ ,]|    func )`)
+	for _, p := range public {
+		doc := exec.Command(goTool, "doc", "-all", p)
+		doc.Dir = root
+		b, err := doc.Output()
+		if err != nil {
+			t.Fatalf("go doc -all %s: %v", p, err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			// "ErrX = volspec.Sub(...)" is a value, which an outside
+			// program uses without naming its package.
+			value := !strings.HasPrefix(line, "type ") && strings.Contains(line, " = ")
+			if decl.MatchString(line) && !value && use.MatchString(line) {
+				t.Errorf("%s: exported declaration names an internal type: %s", p, strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
+// TestLayering: data flows down the stack, so no package below the root
+// (the formats, sector, capi, nbd, the internal helpers) imports the root
+// package, directly or through another; only the CLI, the commands, the
+// benchmarks and the test harnesses sit above it.
+func TestLayering(t *testing.T) {
+	goTool := testenv.Need(t, "go", "golang")
+	root := testenv.ModuleRoot(t)
+	const mod = "github.com/blkcrypt/blkcrypt"
+	list := exec.Command(goTool, "list", "-deps", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, "./...")
+	list.Dir = root
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	above := regexp.MustCompile(`^` + regexp.QuoteMeta(mod) + `(/cmd/|/internal/cli$|/internal/cli/|/bench/|/test/|$)`)
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || !strings.HasPrefix(f[0], mod) || above.MatchString(f[0]) {
+			continue
+		}
+		checked++
+		for _, d := range f[1:] {
+			if d == mod {
+				t.Errorf("%s imports the root package %s, a layer above it", f[0], mod)
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("only %d packages checked: the go list output was not understood", checked)
+	}
+}
