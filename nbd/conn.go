@@ -19,6 +19,7 @@ import (
 // conn is the server side of one client connection.
 type conn struct {
 	s      *Server
+	e      *export  // chosen in negotiation (NBD_OPT_GO, EXPORT_NAME); guarded by s.mu until then
 	raw    net.Conn // the accepted connection
 	nc     net.Conn // raw, or the TLS connection on top of it
 	br     *bufio.Reader
@@ -162,8 +163,8 @@ func (c *conn) serve(ctx context.Context) (err error) {
 func (c *conn) finish() {
 	c.drainOnce.Do(func() { close(c.drained) })
 	if c.isStopping() {
-		if c.s.isClosing() {
-			<-c.s.flushed
+		if ch := c.flushWait(); ch != nil {
+			<-ch
 		}
 		c.closeGently()
 	}

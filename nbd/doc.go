@@ -10,13 +10,16 @@
 // NBD_FLAG_FIXED_NEWSTYLE and NBD_FLAG_NO_ZEROES and drops clients that set
 // unknown client flags. Options:
 //
-//   - NBD_OPT_EXPORT_NAME, NBD_OPT_GO, NBD_OPT_INFO: the single export is
-//     found by Options.ExportName or by the default name "" (as qemu-nbd
-//     does); any other name is NBD_REP_ERR_UNKNOWN (GO/INFO) or a closed
+//   - NBD_OPT_EXPORT_NAME, NBD_OPT_GO, NBD_OPT_INFO: an export is found by
+//     its name. The single export of a NewServer server also answers to the
+//     default name "" (as qemu-nbd does); a NewGateway server's "" reaches
+//     only an export named "" (as qemu-nbd and nbdkit with several
+//     exports). Any other name is NBD_REP_ERR_UNKNOWN (GO/INFO) or a closed
 //     connection (EXPORT_NAME, which cannot report errors). GO and INFO
 //     reply with NBD_INFO_EXPORT and NBD_INFO_BLOCK_SIZE, plus NBD_INFO_NAME
 //     and NBD_INFO_DESCRIPTION when asked.
-//   - NBD_OPT_LIST: one NBD_REP_SERVER (name and description).
+//   - NBD_OPT_LIST: one NBD_REP_SERVER (name and description) per export,
+//     in name order.
 //   - NBD_OPT_STRUCTURED_REPLY: enables structured replies.
 //   - NBD_OPT_STARTTLS: see TLS below; without Options.TLSConfig it is
 //     refused with NBD_REP_ERR_POLICY.
@@ -40,6 +43,22 @@
 // NBD_REP_ERR_INVALID. Negotiation state (structured replies) is reset by a
 // successful STARTTLS. libnbd clients connect with
 // nbds://host:port/name?tls-certificates=DIR, DIR holding ca-cert.pem.
+//
+// # Several exports
+//
+// NewGateway makes a server for many volumes; AddExport and RemoveExport
+// change its exports while it serves. Each Export carries its own
+// ReadOnly, AllowDiscards and MultiConn; MaxConns, the timeouts, TLS and
+// MaxRequest are the server's. A connection is bound to one export when
+// NBD_OPT_GO or NBD_OPT_EXPORT_NAME succeeds. A backend's errors fail only
+// the requests of its export. The first failure after a success is logged
+// and leaves the export out of NBD_OPT_LIST until one of its requests
+// succeeds again (it can still be reached by name); later failures are
+// logged at most once per 10 s per export, with a count of the rest. RemoveExport treats that export's connections as
+// Shutdown treats all: they stop reading, their in-flight requests are
+// answered, the backend is flushed, and then they are closed; other
+// exports' connections are untouched, and the backend is the caller's to
+// close afterwards. Shutdown (or a cancelled Serve) flushes every export.
 //
 // # Export parameters
 //
@@ -141,7 +160,7 @@
 // # Shutdown
 //
 // Shutdown stops accepting, stops reading requests, lets in-flight requests
-// finish and be answered, flushes the backend, then closes connections
+// finish and be answered, flushes the backends, then closes connections
 // (sending TLS close_notify). No reply is written once that final flush
 // has begun, so every write acknowledged before Shutdown returned is covered
 // by it. Requests the server had not read when it stopped get no reply; the

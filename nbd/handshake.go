@@ -68,13 +68,14 @@ func (c *conn) handshake(ctx context.Context) (bool, error) {
 			if _, err := io.ReadFull(c.br, name); err != nil {
 				return false, readErr("export name", err)
 			}
-			if !c.s.nameMatches(string(name)) {
+			e := c.s.lookup(string(name))
+			if e == nil || !c.s.attach(c, e) {
 				return false, fmt.Errorf("nbd: unknown export %q", name)
 			}
-			c.chooseExport(false)
+			c.chooseExport(e, false)
 			reply := make([]byte, 10, 10+124)
 			be.PutUint64(reply[0:], uint64(c.size))
-			be.PutUint16(reply[8:], c.s.tflags)
+			be.PutUint16(reply[8:], e.tflags)
 			if !c.noZeroes {
 				reply = reply[:10+124]
 			}
@@ -129,12 +130,16 @@ func (c *conn) handshake(ctx context.Context) (bool, error) {
 				err = c.optReply(opt, repErrInvalid, []byte("NBD_OPT_LIST takes no data"))
 				break
 			}
-			name := c.s.opts.ExportName
-			p := make([]byte, 4, 4+len(name)+len(c.s.opts.Description))
-			be.PutUint32(p, uint32(len(name)))
-			p = append(p, name...)
-			p = append(p, c.s.opts.Description...)
-			if err = c.optReply(opt, repServer, p); err == nil {
+			for _, e := range c.s.sortedExports() {
+				p := make([]byte, 4, 4+len(e.Name)+len(e.Description))
+				be.PutUint32(p, uint32(len(e.Name)))
+				p = append(p, e.Name...)
+				p = append(p, e.Description...)
+				if err = c.optReply(opt, repServer, p); err != nil {
+					break
+				}
+			}
+			if err == nil {
 				err = c.optReply(opt, repAck, nil)
 			}
 
@@ -217,34 +222,38 @@ func (c *conn) infoOrGo(opt uint32, data []byte) (bool, error) {
 			wantBlock = true
 		}
 	}
-	if !c.s.nameMatches(name) {
+	e := c.s.lookup(name)
+	if e == nil || opt == optGo && !c.s.attach(c, e) {
 		return false, c.optReply(opt, repErrUnknown, []byte("no such export"))
 	}
-	c.chooseExport(opt == optGo && wantBlock)
+	size := max(e.Backend.Size(), 0)
+	if opt == optGo {
+		c.chooseExport(e, wantBlock)
+	}
 
 	var info [14]byte
 	be.PutUint16(info[0:], infoExport)
-	be.PutUint64(info[2:], uint64(c.size))
-	be.PutUint16(info[10:], c.s.tflags)
+	be.PutUint64(info[2:], uint64(size))
+	be.PutUint16(info[10:], e.tflags)
 	if err := c.optReply(opt, repInfo, info[:12]); err != nil {
 		return false, err
 	}
 	if wantName {
-		p := make([]byte, 2, 2+len(c.s.opts.ExportName))
+		p := make([]byte, 2, 2+len(e.Name))
 		be.PutUint16(p, infoName)
-		if err := c.optReply(opt, repInfo, append(p, c.s.opts.ExportName...)); err != nil {
+		if err := c.optReply(opt, repInfo, append(p, e.Name...)); err != nil {
 			return false, err
 		}
 	}
-	if wantDesc && c.s.opts.Description != "" {
-		p := make([]byte, 2, 2+len(c.s.opts.Description))
+	if wantDesc && e.Description != "" {
+		p := make([]byte, 2, 2+len(e.Description))
 		be.PutUint16(p, infoDescription)
-		if err := c.optReply(opt, repInfo, append(p, c.s.opts.Description...)); err != nil {
+		if err := c.optReply(opt, repInfo, append(p, e.Description...)); err != nil {
 			return false, err
 		}
 	}
 	// Block sizes are always sent; clients that did not ask ignore them.
-	minB, prefB, maxB := c.s.blockSizes(c.size)
+	minB, prefB, maxB := c.s.blockSizes(e.Backend, size)
 	be.PutUint16(info[0:], infoBlockSize)
 	be.PutUint32(info[2:], minB)
 	be.PutUint32(info[6:], prefB)
@@ -259,25 +268,21 @@ func (c *conn) infoOrGo(opt uint32, data []byte) (bool, error) {
 }
 
 // chooseExport fixes the export parameters for the transmission phase.
-func (c *conn) chooseExport(sizeAgreed bool) {
-	c.size = max(c.s.b.Size(), 0)
-	c.minBlock, _, _ = c.s.blockSizes(c.size)
+func (c *conn) chooseExport(e *export, sizeAgreed bool) {
+	c.size = max(e.Backend.Size(), 0)
+	c.minBlock, _, _ = c.s.blockSizes(e.Backend, c.size)
 	c.sizeAgreed = sizeAgreed
 }
 
 // blockSizes returns the advertised minimum, preferred and maximum block
 // sizes: the backend's sector size (1 if it does not divide the export
 // size or is not a power of two), max(4096, sector), and MaxRequest.
-func (s *Server) blockSizes(size int64) (uint32, uint32, uint32) {
+func (s *Server) blockSizes(b Backend, size int64) (uint32, uint32, uint32) {
 	minB := uint32(1)
-	if bs := s.b.BlockSize(); bs > 0 && bs <= 1<<16 && bits.OnesCount(uint(bs)) == 1 && size%int64(bs) == 0 {
+	if bs := b.BlockSize(); bs > 0 && bs <= 1<<16 && bits.OnesCount(uint(bs)) == 1 && size%int64(bs) == 0 {
 		minB = uint32(bs)
 	}
 	return minB, max(4096, minB), uint32(s.maxReq)
-}
-
-func (s *Server) nameMatches(name string) bool {
-	return name == "" || name == s.opts.ExportName
 }
 
 // optReply sends one option reply.

@@ -104,13 +104,11 @@ const (
 	dosLimit                = 32 << 20    // payloads up to this are discarded, never treated as abuse
 )
 
-// Server exports one Backend over NBD.
+// Server exports one Backend (NewServer) or several (NewGateway) over NBD.
 type Server struct {
-	b        Backend
 	opts     Options
-	discard  Discarder  // nil unless discards are allowed and supported
-	zero     ZeroWriter // nil if the backend cannot zero natively
-	tflags   uint16
+	gateway  bool    // made by NewGateway: "" is not an alias for a lone export
+	single   *export // NewServer's export, for TransmissionFlags
 	maxReq   int
 	budget   int64
 	classes  []int
@@ -124,12 +122,28 @@ type Server struct {
 	active    int                // connections in conns that were not evicted
 	janitor   bool               // the idle-timeout goroutine is running
 	listeners map[net.Listener]struct{}
+	exports   map[string]*export
 	closing   bool
-	flushed   chan struct{} // closed by Shutdown once the backend was flushed
+	flushed   chan struct{} // closed by Shutdown once the backends were flushed
 }
 
-// NewServer returns a server exporting b.
+// NewServer returns a server exporting b, named Options.ExportName.
 func NewServer(b Backend, opts Options) *Server {
+	s := newServer(opts)
+	e := newExport(Export{
+		Name:          opts.ExportName,
+		Description:   opts.Description,
+		Backend:       b,
+		ReadOnly:      opts.ReadOnly,
+		AllowDiscards: opts.AllowDiscards,
+		MultiConn:     opts.MultiConn,
+	})
+	s.exports[e.Name] = e
+	s.single = e
+	return s
+}
+
+func newServer(opts Options) *Server {
 	if opts.MaxConns <= 0 {
 		opts.MaxConns = defaultMaxConns
 	}
@@ -144,34 +158,15 @@ func NewServer(b Backend, opts Options) *Server {
 		opts.IdleTimeout = 0
 	}
 	s := &Server{
-		b:         b,
 		epoch:     time.Now(),
 		opts:      opts,
 		maxReq:    opts.MaxRequest,
 		budget:    max(2*int64(opts.MaxRequest), minInflightBudget),
 		conns:     make(map[*conn]struct{}),
 		listeners: make(map[net.Listener]struct{}),
+		exports:   make(map[string]*export),
 		flushed:   make(chan struct{}),
 	}
-	if d, ok := b.(Discarder); ok && opts.AllowDiscards && !opts.ReadOnly {
-		s.discard = d
-	}
-	if z, ok := b.(ZeroWriter); ok {
-		s.zero = z
-	}
-	f := uint16(FlagHasFlags | FlagSendFlush)
-	if opts.ReadOnly {
-		f |= FlagReadOnly
-	} else {
-		f |= FlagSendFUA | FlagSendWriteZeroes
-		if s.discard != nil {
-			f |= FlagSendTrim
-		}
-	}
-	if opts.MultiConn {
-		f |= FlagCanMultiConn
-	}
-	s.tflags = f
 	for sz := 4096; ; sz <<= 1 {
 		if sz >= s.maxReq {
 			s.classes = append(s.classes, s.maxReq)
@@ -184,8 +179,25 @@ func NewServer(b Backend, opts Options) *Server {
 	return s
 }
 
-// TransmissionFlags returns the transmission flags the server advertises.
-func (s *Server) TransmissionFlags() uint16 { return s.tflags }
+// TransmissionFlags returns the transmission flags advertised for the
+// export of a NewServer server (0 for a gateway).
+func (s *Server) TransmissionFlags() uint16 {
+	if s.single == nil {
+		return 0
+	}
+	return s.single.tflags
+}
+
+// backends returns the backends of the exports served now.
+func (s *Server) backends() []Backend {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	bs := make([]Backend, 0, len(s.exports))
+	for _, e := range s.exports {
+		bs = append(bs, e.Backend)
+	}
+	return bs
+}
 
 func (s *Server) logf(format string, args ...any) {
 	if s.opts.Logf != nil {
@@ -223,8 +235,10 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		if err != nil {
 			if ctx.Err() != nil {
 				wg.Wait()
-				if ferr := s.b.Flush(); ferr != nil {
-					s.logf("nbd: flush after cancel: %v", ferr)
+				for _, b := range s.backends() {
+					if ferr := b.Flush(); ferr != nil {
+						s.logf("nbd: flush after cancel: %v", ferr)
+					}
 				}
 				return ctx.Err()
 			}
@@ -303,6 +317,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) (err error) {
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, cn)
+		cn.detachLocked()
 		if !cn.evicted {
 			s.active--
 		}
@@ -424,39 +439,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
+	backends := make([]Backend, 0, len(s.exports))
+	for _, e := range s.exports {
+		backends = append(backends, e.Backend)
+	}
 	s.mu.Unlock()
-
-	for _, c := range conns {
-		c.stop()
-	}
-	forceClose := func() {
-		for _, c := range conns {
-			c.raw.Close()
-		}
-		close(s.flushed)
-	}
-	for _, c := range conns {
-		select {
-		case <-c.drained:
-		case <-ctx.Done():
-			forceClose()
+	if err := drainAndFlush(ctx, conns, backends, s.flushed); err != nil {
+		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-	}
-	ferr := s.b.Flush()
-	close(s.flushed)
-	for _, c := range conns {
-		select {
-		case <-c.done:
-		case <-ctx.Done():
-			for _, c := range conns {
-				c.raw.Close()
-			}
-			return ctx.Err()
-		}
-	}
-	if ferr != nil {
-		return fmt.Errorf("nbd: flush: %w", ferr)
+		return fmt.Errorf("nbd: %w", err)
 	}
 	return nil
 }

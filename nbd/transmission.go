@@ -101,7 +101,7 @@ func (c *conn) readLoop() error {
 		case cmdRead, cmdWrite:
 			bufLen = int(length)
 		case cmdWriteZeroes:
-			if s.zero == nil {
+			if c.e.zero == nil {
 				bufLen = int(min(length, zeroChunk))
 			}
 		}
@@ -150,7 +150,7 @@ func (c *conn) validate(typ, flags uint16, off uint64, length uint32) (uint32, s
 		switch {
 		case flags&^cmdFlagFUA != 0:
 			return nbdEINVAL, "unsupported command flags"
-		case s.opts.ReadOnly:
+		case c.e.ReadOnly:
 			return nbdEPERM, "export is read-only"
 		case int(length) > s.maxReq:
 			return nbdEINVAL, "write larger than the maximum payload"
@@ -167,9 +167,9 @@ func (c *conn) validate(typ, flags uint16, off uint64, length uint32) (uint32, s
 		switch {
 		case flags&^cmdFlagFUA != 0:
 			return nbdEINVAL, "unsupported command flags"
-		case s.opts.ReadOnly:
+		case c.e.ReadOnly:
 			return nbdEPERM, "export is read-only"
-		case s.discard == nil:
+		case c.e.discard == nil:
 			return nbdEINVAL, "trim is not supported"
 		case !inRange:
 			return nbdEINVAL, "trim beyond the end of the export"
@@ -180,7 +180,7 @@ func (c *conn) validate(typ, flags uint16, off uint64, length uint32) (uint32, s
 		switch {
 		case flags&^(cmdFlagFUA|cmdFlagNoHole) != 0:
 			return nbdEINVAL, "unsupported command flags"
-		case s.opts.ReadOnly:
+		case c.e.ReadOnly:
 			return nbdEPERM, "export is read-only"
 		case !inRange:
 			return nbdENOSPC, "write zeroes beyond the end of the export"
@@ -250,7 +250,6 @@ func (c *conn) handleSafe(r *request) {
 
 // handle runs one validated request against the backend and replies.
 func (c *conn) handle(r *request) {
-	s := c.s
 	off := int64(r.off)
 	n := int(r.length)
 	var err error
@@ -262,8 +261,9 @@ func (c *conn) handle(r *request) {
 		}
 		data := r.buf.b[replyPrefix : replyPrefix+n]
 		var got int
-		got, err = s.b.ReadAt(data, off)
+		got, err = c.e.Backend.ReadAt(data, off)
 		if got == n {
+			c.backendOK()
 			c.replyRead(r)
 			return
 		}
@@ -273,28 +273,29 @@ func (c *conn) handle(r *request) {
 	case cmdWrite:
 		if n > 0 {
 			var put int
-			put, err = s.b.WriteAt(r.buf.b[replyPrefix:replyPrefix+n], off)
+			put, err = c.e.Backend.WriteAt(r.buf.b[replyPrefix:replyPrefix+n], off)
 			if err == nil && put != n {
 				err = io.ErrShortWrite
 			}
 		}
 	case cmdFlush:
-		err = s.b.Flush()
+		err = c.e.Backend.Flush()
 	case cmdTrim:
 		if n > 0 {
-			err = s.discard.Discard(off, int64(n))
+			err = c.e.discard.Discard(off, int64(n))
 		}
 	case cmdWriteZeroes:
 		err = c.writeZeroes(r)
 	}
-	if err == nil && r.flags&cmdFlagFUA != 0 && r.typ != cmdRead && r.typ != cmdFlush && !s.opts.ReadOnly {
-		err = s.b.Flush()
+	if err == nil && r.flags&cmdFlagFUA != 0 && r.typ != cmdRead && r.typ != cmdFlush && !c.e.ReadOnly {
+		err = c.e.Backend.Flush()
 	}
 	if err != nil {
-		c.logf("command %d at %d+%d: %v", r.typ, r.off, r.length, err)
+		c.logBackendErr(r, err)
 		c.replyError(r.scratch[:], r.typ, r.cookie, errno(err), "backend I/O error")
 		return
 	}
+	c.backendOK()
 	c.replyOK(r)
 }
 
@@ -303,14 +304,14 @@ func (c *conn) writeZeroes(r *request) error {
 	if n == 0 {
 		return nil
 	}
-	if c.s.zero != nil {
-		return c.s.zero.WriteZeroes(off, n)
+	if c.e.zero != nil {
+		return c.e.zero.WriteZeroes(off, n)
 	}
 	chunk := r.buf.b[replyPrefix : replyPrefix+int(min(n, zeroChunk))]
 	for n > 0 {
 		p := chunk[:min(n, int64(len(chunk)))]
 		clear(p) // the backend may have scribbled on the previous chunk
-		put, err := c.s.b.WriteAt(p, off)
+		put, err := c.e.Backend.WriteAt(p, off)
 		if err != nil {
 			return err
 		}

@@ -16,7 +16,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	env := &cli.Env{
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		StdinIsTerminal: term.IsTerminal(int(os.Stdin.Fd())),
+		StdinIsTerminal:  term.IsTerminal(int(os.Stdin.Fd())),
+		StderrIsTerminal: term.IsTerminal(int(os.Stderr.Fd())),
 		Prompt: func(prompt string) ([]byte, error) {
 			os.Stderr.WriteString(prompt)
 			defer os.Stderr.WriteString("\n")

@@ -9,9 +9,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/internal/keyinput"
@@ -50,6 +50,10 @@ type Env struct {
 	StdinIsTerminal bool
 	// Prompt reads a passphrase without echo; nil when there is no terminal.
 	Prompt func(prompt string) ([]byte, error)
+	// StderrIsTerminal turns on progress lines for long work.
+	StderrIsTerminal bool
+	// Now is the clock progress lines read (time.Now when nil).
+	Now func() time.Time
 }
 
 type verb struct {
@@ -113,8 +117,8 @@ func Main(ctx context.Context, argv []string, env *Env) int {
 		return ExitUsage
 	}
 	p, err := parseArgs(v.name, argv[1:])
-	if err == nil && p.bool("help") {
-		fmt.Fprintf(env.Stdout, "blkcrypt %s %s\n", v.name, v.help)
+	if err == nil && p.set["help"] == "true" {
+		verbHelp(env.Stdout, *v)
 		return ExitOK
 	}
 	if err != nil {
@@ -136,48 +140,54 @@ func oneLine(s string) string {
 	return strings.TrimSpace(s)
 }
 
-// exitCode maps an error to cryptsetup's exit codes: the one place where
-// the library's shared errors become exit codes.
-func exitCode(err error) int {
-	var ee *exitError
-	switch {
-	case errors.As(err, &ee):
-		return ee.code
-	case errors.Is(err, blkcrypt.ErrWrongPassphrase):
-		return ExitPermission
-	case uriDeviceErr(err):
-		return ExitDevice
-	case errors.Is(err, blkcrypt.ErrBusy):
-		return ExitBusy
-	case errors.Is(err, blkcrypt.ErrNoHeader), errors.Is(err, blkcrypt.ErrCorrupt), errors.Is(err, blkcrypt.ErrDeviceTooSmall):
-		return ExitDevice
-	case errors.Is(err, blkcrypt.ErrInvalidOptions), errors.Is(err, blkcrypt.ErrUnsupported):
-		return ExitUsage
-	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENOTDIR):
-		return ExitDevice
-	case errors.Is(err, fs.ErrPermission):
-		return ExitDevice
-	case errors.Is(err, syscall.ENOMEM):
-		return ExitNoMemory
-	case errors.Is(err, syscall.EBUSY):
-		return ExitBusy
-	}
-	return ExitUsage
+// errorExitCodes is the one table from the library's shared errors (and
+// the operating system's) to cryptsetup's exit codes, checked in order.
+// cryptsetup turns errno into its codes the same way: EPERM/EACCES 2
+// (here a wrong passphrase; a file mode that refuses us names the wrong
+// device, 4, as cryptsetup reports an unreadable device), ENOMEM 3,
+// ENODEV/ENOENT 4, EBUSY 5, anything else 1. TestExitCodeTable checks that
+// every exported error of the root package is here.
+var errorExitCodes = []struct {
+	name string
+	err  error
+	code int
+}{
+	{"ErrWrongPassphrase", blkcrypt.ErrWrongPassphrase, ExitPermission},
+	{"ErrBusy", blkcrypt.ErrBusy, ExitBusy},
+	{"ErrNotLUKS", blkcrypt.ErrNotLUKS, ExitDevice},
+	{"ErrNoHeader", blkcrypt.ErrNoHeader, ExitDevice},
+	{"ErrCorrupt", blkcrypt.ErrCorrupt, ExitDevice},
+	// cryptsetup 2.6.1: "Device X is too small." is EINVAL, exit 1.
+	{"ErrDeviceTooSmall", blkcrypt.ErrDeviceTooSmall, ExitUsage},
+	{"ErrInvalidOptions", blkcrypt.ErrInvalidOptions, ExitUsage},
+	{"ErrUnsupported", blkcrypt.ErrUnsupported, ExitUsage},
+	{"ErrReadOnly", blkcrypt.ErrReadOnly, ExitUsage},
+	{"ErrOutOfRange", blkcrypt.ErrOutOfRange, ExitUsage},
+	{"ErrClosed", blkcrypt.ErrClosed, ExitUsage},
+	{"fs.ErrNotExist", fs.ErrNotExist, ExitDevice},
+	{"EISDIR", syscall.EISDIR, ExitDevice},
+	{"ENOTDIR", syscall.ENOTDIR, ExitDevice},
+	{"fs.ErrPermission", fs.ErrPermission, ExitDevice},
+	{"ENOMEM", syscall.ENOMEM, ExitNoMemory},
+	{"EBUSY", syscall.EBUSY, ExitBusy},
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: blkcrypt <action> [DEVICE] [options]")
-	fmt.Fprintln(w, "\nactions:")
-	vs := allVerbs()
-	sort.Slice(vs, func(i, j int) bool { return vs[i].name < vs[j].name })
-	for _, v := range vs {
-		al := ""
-		if len(v.aliases) > 0 {
-			al = " (" + strings.Join(v.aliases, ", ") + ")"
-		}
-		fmt.Fprintf(w, "  %-16s %s%s\n", v.name, v.help, al)
+// exitCode maps an error to cryptsetup's exit code: a code a verb chose
+// (exitError), else errorExitCodes, else 1.
+func exitCode(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
 	}
-	fmt.Fprintln(w, "\nexit codes: 0 ok, 1 wrong parameters, 2 no permission (bad passphrase), 3 out of memory, 4 wrong device, 5 busy")
+	if uriDeviceErr(err) { // an NBD device that failed is the wrong device, as a missing file is
+		return ExitDevice
+	}
+	for _, e := range errorExitCodes {
+		if errors.Is(err, e.err) {
+			return e.code
+		}
+	}
+	return ExitUsage
 }
 
 // oneDevice returns the single positional argument.

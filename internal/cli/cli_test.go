@@ -161,7 +161,8 @@ func TestBadInputExitCodes(t *testing.T) {
 		{"unknown action", 1, []string{"frobnicate", img}, "unknown action"},
 		{"no device", 1, []string{"read"}, "expected one DEVICE"},
 		{"read past end", 1, append([]string{"read", img, "--offset-bytes", "60000", "--length", "10000"}, plain...), "past the end"},
-		{"bad number", 1, []string{"read", img, "--length", "abc"}, "not a whole number"},
+		{"bad number", 1, []string{"read", img, "--keyfile-offset", "abc"}, "not a whole number"},
+		{"bad size", 1, []string{"read", img, "--length", "64Q"}, "not a size"},
 	} {
 		code, _, stderr := run(t, nil, c.args...)
 		if code != c.code {

@@ -14,6 +14,10 @@ const (
 	kindString
 	kindInt
 	kindFloat
+	kindList // a string that may be given many times; see parsed.list
+	// kindBytes is a byte size with cryptsetup's unit suffixes (parseSize);
+	// the parser stores it as a plain number of bytes.
+	kindBytes
 )
 
 type flagDef struct {
@@ -33,7 +37,8 @@ var flagDefs = []flagDef{
 	{"sector-size", 0, kindInt, "encryption sector size in bytes"},
 	{"offset", 0, kindInt, "data start in 512-byte sectors (plain, loopaes, format)"},
 	{"skip", 'p', kindInt, "plain mode: IV offset in 512-byte sectors"},
-	{"size", 'b', kindInt, "device size in 512-byte sectors (plain); image size in bytes (format)"},
+	{"size", 'b', kindInt, "data size in 512-byte sectors (as cryptsetup's --size)"},
+	{"device-size", 0, kindBytes, "device size in bytes, with K/M/G/T/P/E units (as cryptsetup's --device-size)"},
 	{"iv-large-sectors", 0, kindBool, "IV sector numbers count sector-size units"},
 	{"key-file", 'd', kindString, "read the key from a file (- for stdin)"},
 	{"keyfile-offset", 0, kindInt, "skip this many bytes of the key file"},
@@ -44,10 +49,10 @@ var flagDefs = []flagDef{
 	{"key-slot", 'S', kindInt, "key slot number"},
 	{"header", 0, kindString, "detached header file"},
 	{"header-backup-file", 0, kindString, "file for header-backup / header-restore"},
-	{"offset-bytes", 0, kindInt, "read/write: byte offset into the decrypted volume"},
-	{"length", 0, kindInt, "read/write: number of bytes (write: exactly that many of the input)"},
-	{"output", 'o', kindString, "read: output file (default stdout)"},
-	{"input", 'i', kindString, "write: input file (default stdin)"},
+	{"offset-bytes", 0, kindBytes, "read/write: byte offset into the decrypted volume"},
+	{"length", 0, kindBytes, "read/write: number of bytes (write: exactly that many of the input)"},
+	{"output", 'o', kindString, "read: output file"},
+	{"input", 'i', kindString, "write: input file"},
 	{"batch-mode", 'q', kindBool, "do not ask for confirmation"},
 	{"driver", 0, kindString, "speed: driver name"},
 	{"sec", 0, kindFloat, "speed: seconds per test"},
@@ -66,17 +71,20 @@ var flagDefs = []flagDef{
 	{"dump-volume-key", 0, kindBool, "dump: print the volume key"},
 	{"listen", 0, kindString, "serve: address (host:port or unix:/path)"},
 	{"export-name", 0, kindString, "serve: NBD export name"},
+	{"export", 0, kindList, "serve: NAME=DEVICE,key-file=F[,type=T][,read-only][,header=H]... one export of many (repeatable)"},
+	{"exports", 0, kindString, "serve: file of exports, one NAME=DEVICE,key-file=F,... a line (# comments); re-read on SIGHUP"},
 	{"read-only", 'r', kindBool, "serve: refuse writes"},
 	{"allow-discards", 0, kindBool, "serve: pass TRIM through as hole punching"},
 	{"tls-cert", 0, kindString, "serve: TLS certificate"},
 	{"tls-key", 0, kindString, "serve: TLS key"},
 	{"tls-ca", 0, kindString, "serve: CA for client certificates"},
 	{"insecure", 0, kindBool, "serve: allow a non-loopback address without TLS"},
-	{"max-connections", 0, kindInt, "serve: connections served at once (default 64)"},
-	{"idle-timeout", 0, kindString, "serve: close connections idle this long (90s, 5m; plain number = seconds; default 0 = never)"},
+	{"max-connections", 0, kindInt, "serve: connections served at once"},
+	{"idle-timeout", 0, kindString, "serve: close connections idle this long (90s, 5m; a plain number counts seconds)"},
 	{"test-passphrase", 0, kindBool, "open: only check the passphrase"},
 	{"dir", 0, kindString, "demo: directory for the demo image"},
-	{"progress-frequency", 0, kindInt, "print progress every N seconds"},
+	{"progress-frequency", 0, kindInt, "print a progress line every N seconds, also when stderr is no terminal"},
+	{"progress-json", 0, kindBool, "print progress as JSON lines, as cryptsetup 2.6 does"},
 	{"threshold", 0, kindInt, "engine inline/parallel break-even in bytes"},
 	{"help", 0, kindBool, "show help"},
 	{"verbose", 'v', kindBool, "print cryptsetup's success messages"},
@@ -91,15 +99,21 @@ var flagDefs = []flagDef{
 
 // parsed holds the flags and positional arguments of one command line.
 type parsed struct {
-	set  map[string]string
-	args []string
+	verb  string
+	set   map[string]string
+	lists map[string][]string // every value of a kindList flag, in order
+	args  []string
 }
 
-func (p *parsed) has(name string) bool   { _, ok := p.set[name]; return ok }
-func (p *parsed) str(name string) string { return p.set[name] }
-func (p *parsed) bool(name string) bool  { return p.set[name] == "true" }
+// list returns every value given for a kindList flag.
+func (p *parsed) list(name string) []string { noteFlag(p.verb, name); return p.lists[name] }
+
+func (p *parsed) has(name string) bool   { noteFlag(p.verb, name); _, ok := p.set[name]; return ok }
+func (p *parsed) str(name string) string { noteFlag(p.verb, name); return p.set[name] }
+func (p *parsed) bool(name string) bool  { noteFlag(p.verb, name); return p.set[name] == "true" }
 
 func (p *parsed) int(name string, def int64) int64 {
+	noteFlag(p.verb, name)
 	v, ok := p.set[name]
 	if !ok {
 		return def
@@ -109,6 +123,7 @@ func (p *parsed) int(name string, def int64) int64 {
 }
 
 func (p *parsed) float(name string, def float64) float64 {
+	noteFlag(p.verb, name)
 	v, ok := p.set[name]
 	if !ok {
 		return def
@@ -137,7 +152,7 @@ func lookupFlag(long string, short byte, verb string) (flagDef, bool) {
 // parseArgs parses flags anywhere among the positional arguments, as
 // cryptsetup does: --name=value, --name value, -x value, and -- to stop.
 func parseArgs(verb string, argv []string) (*parsed, error) {
-	p := &parsed{set: map[string]string{}}
+	p := &parsed{verb: verb, set: map[string]string{}}
 	for i := 0; i < len(argv); i++ {
 		a := argv[i]
 		if a == "--" {
@@ -170,7 +185,8 @@ func parseArgs(verb string, argv []string) (*parsed, error) {
 				return nil, fmt.Errorf("unknown option %s", a[:2])
 			}
 		}
-		if d.kind == kindBool {
+		kind := kindFor(verb, d)
+		if kind == kindBool {
 			if hasVal {
 				return nil, fmt.Errorf("option --%s takes no value", d.name)
 			}
@@ -184,7 +200,13 @@ func parseArgs(verb string, argv []string) (*parsed, error) {
 			i++
 			val = argv[i]
 		}
-		switch d.kind {
+		switch kind {
+		case kindBytes:
+			n, err := parseSize(val)
+			if err != nil {
+				return nil, fmt.Errorf("option --%s: %w", d.name, err)
+			}
+			val = strconv.FormatUint(n, 10)
 		case kindInt:
 			if _, err := strconv.ParseInt(val, 0, 64); err != nil {
 				return nil, fmt.Errorf("option --%s: %q is not a whole number", d.name, val)
@@ -194,11 +216,19 @@ func parseArgs(verb string, argv []string) (*parsed, error) {
 				return nil, fmt.Errorf("option --%s: %q is not a non-negative number", d.name, val)
 			}
 		}
+		if d.kind == kindList {
+			if p.lists == nil {
+				p.lists = map[string][]string{}
+			}
+			p.lists[d.name] = append(p.lists[d.name], val)
+		}
 		p.set[d.name] = val
 	}
 	// As cryptsetup, whatever the action.
-	if p.has("pbkdf-force-iterations") && p.has("iter-time") {
-		return nil, fmt.Errorf("PBKDF forced iterations cannot be combined with iteration time option")
+	if _, a := p.set["pbkdf-force-iterations"]; a {
+		if _, b := p.set["iter-time"]; b {
+			return nil, fmt.Errorf("PBKDF forced iterations cannot be combined with iteration time option")
+		}
 	}
 	return p, nil
 }

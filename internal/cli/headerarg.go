@@ -17,7 +17,7 @@ var noDeviceVerbs = map[string]bool{"demo": true, "speed": true, "crypto": true,
 // the verbs that detect the type from the header reported DEVICE as "not a
 // valid LUKS device".
 func checkHeader(verb string, p *parsed) error {
-	h := p.str("header")
+	h := p.set["header"] // not p.str: the verbs without a device do not read it
 	if h == "" || noDeviceVerbs[verb] {
 		return nil
 	}

@@ -28,8 +28,8 @@ func init() {
 		verb{"change-key", []string{"luksChangeKey"}, runChangeKey, "DEVICE [NEW_KEY_FILE] — change a passphrase"},
 		verb{"remove-key", []string{"luksRemoveKey"}, runRemoveKey, "DEVICE — remove the keyslot a passphrase opens"},
 		verb{"kill-slot", []string{"luksKillSlot"}, runKillSlot, "DEVICE N — remove keyslot N"},
-		verb{"header-backup", []string{"luksHeaderBackup"}, runHeaderBackup, "DEVICE --header-backup-file F"},
-		verb{"header-restore", []string{"luksHeaderRestore"}, runHeaderRestore, "DEVICE --header-backup-file F"},
+		verb{"header-backup", []string{"luksHeaderBackup"}, runHeaderBackup, "DEVICE --header-backup-file F — save the LUKS header and keyslot areas to a file"},
+		verb{"header-restore", []string{"luksHeaderRestore"}, runHeaderRestore, "DEVICE --header-backup-file F — write a saved LUKS header back"},
 	)
 }
 
@@ -349,6 +349,11 @@ func runRemoveKey(ctx context.Context, env *Env, p *parsed) error {
 		return err
 	}
 	clear(key)
+	if act := h.ActiveKeyslots(); len(act) == 1 && act[0] == slot {
+		if err := confirm(env, p, lastKeyslotWarning, ExitPermission, abortedKeyslotMsg); err != nil {
+			return err
+		}
+	}
 	if err := h.RemoveKey(hdev, slot); err != nil {
 		return err
 	}
@@ -369,6 +374,11 @@ func runKillSlot(ctx context.Context, env *Env, p *parsed) error {
 		return err
 	}
 	defer f.Close()
+	if act := h.ActiveKeyslots(); len(act) == 1 && act[0] == slot {
+		if err := confirm(env, p, lastKeyslotWarning, ExitPermission, abortedKeyslotMsg); err != nil {
+			return err
+		}
+	}
 	// With a key file, cryptsetup first checks that the passphrase opens a
 	// keyslot other than the one to be removed.
 	if p.has("key-file") && slices.Contains(h.ActiveKeyslots(), slot) {
@@ -483,11 +493,17 @@ func runHeaderRestore(ctx context.Context, env *Env, p *parsed) error {
 	}
 	// If the device has a header, the data offset must agree, or the data
 	// would be lost.
-	if cur, err := blkcrypt.ReadHeader(d); err == nil && cur.DataOffset() != bh.DataOffset() {
+	cur, err := blkcrypt.ReadHeader(d)
+	if err == nil && cur.DataOffset() != bh.DataOffset() {
 		return usageErr("data offset differs between the backup (%d) and the device (%d)", bh.DataOffset(), cur.DataOffset())
 	}
-	if n, err := d.Size(); err == nil && n < int64(len(backup)) {
-		return deviceErr(fmt.Errorf("device is smaller than the header backup"))
+	if n, serr := d.Size(); serr == nil && n < int64(len(backup)) {
+		return usageErr("device is smaller than the header backup") // cryptsetup's code for a device too small
+	}
+	if err == nil {
+		if err := confirm(env, p, restoreWarning(dev, cur.Version(), cur.UUID() == bh.UUID()), ExitUsage, abortedMsg); err != nil {
+			return err
+		}
 	}
 	restore := luks1.RestoreHeader
 	if bh.Version() == 2 {
@@ -544,6 +560,17 @@ func runFormat(ctx context.Context, env *Env, p *parsed) error {
 		}
 	} else if st.IsDir() {
 		return deviceErr(fmt.Errorf("device %s is a directory", dev))
+	}
+	// As cryptsetup, on a terminal: the header goes over whatever the
+	// target holds. An image file that does not exist yet loses nothing.
+	target := dev
+	if o.Header != "" {
+		target = o.Header
+	}
+	if _, err := os.Stat(target); err == nil {
+		if err := confirm(env, p, overwriteWarning(target), ExitUsage, abortedMsg); err != nil {
+			return err
+		}
 	}
 	if vk := p.str("volume-key-file"); vk != "" {
 		if o.VolumeKey, err = readVolumeKeyFile(vk, o.KeySize); err != nil {

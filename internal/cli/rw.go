@@ -271,13 +271,18 @@ func runRead(ctx context.Context, env *Env, p *parsed) error {
 	}
 	defer out.abort()
 	bw := bufio.NewWriterSize(out, 1<<20)
-	if _, err := io.Copy(bw, ctxReader{ctx, io.NewSectionReader(v, off, length)}); err != nil {
+	pr := newProgress(env, p, dev, "read", length)
+	if _, err := io.Copy(bw, withProgress(ctxReader{ctx, io.NewSectionReader(v, off, length)}, pr)); err != nil {
 		return err
 	}
 	if err := bw.Flush(); err != nil {
 		return err
 	}
-	return out.commit()
+	if err := out.commit(); err != nil {
+		return err
+	}
+	pr.finish()
+	return nil
 }
 
 // runWrite encrypts stdin or --input into the volume at --offset-bytes:
@@ -312,11 +317,16 @@ func runWrite(ctx context.Context, env *Env, p *parsed) error {
 		return err
 	}
 	n, err := writeLength(length, inputSize, off, v.Size())
+	var pr *progress
 	if err == nil {
-		err = copyIntoVolume(ctx, v, r, off, n)
+		pr = newProgress(env, p, dev, "written", n)
+		err = copyIntoVolume(ctx, v, withProgress(r, pr), off, n)
 	}
 	if cerr := v.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		pr.finish()
 	}
 	return err
 }

@@ -16,7 +16,7 @@ import (
 
 func init() {
 	extraVerbs = append(extraVerbs, verb{"serve", nil, runServe,
-		"DEVICE --listen 127.0.0.1:10809|unix:/path — serve the decrypted volume over NBD"})
+		"DEVICE|--export NAME=DEVICE,key-file=F...|--exports FILE --listen 127.0.0.1:10809|unix:/path — serve decrypted volumes over NBD"})
 }
 
 // listen opens the listener for --listen: host:port or unix:/path.
@@ -65,9 +65,33 @@ func tlsConfig(p *parsed) (*tls.Config, error) {
 	return cfg, nil
 }
 
+// serveListen opens --listen; a non-loopback address needs TLS or
+// --insecure (then with a warning).
+func serveListen(env *Env, p *parsed, addr string, tcfg *tls.Config) (net.Listener, error) {
+	l, loopback, err := listen(addr)
+	if err != nil {
+		return nil, listenErr(addr, err)
+	}
+	if !loopback && tcfg == nil {
+		l.Close()
+		if !p.bool("insecure") {
+			return nil, usageErr("listening on %s, which is not a loopback address, needs TLS (--tls-cert/--tls-key) or --insecure", addr)
+		}
+		fmt.Fprintf(env.Stderr, "blkcrypt: warning: serving decrypted data on %s without TLS\n", addr)
+		if l, _, err = listen(addr); err != nil {
+			return nil, usageErr("cannot listen on %s: %v", addr, err)
+		}
+	}
+	return l, nil
+}
+
 // runServe unlocks DEVICE and serves it until SIGINT/SIGTERM, then
-// finishes in-flight requests, flushes and closes.
+// finishes in-flight requests, flushes and closes. With --export or
+// --exports it is a gateway for many volumes instead (serve_exports.go).
 func runServe(ctx context.Context, env *Env, p *parsed) error {
+	if p.has("export") || p.has("exports") {
+		return runGateway(ctx, env, p)
+	}
 	dev, err := oneDevice(p)
 	if err != nil {
 		return err
@@ -90,19 +114,9 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 		return err
 	}
 	defer v.Close()
-	l, loopback, err := listen(addr)
+	l, err := serveListen(env, p, addr, tcfg)
 	if err != nil {
-		return listenErr(addr, err)
-	}
-	if !loopback && tcfg == nil {
-		l.Close()
-		if !p.bool("insecure") {
-			return usageErr("listening on %s, which is not a loopback address, needs TLS (--tls-cert/--tls-key) or --insecure", addr)
-		}
-		fmt.Fprintf(env.Stderr, "blkcrypt: warning: serving decrypted data on %s without TLS\n", addr)
-		if l, _, err = listen(addr); err != nil {
-			return usageErr("cannot listen on %s: %v", addr, err)
-		}
+		return err
 	}
 	srv := nbd.NewServer(v, nbd.Options{
 		ExportName:    p.str("export-name"),
@@ -117,14 +131,21 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 	fmt.Fprintf(env.Stderr, "blkcrypt: serving %s (%d bytes) on %s\n", dev, v.Size(), l.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ctx, l) }()
+	serving := true
 	select {
 	case err = <-errc:
+		serving = false
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	serr := srv.Shutdown(sctx)
 	l.Close()
+	if serving {
+		// Serve flushes the volume after a cancel too: it must be done
+		// before the volume is closed.
+		err = <-errc
+	}
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, net.ErrClosed) {
 		return err
 	}
