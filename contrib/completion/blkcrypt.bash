@@ -2,7 +2,7 @@
 _blkcrypt() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" opts="" valopts="" fileopts=""
     if [[ $COMP_CWORD -eq 1 ]]; then
-        COMPREPLY=($(compgen -W "--help add-key luksAddKey benchmark change-key luksChangeKey crypto demo dump luksDump format luksFormat header-backup luksHeaderBackup header-restore luksHeaderRestore kill-slot luksKillSlot mount read remove-key luksRemoveKey serve speed test-passphrase write" -- "$cur"))
+        COMPREPLY=($(compgen -W "--help add-key luksAddKey benchmark bitlk-dump bitlkDump change-key luksChangeKey config convert luksConvert crypto demo dump luksDump erase luksErase format luksFormat fvault2-dump fvault2Dump header-backup luksHeaderBackup header-restore luksHeaderRestore is-luks isLuks kill-slot luksKillSlot mount read remove-key luksRemoveKey repair resize serve speed tcrypt-dump tcryptDump test-passphrase token uuid luksUUID write" -- "$cur"))
         return
     fi
     case "${COMP_WORDS[1]}" in
@@ -14,10 +14,22 @@ _blkcrypt() {
         opts="--batch-mode -q --cipher -c --help --iter-time -i --key-size -s --pbkdf-memory --pbkdf-parallel --sec --sector-size --threshold"
         valopts="--cipher -c --iter-time -i --key-size -s --pbkdf-memory --pbkdf-parallel --sec --sector-size --threshold"
         fileopts="" ;;
+    bitlk-dump|bitlkDump)
+        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --dump-volume-key --fvault2-read-write --hash -h --header --help --iv-large-sectors --json --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
+        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
+        fileopts="--header --key-file -d --tcrypt-keyfiles --volume-key-file" ;;
     change-key|luksChangeKey)
         opts="--batch-mode -q --hash -h --header --help --iter-time -i --key-file -d --key-slot -S --keyfile-offset --keyfile-size -l --new-keyfile-offset --new-keyfile-size --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --type"
         valopts="--hash -h --header --iter-time -i --key-file -d --key-slot -S --keyfile-offset --keyfile-size -l --new-keyfile-offset --new-keyfile-size --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --type"
         fileopts="--header --key-file -d" ;;
+    config)
+        opts="--batch-mode -q --header --help --key-slot -S --label --priority --subsystem --type --verbose -v"
+        valopts="--header --key-slot -S --label --priority --subsystem --type"
+        fileopts="--header" ;;
+    convert|luksConvert)
+        opts="--batch-mode -q --header --help --type --verbose -v"
+        valopts="--header --type"
+        fileopts="--header" ;;
     crypto)
         opts="--batch-mode -q --help"
         valopts=""
@@ -27,13 +39,21 @@ _blkcrypt() {
         valopts="--dir --sec"
         fileopts="--dir" ;;
     dump|luksDump)
-        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --dump-volume-key --fvault2-read-write --hash -h --header --help --iv-large-sectors --json --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
+        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --dump-json-metadata --dump-volume-key --fvault2-read-write --hash -h --header --help --iv-large-sectors --json --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
         valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
         fileopts="--header --key-file -d --tcrypt-keyfiles --volume-key-file" ;;
+    erase|luksErase)
+        opts="--batch-mode -q --header --help --type --verbose -v"
+        valopts="--header --type"
+        fileopts="--header" ;;
     format|luksFormat)
         opts="--align-payload --batch-mode -q --cipher -c --hash -h --header --help --iter-time -i --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --label --offset --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --sector-size --size -b --subsystem --type --uuid --volume-key-file"
         valopts="--align-payload --cipher -c --hash -h --header --iter-time -i --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --label --offset --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --sector-size --size -b --subsystem --type --uuid --volume-key-file"
         fileopts="--header --key-file -d --volume-key-file" ;;
+    fvault2-dump|fvault2Dump)
+        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --dump-volume-key --fvault2-read-write --hash -h --header --help --iv-large-sectors --json --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
+        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
+        fileopts="--header --key-file -d --tcrypt-keyfiles --volume-key-file" ;;
     header-backup|luksHeaderBackup)
         opts="--batch-mode -q --header --header-backup-file --help --type"
         valopts="--header --header-backup-file --type"
@@ -42,6 +62,10 @@ _blkcrypt() {
         opts="--batch-mode -q --header --header-backup-file --help"
         valopts="--header --header-backup-file"
         fileopts="--header --header-backup-file" ;;
+    is-luks|isLuks)
+        opts="--batch-mode -q --header --help --type --verbose -v"
+        valopts="--header --type"
+        fileopts="--header" ;;
     kill-slot|luksKillSlot)
         opts="--batch-mode -q --header --help --key-file -d --keyfile-offset --keyfile-size -l --type"
         valopts="--header --key-file -d --keyfile-offset --keyfile-size -l --type"
@@ -58,6 +82,14 @@ _blkcrypt() {
         opts="--batch-mode -q --header --help --key-file -d --key-slot -S --keyfile-offset --keyfile-size -l --type"
         valopts="--header --key-file -d --key-slot -S --keyfile-offset --keyfile-size -l --type"
         fileopts="--header --key-file -d" ;;
+    repair)
+        opts="--batch-mode -q --header --help --type --verbose -v"
+        valopts="--header --type"
+        fileopts="--header" ;;
+    resize)
+        opts="--batch-mode -q --device-size --header --help --size -b --type --verbose -v"
+        valopts="--device-size --header --size -b --type"
+        fileopts="--header" ;;
     serve)
         opts="--allow-discards --batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --export --export-name --exports --fvault2-read-write --hash -h --header --help --idle-timeout --insecure --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --listen --max-connections --offset --read-only -r --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --tls-ca --tls-cert --tls-key --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
         valopts="--cipher -c --export --export-name --exports --hash -h --header --idle-timeout --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --listen --max-connections --offset --sector-size --size -b --skip -p --tcrypt-keyfiles --tls-ca --tls-cert --tls-key --type --veracrypt-pim --volume-key-file"
@@ -66,10 +98,22 @@ _blkcrypt() {
         opts="--batch-mode -q --decrypt --driver --help --list-drivers --sec"
         valopts="--driver --sec"
         fileopts="" ;;
+    tcrypt-dump|tcryptDump)
+        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --dump-volume-key --fvault2-read-write --hash -h --header --help --iv-large-sectors --json --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
+        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
+        fileopts="--header --key-file -d --tcrypt-keyfiles --volume-key-file" ;;
     test-passphrase)
         opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --fvault2-read-write --hash -h --header --help --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
         valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
         fileopts="--header --key-file -d --tcrypt-keyfiles --volume-key-file" ;;
+    token)
+        opts="--batch-mode -q --header --help --json-file --key-description --key-slot -S --token-id --token-replace --type --verbose -v"
+        valopts="--header --json-file --key-description --key-slot -S --token-id --type"
+        fileopts="--header --json-file" ;;
+    uuid|luksUUID)
+        opts="--batch-mode -q --header --help --type --uuid --verbose -v"
+        valopts="--header --type --uuid"
+        fileopts="--header" ;;
     write)
         opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --fvault2-read-write --hash -h --header --help --input -i --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --length --offset --offset-bytes --progress-frequency --progress-json --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
         valopts="--cipher -c --hash -h --header --input -i --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --length --offset --offset-bytes --progress-frequency --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"

@@ -94,7 +94,6 @@ var flagDefs = []flagDef{
 	{"token-replace", 0, kindBool, "token import/add: replace an existing token"},
 	{"key-description", 0, kindString, "token add: kernel keyring key description"},
 	{"priority", 0, kindString, "config: keyslot priority: ignore, normal or prefer"},
-	{"device-size", 0, kindString, "resize: new data size in bytes (suffixes k, M, G, T, KiB, MiB...)"},
 }
 
 // parsed holds the flags and positional arguments of one command line.

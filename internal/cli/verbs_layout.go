@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 
 	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
@@ -52,55 +50,6 @@ func runConvert(ctx context.Context, env *Env, p *parsed) error {
 	}
 	verbose(env, p)
 	return nil
-}
-
-// parseSize is cryptsetup's size argument: a decimal number with an
-// optional unit, K M G T as powers of 1024 (also with "iB"), of 1000 with
-// "B" (KB, MB, ...), and S for 512-byte sectors.
-func parseSize(s string) (uint64, error) {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	if i == 0 {
-		return 0, fmt.Errorf("%q is not a size", s)
-	}
-	n, err := strconv.ParseUint(s[:i], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a size", s)
-	}
-	suf := s[i:]
-	if suf == "" {
-		return n, nil
-	}
-	base := uint64(1024)
-	switch {
-	case len(suf) == 1:
-	case len(suf) == 2 && suf[1] == 'B':
-		base = 1000
-	case len(suf) == 3 && suf[1:] == "iB":
-	default:
-		return 0, fmt.Errorf("%q has an unknown unit", s)
-	}
-	mult := uint64(1)
-	switch strings.ToUpper(suf[:1]) {
-	case "S":
-		mult = 512
-	case "T":
-		mult = base * base * base * base
-	case "G":
-		mult = base * base * base
-	case "M":
-		mult = base * base
-	case "K":
-		mult = base
-	default:
-		return 0, fmt.Errorf("%q has an unknown unit", s)
-	}
-	if n != 0 && n*mult/n != mult {
-		return 0, fmt.Errorf("size %q overflows", s)
-	}
-	return n * mult, nil
 }
 
 // runResize changes the data area of an image file: the file is grown or

@@ -238,43 +238,6 @@ func TestVerbsResize(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]uint64{"0": 0, "512": 512, "1k": 1024, "1K": 1024, "1KiB": 1024, "1KB": 1000, "64M": 64 << 20, "1G": 1 << 30, "2MB": 2000000, "3s": 1536, "1T": 1 << 40} {
-		if got, err := parseSize(in); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "M", "-1", "1X", "1KiBB", "1Ki", "99999999999999999999", "20000000000T"} {
-		if _, err := parseSize(in); err == nil {
-			t.Errorf("parseSize(%q) accepted", in)
-		}
-	}
-}
-
-// TestVerbsConvertDetached: a detached LUKS1 header file grows to hold the
-// LUKS2 layout, as cryptsetup grows it, and both conversions of --header
-// give cryptsetup's result (equal JSON, then the same LUKS1 file).
-func TestVerbsConvertDetached(t *testing.T) {
-	dir := t.TempDir()
-	kf := writeFile(t, dir, "k", []byte("pw"))
-	data := writeFile(t, dir, "data.img", nil)
-	os.Truncate(data, 8<<20)
-	hdr := filepath.Join(dir, "hdr.img")
-	mustCS(t, "luksFormat", "-q", "--type", "luks1", "--pbkdf-force-iterations", "1000", "--header", hdr, "--key-file", kf, data)
-	ref := copyImage(t, hdr, "ref-hdr.img")
-	mustRun(t, nil, "convert", "-q", "--type", "luks2", "--header", hdr, data)
-	mustCS(t, "convert", "-q", "--type", "luks2", "--header", ref, data)
-	if got, want := mustCS(t, "luksDump", "--dump-json-metadata", hdr), mustCS(t, "luksDump", "--dump-json-metadata", ref); got != want {
-		t.Fatalf("detached LUKS2 metadata:\n%s\ncryptsetup's:\n%s", got, want)
-	}
-	if code := csCode(t, "open", "--test-passphrase", "--header", hdr, "--key-file", kf, data); code != 0 {
-		t.Fatalf("cryptsetup does not open the converted detached header (exit %d)", code)
-	}
-	mustRun(t, nil, "convert", "-q", "--type", "luks1", "--header", hdr, data)
-	mustCS(t, "convert", "-q", "--type", "luks1", "--header", ref, data)
-	sameLUKS1(t, hdr, ref)
-}
-
 // sameLUKS1 compares two LUKS1 images where it matters: the header sector
 // block, each active keyslot's material and everything from the payload
 // on. Unused keyslot space may differ: cryptsetup's move leaves shifted
