@@ -462,7 +462,7 @@ complete -c blkcrypt -n '__fish_seen_subcommand_from token' -F
 complete -c blkcrypt -n '__fish_seen_subcommand_from token' -l batch-mode -s q -d 'do not ask for confirmation'
 complete -c blkcrypt -n '__fish_seen_subcommand_from token' -l header -r -F -d 'detached header file'
 complete -c blkcrypt -n '__fish_seen_subcommand_from token' -l help -d 'show help'
-complete -c blkcrypt -n '__fish_seen_subcommand_from token' -l json-file -r -F -d 'token import/export: JSON file (default stdin/stdout)'
+complete -c blkcrypt -n '__fish_seen_subcommand_from token' -l json-file -r -F -d 'token import/export: a JSON file'
 complete -c blkcrypt -n '__fish_seen_subcommand_from token' -l key-description -r -d 'token add: kernel keyring key description'
 complete -c blkcrypt -n '__fish_seen_subcommand_from token' -l key-slot -s S -r -d 'assign the token to this keyslot'
 complete -c blkcrypt -n '__fish_seen_subcommand_from token' -l token-id -r -d 'token: token id (0-31)'

@@ -89,7 +89,7 @@ var flagDefs = []flagDef{
 	{"help", 0, kindBool, "show help"},
 	{"verbose", 'v', kindBool, "print cryptsetup's success messages"},
 	{"dump-json-metadata", 0, kindBool, "dump: the LUKS2 JSON metadata as cryptsetup prints it"},
-	{"json-file", 0, kindString, "token import/export: JSON file (default stdin/stdout)"},
+	{"json-file", 0, kindString, "token import/export: a JSON file"},
 	{"token-id", 0, kindInt, "token: token id (0-31)"},
 	{"token-replace", 0, kindBool, "token import/add: replace an existing token"},
 	{"key-description", 0, kindString, "token add: kernel keyring key description"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
@@ -38,6 +39,9 @@ func runConvert(ctx context.Context, env *Env, p *parsed) error {
 	defer f.Close()
 	if fmt.Sprintf("luks%d", h.Version()) == to {
 		return usageErr("device is already %s type", to)
+	}
+	if err := confirm(env, p, fmt.Sprintf("This operation will convert %s to %s format.", dev, strings.ToUpper(to)), ExitPermission, "operation aborted, device was not converted"); err != nil {
+		return err
 	}
 	switch hh := h.(type) {
 	case *luks1.Header:

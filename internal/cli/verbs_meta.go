@@ -120,6 +120,10 @@ func runUUID(ctx context.Context, env *Env, p *parsed) error {
 	if _, err := luksutil.CheckUUID(u); err != nil {
 		return usageErr("wrong LUKS UUID format provided")
 	}
+	// cryptsetup asks through its confirm callback (a refusal is -EPERM).
+	if err := confirm(env, p, "Do you really want to change UUID of device?", ExitPermission, abortedMsg); err != nil {
+		return err
+	}
 	switch hh := h.(type) {
 	case *luks1.Header:
 		err = hh.SetUUID(hdev, u)
@@ -198,6 +202,9 @@ func runErase(ctx context.Context, env *Env, p *parsed) error {
 		return notLUKS(err, dev, "")
 	}
 	defer f.Close()
+	if err := confirm(env, p, eraseWarning(dev), ExitPermission, abortedKeyslotsMsg); err != nil {
+		return err
+	}
 	switch hh := h.(type) {
 	case *luks1.Header:
 		err = hh.Erase(hdev)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -390,6 +391,45 @@ func TestVerbsFormatDumpNames(t *testing.T) {
 		wcode, wout, we := run(t, nil, "dump", "--type", typ, l2)
 		if code == 0 || code != wcode || out != wout || e != we {
 			t.Errorf("%s: exit %d %q %q; dump --type %s: exit %d %q %q", v, code, out, e, typ, wcode, wout, we)
+		}
+	}
+}
+
+// TestVerbsConfirm: on a terminal, erase, convert and luksUUID --uuid ask
+// as cryptsetup asks; anything but YES leaves the image as it was and
+// exits 2, YES goes on, and -q asks nothing.
+func TestVerbsConfirm(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"erase"}, {"convert", "--type", "luks1"}, {"luksUUID", "--uuid", "01234567-89ab-4cde-8f01-23456789abcd"},
+	} {
+		img := filepath.Join(dir, "c.img")
+		os.WriteFile(img, nil, 0o600)
+		os.Truncate(img, 20<<20)
+		kf := writeFile(t, dir, "k", []byte("a"))
+		mustCS(t, "luksFormat", "-q", "--type", "luks2", "--sector-size", "512", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--key-file", kf, img)
+		before, _ := os.ReadFile(img)
+		term := func(answer string, extra ...string) (int, string) {
+			var out, errb bytes.Buffer
+			env := &Env{Stdin: strings.NewReader(answer), Stdout: &out, Stderr: &errb, StdinIsTerminal: true}
+			code := Main(context.Background(), append(append(append([]string(nil), args...), img), extra...), env)
+			return code, out.String()
+		}
+		code, out := term("yes\n")
+		after, _ := os.ReadFile(img)
+		if code != 2 || !bytes.Equal(before, after) || !strings.Contains(out, "Are you sure? (Type 'yes' in capital letters): ") {
+			t.Errorf("%v answered yes: exit %d, changed %v, asked %q", args, code, !bytes.Equal(before, after), out)
+		}
+		if code, out = term("YES\n"); code != 0 {
+			t.Errorf("%v answered YES: exit %d %q", args, code, out)
+		}
+		after, _ = os.ReadFile(img)
+		if bytes.Equal(before, after) {
+			t.Errorf("%v answered YES: nothing changed", args)
+		}
+		os.WriteFile(img, before, 0o600)
+		if code, out = term("", "-q"); code != 0 || strings.Contains(out, "Are you sure") {
+			t.Errorf("%v -q: exit %d, output %q", args, code, out)
 		}
 	}
 }
