@@ -204,10 +204,12 @@ func FromLUKS1(dev Device, h1 *luks1.Header) (*Header, error) {
 // PBKDF2 digest, a sector size other than 512, a wrapped-key cipher, more
 // than one segment, any token, an active keyslot above 7, and keyslots
 // other than PBKDF2 with the digest's hash, 4000 stripes, the data cipher
-// and a LUKS1-sized area. The keyslots area moves 28 KiB down in one write,
-// then the LUKS1 header is written (with the rest of its first 4 KiB
-// zeroed, as cryptsetup leaves it); the same power-cut window as
-// FromLUKS1 applies.
+// and a LUKS1-sized area. The LUKS1 header is cryptsetup's. When free LUKS1
+// keyslot areas can hold a copy of each active keyslot, the keyslots hop
+// through them so that no power cut loses them (toLUKS1Hops); otherwise
+// the keyslots area moves 28 KiB down in one write, then the LUKS1 header
+// is written (the rest of its first 4 KiB zeroed, as cryptsetup leaves
+// it), with the same power-cut window as FromLUKS1's in-place move.
 func (h *Header) ToLUKS1(dev Device) (*luks1.Header, error) {
 	if err := h.Writable(); err != nil {
 		return nil, err
@@ -303,6 +305,9 @@ func (h *Header) ToLUKS1(dev Device) (*luks1.Header, error) {
 	raw := p.Marshal()
 	if q, err := luks1.ParsePhdr(raw); err != nil || q.Validate() != nil {
 		return nil, convErr("LUKS1 format: the LUKS1 header would be invalid")
+	}
+	if plan := planLUKS2Hops(h, &p); plan != nil {
+		return h.toLUKS1Hops(dev, &p, plan)
 	}
 	ks := h.md.config.KeyslotsSize
 	if err := moveArea(dev, 2*convHdrSize, luks1.AlignKeyslots, int(ks)); err != nil {
@@ -504,4 +509,131 @@ func (h *Header) writeSecondaryFirst(dev Device, p *prepared) error {
 	h.md = p.md
 	h.primaryOK, h.secondOK = true, true
 	return nil
+}
+
+// hop2 is one active LUKS2 keyslot's way to its LUKS1 place (28 KiB
+// below): through the final area of a free LUKS1 keyslot (freeSlot),
+// whose offset it borrows meanwhile.
+type hop2 struct {
+	slot, freeSlot int
+	from, via, to  uint64
+}
+
+// planLUKS2Hops picks, for every active keyslot, a free LUKS1 keyslot whose
+// final area is above the metadata and clear of every active keyslot's
+// area now and after the move; nil when there are not enough.
+func planLUKS2Hops(h *Header, final *luks1.Phdr) []hop2 {
+	n := int64(luks1AreaSize(int(final.KeyBytes)))
+	// Both metadata copies stay intact until LUKS1 takes over.
+	busy := []luksutil.Range{{Off: 0, Len: int64(2 * h.bin.HdrSize)}}
+	var hops []hop2
+	for i, k := range final.Keyslots {
+		if k.Enabled() {
+			to := uint64(k.KeyMaterialOffset) * 512
+			from := h.md.keyslots[i].AreaOffset
+			busy = append(busy, luksutil.Range{Off: int64(from), Len: n}, luksutil.Range{Off: int64(to), Len: n})
+			hops = append(hops, hop2{slot: i, from: from, to: to})
+		}
+	}
+	used := map[int]bool{}
+	for x := range hops {
+		hops[x].freeSlot = -1
+		for j, k := range final.Keyslots {
+			off := uint64(k.KeyMaterialOffset) * 512
+			r := luksutil.Range{Off: int64(off), Len: n}
+			if k.Enabled() || used[j] || luksutil.OverlapsAny(r, busy) {
+				continue
+			}
+			hops[x].freeSlot, hops[x].via = j, off
+			used[j] = true
+			busy = append(busy, r)
+			break
+		}
+		if hops[x].freeSlot < 0 {
+			return nil
+		}
+	}
+	return hops
+}
+
+// toLUKS1Hops converts with every write recoverable:
+//
+//  1. each keyslot's material is copied to its free LUKS1 area, synced, and
+//     one LUKS2 metadata update (both copies) points there;
+//  2. the LUKS1 header, with each active keyslot at its copy and the free
+//     keyslot it borrowed from at the active one's final place, is written
+//     second sector first (which breaks only the LUKS2 primary's checksum:
+//     the secondary still serves), then the first sector, the switch;
+//  3. each keyslot's material is copied to its final place, synced, and
+//     one header write (the final LUKS1 header, cryptsetup's) points there;
+//  4. the copies, the old LUKS2 areas and metadata left over are cleared.
+func (h *Header) toLUKS1Hops(dev Device, final *luks1.Phdr, hops []hop2) (*luks1.Header, error) {
+	matLen := int(final.AreaSectors() * 512)
+	for _, hp := range hops {
+		if err := moveArea(dev, int64(hp.from), int64(hp.via), matLen); err != nil {
+			return nil, err
+		}
+	}
+	root := h.md.root.clone()
+	ks := root.get("keyslots")
+	for _, hp := range hops {
+		ks.get(strconv.Itoa(hp.slot)).get("area").set("offset", ju64s(hp.via))
+	}
+	ks.raw = nil
+	if err := h.commit(dev, root); err != nil {
+		return nil, convErr("LUKS1 format: moving keyslots to their copies: %v", err)
+	}
+	inter := *final
+	for _, hp := range hops {
+		a, b := &inter.Keyslots[hp.slot], &inter.Keyslots[hp.freeSlot]
+		a.KeyMaterialOffset, b.KeyMaterialOffset = b.KeyMaterialOffset, a.KeyMaterialOffset
+	}
+	raw := inter.Marshal()
+	if q, err := luks1.ParsePhdr(raw); err != nil || q.Validate() != nil {
+		return nil, convErr("LUKS1 format: the intermediate LUKS1 header would be invalid")
+	}
+	if err := luksutil.WriteSync(dev, raw[512:], 512); err != nil {
+		return nil, fmt.Errorf("writing the LUKS1 header: %w", err)
+	}
+	if err := luksutil.WriteSync(dev, raw[:512], 0); err != nil {
+		return nil, fmt.Errorf("writing the LUKS1 header: %w", err)
+	}
+	h1, err := luks1.Read(dev)
+	if err != nil {
+		return nil, fmt.Errorf("reading the converted header: %w", err)
+	}
+	for _, hp := range hops {
+		if err := moveArea(dev, int64(hp.via), int64(hp.to), matLen); err != nil {
+			return h1, err
+		}
+	}
+	var offs [luks1.NumKeyslots]uint32
+	for i, k := range final.Keyslots {
+		offs[i] = k.KeyMaterialOffset
+	}
+	if err := h1.SetKeyslotOffsets(dev, offs); err != nil {
+		return h1, err
+	}
+	// Clear what is no keyslot now: the copies, the old LUKS2 areas and
+	// the LUKS2 metadata after the LUKS1 header (cryptsetup leaves the
+	// first 4 KiB zero but the header).
+	keep := []luksutil.Range{{Off: 0, Len: int64(len(raw))}}
+	for _, hp := range hops {
+		keep = append(keep, luksutil.Range{Off: int64(hp.to), Len: int64(matLen)})
+	}
+	for _, w := range subtract(luksutil.Range{Off: 0, Len: int64(2 * h.bin.HdrSize)}, keep) {
+		if err := luksutil.WriteSync(dev, make([]byte, w.Len), w.Off); err != nil {
+			return h1, fmt.Errorf("clearing the old LUKS2 metadata: %w", err)
+		}
+	}
+	for _, hp := range hops {
+		for _, r := range []luksutil.Range{{Off: int64(hp.via), Len: int64(matLen)}, {Off: int64(hp.from), Len: int64(matLen)}} {
+			for _, w := range subtract(r, keep) {
+				if err := luksutil.WipeArea(dev, w.Off, int(w.Len)); err != nil {
+					return h1, fmt.Errorf("wiping a keyslot copy: %w", err)
+				}
+			}
+		}
+	}
+	return luks1.Read(dev)
 }

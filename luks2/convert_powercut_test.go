@@ -12,14 +12,14 @@ import (
 	"github.com/blkcrypt/blkcrypt/luks2"
 )
 
-// TestPowerCutConvert sweeps both conversions. LUKS1 to LUKS2 with two
-// active keyslots goes through free keyslot areas: every cut opens with
-// both passphrases, as LUKS1 or LUKS2, for cryptsetup and for us. LUKS2 to
-// LUKS1 moves the keyslot areas in place, as cryptsetup does, so what is
-// promised there is weaker (docs/security.md): every cut opens with both,
-// or a header backup taken before the conversion restores it (cryptsetup
-// luksHeaderRestore), the data untouched; the test logs how many cuts
-// need the backup.
+// TestPowerCutConvert sweeps both conversions with two active keyslots,
+// which go through free keyslot areas: every cut opens with both
+// passphrases, as LUKS1 or LUKS2, for cryptsetup and for us. The eight
+// keyslot case moves the keyslot areas in place, as cryptsetup does, so
+// what is promised there is weaker (docs/security.md): every cut opens
+// with both, or a header backup taken before the conversion restores it
+// (cryptsetup luksHeaderRestore), the data untouched; the test logs how
+// many cuts need the backup.
 func TestPowerCutConvert(t *testing.T) {
 	cs := lukstest.NeedCryptsetup(t)
 	dir := t.TempDir()
@@ -42,6 +42,17 @@ func TestPowerCutConvert(t *testing.T) {
 		return lukstest.ReadImage(t, p), lukstest.ReadImage(t, bp)
 	}
 	l1, l1backup := mk("l1.img", []string{"--pbkdf-force-iterations", "1000"}, "--type", "luks1", "--pbkdf-force-iterations", "1000")
+	// All eight LUKS1 keyslots in use: no free area, the in-place move.
+	full := lukstest.NewImage(t, dir, "full.img", size)
+	if err := os.WriteFile(full, l1, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := 2; i < 8; i++ {
+		cs.MustRun("luksAddKey", "--batch-mode", "--pbkdf-force-iterations", "1000", "--key-file", cs.KeyFile(old), full, cs.KeyFile(other))
+	}
+	fullBackup := filepath.Join(dir, "full.backup")
+	cs.MustRun("luksHeaderBackup", full, "--header-backup-file", fullBackup)
+	l1full, l1fullBackup := lukstest.ReadImage(t, full), lukstest.ReadImage(t, fullBackup)
 	l2, l2backup := mk("l2.img", csFast, "--type", "luks2", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000",
 		"--sector-size", "512", "--offset", "4096")
 	for _, tc := range []struct {
@@ -61,7 +72,15 @@ func TestPowerCutConvert(t *testing.T) {
 			_, err = luks2.FromLUKS1(dev, h)
 			return err
 		}},
-		{"luks2-to-luks1", l2, l2backup, false, func(dev *powercut.Device) error {
+		{"luks1-to-luks2-eight-keyslots", l1full, l1fullBackup, false, func(dev *powercut.Device) error {
+			h, err := luks1.Read(dev)
+			if err != nil {
+				return err
+			}
+			_, err = luks2.FromLUKS1(dev, h)
+			return err
+		}},
+		{"luks2-to-luks1", l2, l2backup, true, func(dev *powercut.Device) error {
 			h, err := luks2.Read(dev)
 			if err != nil {
 				return err
