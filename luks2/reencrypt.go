@@ -2,9 +2,6 @@ package luks2
 
 import (
 	"context"
-	"crypto/sha1"
-	"crypto/sha256"
-	"crypto/sha512"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,6 +11,8 @@ import (
 	"strconv"
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/internal/volspec"
+	"github.com/blkcrypt/blkcrypt/kdf"
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 
@@ -72,12 +71,13 @@ type ReencryptOptions struct {
 
 // Reencryption errors.
 var (
-	// ErrReencryptInProgress means a new reencryption was asked for (or
-	// InitOnly) on a volume that already has one in progress, or resume
-	// options contradict the stored ones.
-	ErrReencryptInProgress = errors.New("a LUKS2 reencryption is already in progress")
-	// ErrNoReencryption means ResumeOnly on a volume with no reencryption.
-	ErrNoReencryption = errors.New("no LUKS2 reencryption is in progress")
+	// ErrReencryptInProgress means InitOnly on a volume that already has a
+	// reencryption in progress, or resume options that contradict the
+	// stored ones; it matches ErrBusy.
+	ErrReencryptInProgress = volspec.Sub("a LUKS2 reencryption is already in progress", volspec.ErrBusy)
+	// ErrNoReencryption means ResumeOnly on a volume with no reencryption;
+	// it matches ErrInvalidOptions.
+	ErrNoReencryption = volspec.Sub("no LUKS2 reencryption is in progress", volspec.ErrInvalidOptions)
 )
 
 const (
@@ -133,8 +133,11 @@ func (r *reenc) wipe() {
 
 // ReencryptStatus describes a reencryption in progress (nil when none).
 type ReencryptStatus struct {
+	Keyslot                     int // the reencrypt keyslot
 	Mode, Direction, Resilience string
-	Crashed                     bool // an in-reencryption hotzone needs recovery
+	Hash                        string // checksum resilience only
+	HashBlock                   int    // bytes per checksum ("Hash data")
+	Crashed                     bool   // an in-reencryption hotzone needs recovery
 }
 
 // ReencryptionStatus reports the stored reencryption, or nil.
@@ -144,7 +147,14 @@ func (h *Header) ReencryptionStatus() *ReencryptStatus {
 		return nil
 	}
 	ks := h.md.root.get("keyslots").get(strconv.Itoa(id))
-	st := &ReencryptStatus{Mode: jsGet(ks, "mode"), Direction: jsGet(ks, "direction"), Resilience: jsGet(ks.get("area"), "type")}
+	area := ks.get("area")
+	st := &ReencryptStatus{Keyslot: id, Mode: jsGet(ks, "mode"), Direction: jsGet(ks, "direction"), Resilience: jsGet(area, "type")}
+	if st.Resilience == "checksum" {
+		st.Hash = jsGet(area, "hash")
+		if v := area.get("sector_size"); v != nil && v.kind == jNum {
+			st.HashBlock = int(v.getInt64())
+		}
+	}
 	for _, s := range h.md.segments {
 		if contains1(s.Flags, flagInReencrypt) {
 			st.Crashed = true
@@ -243,28 +253,27 @@ func (h *Header) checkResumeOptions(o ReencryptOptions) error {
 	ks := h.md.root.get("keyslots").get(strconv.Itoa(id))
 	area := ks.get("area")
 	if o.Resilience != "" && o.Resilience != jsGet(area, "type") {
-		return fmt.Errorf("%w: it uses resilience %q, not %q", ErrReencryptInProgress, jsGet(area, "type"), o.Resilience)
+		return fmt.Errorf("%w: %w: it uses resilience %q, not %q", ErrInvalidOptions, ErrReencryptInProgress, jsGet(area, "type"), o.Resilience)
 	}
 	if o.Hash != "" && jsGet(area, "type") == "checksum" && o.Hash != jsGet(area, "hash") {
-		return fmt.Errorf("%w: it uses checksum hash %q, not %q", ErrReencryptInProgress, jsGet(area, "hash"), o.Hash)
+		return fmt.Errorf("%w: %w: it uses checksum hash %q, not %q", ErrInvalidOptions, ErrReencryptInProgress, jsGet(area, "hash"), o.Hash)
 	}
 	_, fin := h.segmentByFlag(flagFinal)
 	if o.Cipher != "" && fin != nil && o.Cipher != jsGet(fin, "encryption") {
-		return fmt.Errorf("%w: its new cipher is %q, not %q", ErrReencryptInProgress, jsGet(fin, "encryption"), o.Cipher)
+		return fmt.Errorf("%w: %w: its new cipher is %q, not %q", ErrInvalidOptions, ErrReencryptInProgress, jsGet(fin, "encryption"), o.Cipher)
 	}
 	return nil
 }
 
 func hashByName(name string) (func() hash.Hash, error) {
-	switch name {
-	case "sha1":
-		return sha1.New, nil
-	case "sha256":
-		return sha256.New, nil
-	case "sha512":
-		return sha512.New, nil
+	if len(name) >= ChecksumAlgLen {
+		return nil, fmt.Errorf("%w: checksum hash name too long", ErrInvalidOptions)
 	}
-	return nil, fmt.Errorf("%w: checksum hash %q (sha1, sha256 or sha512)", ErrInvalidOptions, name)
+	hf, err := kdf.HashFunc(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: checksum hash %q: %w", ErrInvalidOptions, name, err)
+	}
+	return hf, nil
 }
 
 // maxGap is the largest free 4 KiB-aligned range of the keyslots area
@@ -345,6 +354,21 @@ func (h *Header) reencryptInit(ctx context.Context, dev, data Device, passphrase
 		return err
 	}
 	defer clear(oldKey)
+	// Only the opened keyslot gets the new key; the other keyslots of the
+	// old key are removed when the run ends, as cryptsetup does with
+	// --key-slot. Without a named slot that loss is refused.
+	if o.Slot == AnySlot {
+		var others []int
+		for id, k := range h.md.keyslots {
+			if id != slot && k.Type == "luks2" && k.Digest == oldDigestID(h) {
+				others = append(others, id)
+			}
+		}
+		if len(others) > 0 {
+			sort.Ints(others)
+			return fmt.Errorf("%w: keyslots %v also hold the volume key and would be removed at the end; name the one keyslot to keep (--key-slot)", ErrInvalidOptions, others)
+		}
+	}
 	newCipher := o.Cipher
 	if newCipher == "" {
 		newCipher = seg.Encryption
@@ -476,6 +500,13 @@ func (h *Header) reencryptInit(ctx context.Context, dev, data Device, passphrase
 		return fmt.Errorf("writing keyslot %d material: %w", newSlot, err)
 	}
 	return h.write(dev, p)
+}
+
+func oldDigestID(h *Header) int {
+	if d := h.segmentDigest(); d != nil {
+		return d.ID
+	}
+	return -1
 }
 
 func flagsOf(seg *jval) []string {

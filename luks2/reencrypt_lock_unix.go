@@ -8,14 +8,16 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/blkcrypt/blkcrypt/internal/volspec"
 	"golang.org/x/sys/unix"
 )
 
 // ReencryptLockDir is where cryptsetup keeps its named locks.
 var ReencryptLockDir = "/run/cryptsetup"
 
-// ErrReencryptBusy means another process holds the reencryption lock.
-var ErrReencryptBusy = errors.New("another process is reencrypting this volume")
+// ErrReencryptBusy means another process (cryptsetup or blkcrypt) holds
+// the reencryption lock; it matches ErrBusy.
+var ErrReencryptBusy = volspec.Sub("another process is reencrypting this volume", volspec.ErrBusy)
 
 // LockReencryption takes cryptsetup's reencryption lock for the volume
 // uuid: an exclusive flock on ReencryptLockDir/LN_LUKS2-reencryption-UUID,
