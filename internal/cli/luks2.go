@@ -52,7 +52,7 @@ func doDumpLUKS2(w io.Writer, p *parsed, dev string, hh blkcrypt.Header) error {
 			dumpReencryptKeyslot(w, k, st)
 			continue
 		}
-		fmt.Fprintf(w, "  %d: %s\n", k.ID, k.Type)
+		fmt.Fprintf(w, "  %d: %s%s\n", k.ID, k.Type, unboundMark(h, k))
 		if k.Digest < 0 {
 			fmt.Fprintf(w, "\tKey:        %d bits (unbound)\n", k.KeySize*8)
 		} else {

@@ -45,6 +45,31 @@ func parseSize(s string) (uint64, error) {
 	return v * mul, nil
 }
 
+// unboundMark is cryptsetup's " (unbound)" for a keyslot whose digest
+// serves no segment but backups (an unbound key, or the new key of a
+// reencryption that has not started).
+func unboundMark(h *luks2.Header, k luks2.Keyslot) string {
+	backup := map[int]bool{}
+	for _, s := range h.Segments() {
+		for _, f := range s.Flags {
+			if strings.HasPrefix(f, "backup-") {
+				backup[s.ID] = true
+			}
+		}
+	}
+	for _, d := range h.Digests() {
+		if d.ID != k.Digest {
+			continue
+		}
+		for _, s := range d.Segments {
+			if !backup[s] {
+				return ""
+			}
+		}
+	}
+	return " (unbound)"
+}
+
 // dumpReencryptKeyslot prints the reencrypt keyslot as cryptsetup's
 // luksDump does.
 func dumpReencryptKeyslot(w io.Writer, k luks2.Keyslot, st *luks2.ReencryptStatus) {
