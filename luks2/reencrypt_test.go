@@ -176,19 +176,33 @@ func TestReencryptResumeBothWays(t *testing.T) {
 	}
 }
 
-// A cryptsetup run killed mid-way (a crash state with an in-reencryption
-// hotzone, where the kill lands in time) is finished by blkcrypt.
+// A cryptsetup run killed mid-way, in a crash state (an in-reencryption
+// hotzone whose recovery cryptsetup leaves to "repair"), is finished by
+// blkcrypt to the original plaintext.
 func TestReencryptResumeKilledCryptsetup(t *testing.T) {
 	cs := lukstest.NeedCryptsetup(t)
 	dir := t.TempDir()
 	pass := []byte("killed")
-	img := lukstest.NewImage(t, dir, "k.img", reencImg)
-	plain := reencVolume(t, cs, img, pass)
-	cmd := exec.Command("timeout", "-s", "KILL", "0.3", cs.Path, "reencrypt", "--force-offline-reencrypt", "--batch-mode",
-		"--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--hotzone-size", "64k", "--key-file", cs.KeyFile(pass), img)
-	cmd.Run()
-	if err := reencrypt(t, img, pass, luks2.ReencryptOptions{ResumeOnly: true}); err != nil && !errors.Is(err, luks2.ErrNoReencryption) {
-		t.Fatalf("resume: %v", err)
+	crashes := 0
+	for i, after := range []string{"0.3", "0.5", "0.4", "0.7", "0.6", "0.9"} {
+		img := lukstest.NewImage(t, dir, fmt.Sprintf("k%d.img", i), reencImg)
+		plain := reencVolume(t, cs, img, pass)
+		cmd := exec.Command("timeout", "-s", "KILL", after, cs.Path, "reencrypt", "--force-offline-reencrypt", "--batch-mode",
+			"--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--hotzone-size", "64k", "--key-file", cs.KeyFile(pass), img)
+		cmd.Run()
+		dump, _ := cs.Run("luksDump", img)
+		crashed := strings.Contains(dump, "in-reencryption")
+		if err := reencrypt(t, img, pass, luks2.ReencryptOptions{ResumeOnly: true}); err != nil && !errors.Is(err, luks2.ErrNoReencryption) {
+			t.Fatalf("resume after a kill at %ss: %v", after, err)
+		}
+		checkPlain(t, cs, img, pass, plain)
+		if crashed {
+			if crashes++; crashes == 2 {
+				return
+			}
+		}
 	}
-	checkPlain(t, cs, img, pass, plain)
+	if crashes == 0 {
+		t.Fatal("no kill landed while cryptsetup was inside a hotzone")
+	}
 }
