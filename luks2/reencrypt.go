@@ -45,8 +45,8 @@ type ReencryptOptions struct {
 	Cipher string
 	// KeySize is the new volume key size in bytes (0 keeps the current one).
 	KeySize int
-	// SectorSize must be 0 or the current sector size: changing it is not
-	// supported yet.
+	// SectorSize is the new encryption sector size (0 keeps the current
+	// one); the data area must be a multiple of it.
 	SectorSize int
 	// Resilience is "checksum" (default), "journal" or "none".
 	Resilience string
@@ -346,8 +346,15 @@ func (h *Header) reencryptInit(ctx context.Context, dev, data Device, passphrase
 	if err != nil {
 		return err
 	}
-	if o.SectorSize != 0 && o.SectorSize != seg.SectorSize {
-		return fmt.Errorf("%w: changing the sector size (%d to %d) is not supported yet", ErrUnsupported, seg.SectorSize, o.SectorSize)
+	newSS := seg.SectorSize
+	if o.SectorSize != 0 {
+		if o.SectorSize < 512 || o.SectorSize > 4096 || o.SectorSize&(o.SectorSize-1) != 0 {
+			return fmt.Errorf("%w: sector size %d (512, 1024, 2048 or 4096)", ErrInvalidOptions, o.SectorSize)
+		}
+		newSS = o.SectorSize
+	}
+	if seg.IVTweak%uint64(newSS/512) != 0 || seg.Offset%uint64(newSS) != 0 {
+		return fmt.Errorf("%w: the data offset or IV tweak is not aligned to the %d-byte sector size", ErrInvalidOptions, newSS)
 	}
 	oldKey, slot, err := h.UnlockContext(ctx, dev, passphrase, o.Slot)
 	if err != nil {
@@ -385,7 +392,7 @@ func (h *Header) reencryptInit(ctx context.Context, dev, data Device, passphrase
 	if err := luksutil.Random(newKey); err != nil {
 		return err
 	}
-	if _, err := sector.New(newCipher, newKey, sector.Options{SectorSize: seg.SectorSize, IVOffset: seg.IVTweak}); err != nil {
+	if _, err := sector.New(newCipher, newKey, sector.Options{SectorSize: newSS, IVOffset: seg.IVTweak}); err != nil {
 		return fmt.Errorf("%w: cipher %q: %w", ErrInvalidOptions, newCipher, err)
 	}
 	devSize, err := data.Size()
@@ -395,8 +402,12 @@ func (h *Header) reencryptInit(ctx context.Context, dev, data Device, passphrase
 	if uint64(devSize) <= seg.Offset {
 		return fmt.Errorf("%w: no data area after offset %d", ErrDeviceTooSmall, seg.Offset)
 	}
-	if (uint64(devSize)-seg.Offset)%uint64(seg.SectorSize) != 0 && !seg.Dynamic {
-		return fmt.Errorf("%w: data area not aligned to the %d-byte sector size", ErrInvalidOptions, seg.SectorSize)
+	dataLen := uint64(devSize) - seg.Offset
+	if !seg.Dynamic {
+		dataLen = seg.Size
+	}
+	if dataLen%uint64(newSS) != 0 {
+		return fmt.Errorf("%w: the data area (%d bytes) is not aligned to the %d-byte sector size", ErrInvalidOptions, dataLen, newSS)
 	}
 	oldDigest := h.segmentDigest()
 	if oldDigest == nil {
@@ -433,7 +444,7 @@ func (h *Header) reencryptInit(ctx context.Context, dev, data Device, passphrase
 		return fmt.Errorf("%w: no keyslot is left for the reencryption keyslot", ErrNoFreeSlot)
 	}
 	areaOff, areaLen := h.maxGap([]luksutil.Range{{Off: int64(nk.offset), Len: int64(areaSize(len(newKey)))}})
-	block := seg.SectorSize
+	block := max(seg.SectorSize, newSS)
 	switch {
 	case areaLen == 0:
 		return fmt.Errorf("%w: no free space in the keyslots area for the reencryption data", ErrNoFreeSlot)
@@ -459,7 +470,7 @@ func (h *Header) reencryptInit(ctx context.Context, dev, data Device, passphrase
 		s := seg.Size
 		size = &s
 	}
-	fin := segJSON(seg.Offset, size, seg.IVTweak, newCipher, seg.SectorSize, flagFinal)
+	fin := segJSON(seg.Offset, size, seg.IVTweak, newCipher, newSS, flagFinal)
 	prevID, finID := nextFree(segs, -1), -1
 	insertSorted(segs, strconv.Itoa(prevID), prev)
 	finID = nextFree(segs, -1)
@@ -691,8 +702,8 @@ func (h *Header) loadReenc(ctx context.Context, dev, data Device, passphrase []b
 	if ps.Type != "crypt" || fs.Type != "crypt" {
 		return nil, fmt.Errorf("%w: backup segments of type %q/%q", ErrUnsupported, ps.Type, fs.Type)
 	}
-	if ps.Offset != fs.Offset || ps.IVTweak != fs.IVTweak || ps.SectorSize != fs.SectorSize {
-		return nil, fmt.Errorf("%w: a reencryption that moves data or changes the sector size", ErrUnsupported)
+	if ps.Offset != fs.Offset || ps.IVTweak != fs.IVTweak {
+		return nil, fmt.Errorf("%w: a reencryption that moves data", ErrUnsupported)
 	}
 	r.dataOff, r.ivBase = ps.Offset, ps.IVTweak
 	r.oldCipher, r.newCipher = ps.Encryption, fs.Encryption
@@ -976,6 +987,8 @@ func readFull(d io.ReaderAt, b []byte, off int64) (int, error) {
 	return n, err
 }
 
+var errStopAfter = errors.New("stopped after the hotzones asked for")
+
 // chunk is one hotzone read ahead of its turn.
 type chunk struct {
 	off uint64
@@ -1023,19 +1036,25 @@ func (h *Header) reencRun(ctx context.Context, dev, data Device, r *reenc, o Ree
 	steps := 0
 	none := r.resilience == "none"
 	for r.progress < r.size {
-		if err := ctx.Err(); err != nil {
+		stopped := ctx.Err()
+		if stopped == nil && o.StopAfter > 0 && steps >= o.StopAfter {
+			stopped = errStopAfter
+		}
+		if stopped != nil {
+			// With none, the metadata moves only here: the data written so
+			// far must be durable before it says so.
 			if none {
-				if cerr := h.commit(dev, h.segmentsRoot(r, r.progress, 0)); cerr != nil {
-					return cerr
+				if err := data.Sync(); err != nil {
+					return err
+				}
+				if err := h.commit(dev, h.segmentsRoot(r, r.progress, 0)); err != nil {
+					return err
 				}
 			}
-			return err
-		}
-		if o.StopAfter > 0 && steps >= o.StopAfter {
-			if none {
-				return h.commit(dev, h.segmentsRoot(r, r.progress, 0))
+			if stopped == errStopAfter {
+				return nil
 			}
-			return nil
+			return stopped
 		}
 		c, ok := <-next
 		if !ok || c.off != r.progress {

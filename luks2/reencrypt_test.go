@@ -206,3 +206,43 @@ func TestReencryptResumeKilledCryptsetup(t *testing.T) {
 		t.Fatal("no kill landed while cryptsetup was inside a hotzone")
 	}
 }
+
+// A new sector size (and cipher: one cryptsetup runs in userspace, since
+// without device-mapper it cannot use the others), both ways: started by one tool,
+// interrupted, finished by the other.
+func TestReencryptSectorSize(t *testing.T) {
+	cs := lukstest.NeedCryptsetup(t)
+	dir := t.TempDir()
+	pass := []byte("sector size")
+	for i, tc := range []struct{ from, to string }{{"512", "4096"}, {"4096", "512"}, {"512", "2048"}} {
+		t.Run("blkcrypt-"+tc.from+"-"+tc.to, func(t *testing.T) {
+			cs := cs.With(t)
+			img := lukstest.NewImage(t, dir, fmt.Sprintf("s%d.img", i), reencImg)
+			plain := reencVolume(t, cs, img, pass, "--sector-size", tc.from)
+			var ss int
+			fmt.Sscan(tc.to, &ss)
+			if err := reencrypt(t, img, pass, luks2.ReencryptOptions{SectorSize: ss, Cipher: "aes-cbc-essiv:sha256", KeySize: 32, HotzoneSize: 1 << 20, StopAfter: 2}); err != nil {
+				t.Fatalf("reencrypt: %v", err)
+			}
+			cs.MustRun("reencrypt", "--resume-only", "--force-offline-reencrypt", "--batch-mode", "--key-file", cs.KeyFile(pass), img)
+			if d := cs.MustRun("luksDump", img); !strings.Contains(d, "sector: "+tc.to) || !strings.Contains(d, "aes-cbc-essiv:sha256") {
+				t.Fatalf("sector size or cipher not changed:\n%s", d)
+			}
+			checkPlain(t, cs, img, pass, plain)
+		})
+		t.Run("cryptsetup-"+tc.from+"-"+tc.to, func(t *testing.T) {
+			cs := cs.With(t)
+			img := lukstest.NewImage(t, dir, fmt.Sprintf("c%d.img", i), reencImg)
+			plain := reencVolume(t, cs, img, pass, "--sector-size", tc.from)
+			cs.MustRun("reencrypt", "--init-only", "--force-offline-reencrypt", "--batch-mode", "--sector-size", tc.to,
+				"--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--key-file", cs.KeyFile(pass), img)
+			if err := reencrypt(t, img, pass, luks2.ReencryptOptions{ResumeOnly: true, HotzoneSize: 1 << 20}); err != nil {
+				t.Fatalf("resume: %v", err)
+			}
+			if d := cs.MustRun("luksDump", img); !strings.Contains(d, "sector: "+tc.to) {
+				t.Fatalf("sector size not changed:\n%s", d)
+			}
+			checkPlain(t, cs, img, pass, plain)
+		})
+	}
+}
