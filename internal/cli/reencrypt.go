@@ -176,6 +176,9 @@ func runReencrypt(ctx context.Context, env *Env, p *parsed) error {
 	defer clear(pass)
 	err = luks2.Reencrypt(ctx, hdev, pass, o)
 	switch {
+	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		// Stopped between hotzones: the metadata says where.
+		return usageErr("reencryption interrupted (%v); resume it with reencrypt --resume-only", ctx.Err())
 	case errors.Is(err, luks2.ErrNoReencryption):
 		return usageErr("device reencryption not in progress")
 	case errors.Is(err, luks2.ErrReencryptInProgress) && errors.Is(err, luks2.ErrInvalidOptions):

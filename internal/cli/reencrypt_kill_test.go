@@ -100,3 +100,65 @@ func TestReencryptKillRealProcess(t *testing.T) {
 		})
 	}
 }
+
+// TestReencryptSIGINT: SIGINT stops `blkcrypt reencrypt` between hotzones
+// with exit 1 and a resumable state, which cryptsetup finishes to the
+// original plaintext.
+func TestReencryptSIGINT(t *testing.T) {
+	needTool(t, "cryptsetup", "cryptsetup-bin")
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "blkcrypt")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/blkcrypt")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	pass := writeFile(t, dir, "p", []byte("interrupt me"))
+	img := filepath.Join(dir, "i.img")
+	if code, _, e := run(t, nil, append([]string{"format", img, "--type", "luks2", "--size", "67108864", "--key-file", pass, "-q"}, reencFast...)...); code != 0 {
+		t.Fatalf("format: %s", e)
+	}
+	plain := randBytes(48 << 20)
+	if code, _, e := run(t, nil, "write", img, "-i", writeFile(t, dir, "in", plain), "--key-file", pass); code != 0 {
+		t.Fatalf("write: %s", e)
+	}
+	for try := 0; ; try++ {
+		cmd := exec.Command(bin, append([]string{"reencrypt", img, "--resilience", "journal", "--hotzone-size", "128k", "--key-file", pass}, reencFast...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Wait until the reencryption has begun (the requirement is on disk).
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if d, _ := cryptsetup(t, "luksDump", img); strings.Contains(d, "online-reencrypt-v2") {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		cmd.Process.Signal(syscall.SIGINT)
+		err := cmd.Wait()
+		d, _ := cryptsetup(t, "luksDump", img)
+		if err == nil && !strings.Contains(d, "online-reencrypt-v2") {
+			if try < 3 {
+				continue // finished before the signal: again, on the new key
+			}
+			t.Fatal("every run finished before SIGINT arrived")
+		}
+		if ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus); ws.ExitStatus() != 1 || !strings.Contains(stderr.String(), "resume") {
+			t.Fatalf("after SIGINT: exit %v, stderr %q", err, stderr.String())
+		}
+		if strings.Contains(d, "in-reencryption") {
+			t.Fatalf("SIGINT left a hotzone in reencryption:\n%s", d)
+		}
+		break
+	}
+	if out, err := cryptsetup(t, "reencrypt", "--resume-only", "--force-offline-reencrypt", "-q", "--key-file", pass, img); err != nil {
+		t.Fatalf("cryptsetup resume: %v\n%s", err, out)
+	}
+	code, got, e := run(t, nil, "read", img, "--key-file", pass, "--length", fmt.Sprint(len(plain)))
+	if code != 0 || got != string(plain) {
+		t.Fatalf("read: exit %d %s, plaintext equal %v", code, e, got == string(plain))
+	}
+}
