@@ -219,3 +219,47 @@ func TestReencryptCLILock(t *testing.T) {
 		t.Fatalf("resume after the lock was released: %s", e)
 	}
 }
+
+// TestReencryptCLIDetachedHeader: a volume with a detached header is
+// reencrypted by blkcrypt (then a reencryption cryptsetup initialised is
+// finished by blkcrypt); the data reads back and cryptsetup opens it.
+func TestReencryptCLIDetachedHeader(t *testing.T) {
+	needTool(t, "cryptsetup", "cryptsetup-bin")
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data.img")
+	hdr := filepath.Join(dir, "hdr.img")
+	pass := writeFile(t, dir, "p", []byte("detached"))
+	if err := os.WriteFile(data, make([]byte, 8<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hdr, make([]byte, 16<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cryptsetup(t, append([]string{"luksFormat", "--type", "luks2", "-q", "--header", hdr, "--key-file", pass, data}, reencFast...)...); err != nil {
+		t.Fatalf("luksFormat: %v\n%s", err, out)
+	}
+	plain := randBytes(8 << 20)
+	if code, _, e := run(t, nil, "write", data, "--header", hdr, "-i", writeFile(t, dir, "in", plain), "--key-file", pass); code != 0 {
+		t.Fatalf("write: %s", e)
+	}
+	dataBefore, _ := os.ReadFile(data)
+	if code, _, e := run(t, nil, append([]string{"reencrypt", data, "--header", hdr, "--hotzone-size", "1m", "--key-file", pass}, reencFast...)...); code != 0 {
+		t.Fatalf("reencrypt: %s", e)
+	}
+	if after, _ := os.ReadFile(data); bytes.Equal(after, dataBefore) {
+		t.Fatal("the data device was not reencrypted")
+	}
+	if out, err := cryptsetup(t, append([]string{"reencrypt", "--init-only", "--force-offline-reencrypt", "-q", "--header", hdr, "--key-file", pass, data}, reencFast...)...); err != nil {
+		t.Fatalf("cryptsetup --init-only: %v\n%s", err, out)
+	}
+	if code, _, e := run(t, nil, "reencrypt", data, "--header", hdr, "--resume-only", "--key-file", pass); code != 0 {
+		t.Fatalf("resume: %s", e)
+	}
+	if out, err := cryptsetup(t, "open", "--test-passphrase", "--header", hdr, "--key-file", pass, data); err != nil {
+		t.Fatalf("cryptsetup does not open it: %s", out)
+	}
+	code, got, e := run(t, nil, "read", data, "--header", hdr, "--key-file", pass)
+	if code != 0 || got != string(plain) {
+		t.Fatalf("read: exit %d %s, plaintext equal %v", code, e, got == string(plain))
+	}
+}
