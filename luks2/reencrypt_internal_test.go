@@ -1,0 +1,99 @@
+package luks2
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/blkcrypt/blkcrypt/internal/powercut"
+	"github.com/blkcrypt/blkcrypt/kdf"
+)
+
+// TestReencryptDigestGuardsMetadata: a change to anything the
+// reencryption digest covers (resilience hash, direction-independent
+// keyslot fields, either backup segment) makes the resume refuse, naming the
+// digest, and write nothing; the untouched state resumes.
+func TestReencryptDigestGuardsMetadata(t *testing.T) {
+	fast := KeyslotOptions{Slot: AnySlot, PBKDF: kdf.Options{Type: kdf.PBKDF2, Hash: "sha256", Iterations: 1000}}
+	pass := []byte("guarded")
+	base := make([]byte, 5<<20)
+	dev := powercut.New(base)
+	key := make([]byte, 64)
+	if _, err := Format(dev, key, pass, FormatOptions{Keyslot: fast, KeyslotsSize: 2 << 20, DataOffset: 4 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := Reencrypt(ctx, dev, pass, ReencryptOptions{InitOnly: true, Slot: AnySlot, Keyslot: fast}); err != nil {
+		t.Fatal(err)
+	}
+	initState := dev.Current()
+	for _, tc := range []struct {
+		name string
+		edit func(root *jval)
+	}{
+		{"checksum hash", func(root *jval) {
+			for _, m := range root.get("keyslots").obj {
+				if jsGet(m.val, "type") == "reencrypt" {
+					m.val.get("area").set("hash", jstr("sha512"))
+				}
+			}
+		}},
+		{"checksum block", func(root *jval) {
+			for _, m := range root.get("keyslots").obj {
+				if jsGet(m.val, "type") == "reencrypt" {
+					m.val.get("area").set("sector_size", jint(512))
+				}
+			}
+		}},
+		{"new cipher", func(root *jval) {
+			for _, m := range root.get("segments").obj {
+				if contains1(flagsOf(m.val), flagFinal) {
+					m.val.set("encryption", jstr("serpent-xts-plain64"))
+				}
+			}
+		}},
+		{"old cipher", func(root *jval) {
+			for _, m := range root.get("segments").obj {
+				if contains1(flagsOf(m.val), flagPrevious) {
+					m.val.set("encryption", jstr("aes-xts-plain"))
+				}
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := powercut.New(initState)
+			h, err := Read(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			root := h.md.root.clone()
+			tc.edit(root)
+			root.raw = nil
+			for _, sec := range []string{"keyslots", "segments"} {
+				root.get(sec).raw = nil
+				for _, m := range root.get(sec).obj {
+					m.val.raw = nil
+					if a := m.val.get("area"); a != nil {
+						a.raw = nil
+					}
+				}
+			}
+			if err := h.commit(d, root); err != nil {
+				t.Fatalf("writing the edited metadata: %v", err)
+			}
+			before := d.Current()
+			err = Reencrypt(ctx, d, pass, ReencryptOptions{ResumeOnly: true, Slot: AnySlot, Keyslot: fast})
+			if err == nil || !errors.Is(err, ErrCorruptHeader) || !strings.Contains(err.Error(), "digest") {
+				t.Fatalf("resume of edited metadata: %v", err)
+			}
+			if string(d.Current()) != string(before) {
+				t.Fatal("a refused resume wrote to the device")
+			}
+		})
+	}
+	d := powercut.New(initState)
+	if err := Reencrypt(ctx, d, pass, ReencryptOptions{ResumeOnly: true, Slot: AnySlot, Keyslot: fast}); err != nil {
+		t.Fatalf("the untouched state does not resume: %v", err)
+	}
+}
