@@ -154,6 +154,7 @@ func TestReencryptSIGINT(t *testing.T) {
 		if strings.Contains(d, "in-reencryption") {
 			t.Fatalf("SIGINT left a hotzone in reencryption:\n%s", d)
 		}
+		sameDump(t, img, "blkcrypt stopped by SIGINT")
 		break
 	}
 	if out, err := cryptsetup(t, "reencrypt", "--resume-only", "--force-offline-reencrypt", "-q", "--key-file", pass, img); err != nil {
