@@ -8,6 +8,7 @@ import (
 
 	"github.com/blkcrypt/blkcrypt/internal/powercut"
 	"github.com/blkcrypt/blkcrypt/kdf"
+	"github.com/blkcrypt/blkcrypt/sector"
 )
 
 // TestReencryptDigestGuardsMetadata: a change to anything the
@@ -95,5 +96,69 @@ func TestReencryptDigestGuardsMetadata(t *testing.T) {
 	d := powercut.New(initState)
 	if err := Reencrypt(ctx, d, pass, ReencryptOptions{ResumeOnly: true, Slot: AnySlot, Keyslot: fast}); err != nil {
 		t.Fatalf("the untouched state does not resume: %v", err)
+	}
+}
+
+// TestReencryptFinishWithoutOldKey: the state cryptsetup leaves when it
+// dies between removing the old keyslots and the reencryption metadata
+// (all data under the new key, no old keyslot) is finished with the new
+// key alone, and the data reads back.
+func TestReencryptFinishWithoutOldKey(t *testing.T) {
+	fast := KeyslotOptions{Slot: AnySlot, PBKDF: kdf.Options{Type: kdf.PBKDF2, Hash: "sha256", Iterations: 1000}}
+	pass := []byte("no old key")
+	dev := powercut.New(make([]byte, 5<<20))
+	key := make([]byte, 64)
+	h, err := Format(dev, key, pass, FormatOptions{Keyslot: fast, KeyslotsSize: 2 << 20, DataOffset: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := make([]byte, 1<<20)
+	for i := range plain {
+		plain[i] = byte(i * 7)
+	}
+	c, err := sector.New(h.Cipher(), key, sector.Options{SectorSize: h.SectorSize()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct := make([]byte, len(plain))
+	c.EncryptSectors(ct, plain, 0)
+	dev.WriteAt(ct, 4<<20)
+	stopBeforeFinish = true
+	err = Reencrypt(context.Background(), dev, pass, ReencryptOptions{Slot: AnySlot, Keyslot: fast, HotzoneSize: 256 << 10})
+	stopBeforeFinish = false
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Drop the old keyslot as cryptsetup's finish does first.
+	h, err = Read(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := h.md.root.clone()
+	root.get("keyslots").del("0")
+	dropKeyslotRefs(root, "0")
+	if err := h.commit(dev, root); err != nil {
+		t.Fatal(err)
+	}
+	if err := Reencrypt(context.Background(), dev, pass, ReencryptOptions{ResumeOnly: true, Slot: AnySlot, Keyslot: fast}); err != nil {
+		t.Fatalf("finishing without the old key: %v", err)
+	}
+	h, err = Read(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.ReencryptionStatus() != nil || len(h.Segments()) != 1 || len(h.Requirements()) != 0 {
+		t.Fatalf("not finished: %d segments, requirements %v", len(h.Segments()), h.Requirements())
+	}
+	nk, _, err := h.Unlock(dev, pass, AnySlot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, _ := sector.New(h.Cipher(), nk, sector.Options{SectorSize: h.SectorSize()})
+	got := make([]byte, len(plain))
+	dev.ReadAt(got, 4<<20)
+	nc.DecryptSectors(got, got, 0)
+	if string(got) != string(plain) {
+		t.Fatal("plaintext differs")
 	}
 }

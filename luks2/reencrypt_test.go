@@ -6,10 +6,12 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil/lukstest"
 	"github.com/blkcrypt/blkcrypt/kdf"
@@ -183,27 +185,41 @@ func TestReencryptResumeKilledCryptsetup(t *testing.T) {
 	cs := lukstest.NeedCryptsetup(t)
 	dir := t.TempDir()
 	pass := []byte("killed")
+	args := func(img string) []string {
+		return []string{"reencrypt", "--force-offline-reencrypt", "--batch-mode", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000",
+			"--hotzone-size", "32k", "--key-file", cs.KeyFile(pass), img}
+	}
+	// Aim the kills inside a whole run as long as it takes here.
+	probe := lukstest.NewImage(t, dir, "probe.img", reencImg)
+	reencVolume(t, cs, probe, pass)
+	start := time.Now()
+	cs.MustRun(args(probe)...)
+	whole := time.Since(start)
+	rng := mrand.New(mrand.NewPCG(15, 15))
 	crashes := 0
-	for i, after := range []string{"0.3", "0.5", "0.4", "0.7", "0.6", "0.9"} {
+	for i := 0; i < 20 && crashes < 2; i++ {
 		img := lukstest.NewImage(t, dir, fmt.Sprintf("k%d.img", i), reencImg)
 		plain := reencVolume(t, cs, img, pass)
-		cmd := exec.Command("timeout", "-s", "KILL", after, cs.Path, "reencrypt", "--force-offline-reencrypt", "--batch-mode",
-			"--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--hotzone-size", "64k", "--key-file", cs.KeyFile(pass), img)
-		cmd.Run()
+		after := time.Duration(float64(whole) * (0.1 + 0.8*rng.Float64()))
+		cmd := exec.Command(cs.Path, args(img)...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		timer := time.AfterFunc(after, func() { cmd.Process.Kill() })
+		cmd.Wait()
+		timer.Stop()
 		dump, _ := cs.Run("luksDump", img)
 		crashed := strings.Contains(dump, "in-reencryption")
 		if err := reencrypt(t, img, pass, luks2.ReencryptOptions{ResumeOnly: true}); err != nil && !errors.Is(err, luks2.ErrNoReencryption) {
-			t.Fatalf("resume after a kill at %ss: %v", after, err)
+			t.Fatalf("resume after a kill at %v: %v", after, err)
 		}
 		checkPlain(t, cs, img, pass, plain)
 		if crashed {
-			if crashes++; crashes == 2 {
-				return
-			}
+			crashes++
 		}
 	}
 	if crashes == 0 {
-		t.Fatal("no kill landed while cryptsetup was inside a hotzone")
+		t.Fatalf("no kill in 20 landed while cryptsetup was inside a hotzone (a whole run takes %v)", whole)
 	}
 }
 
