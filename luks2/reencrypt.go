@@ -67,6 +67,9 @@ type ReencryptOptions struct {
 	StopAfter int
 	// Data is the data device when the header is detached (nil: dev).
 	Data Device
+	// Progress, when set, is called after each hotzone with the bytes of
+	// the data area done so far and its size (for a progress line).
+	Progress func(done, total uint64)
 }
 
 // Reencryption errors.
@@ -1099,6 +1102,9 @@ func (h *Header) reencRun(ctx context.Context, dev, data Device, r *reenc, o Ree
 		}
 		r.progress += n
 		steps++
+		if o.Progress != nil {
+			o.Progress(r.progress, r.size)
+		}
 		if !none {
 			if err := data.Sync(); err != nil {
 				return err

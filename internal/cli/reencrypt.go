@@ -149,7 +149,22 @@ func runReencrypt(ctx context.Context, env *Env, p *parsed) error {
 		return err
 	}
 	defer clear(pass)
+	// The data size is known once the header is read inside Reencrypt:
+	// the progress line starts with the first hotzone.
+	var pr *progress
+	var last uint64
+	o.Progress = func(done, total uint64) {
+		if pr == nil {
+			pr = newProgress(env, p, path, "reencrypted", int64(total))
+			last = 0
+		}
+		pr.add(int64(done - last))
+		last = done
+	}
 	err = luks2.Reencrypt(ctx, hdev, pass, o)
+	if err == nil {
+		pr.finish()
+	}
 	switch {
 	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		// Stopped between hotzones: the metadata says where.
