@@ -56,7 +56,19 @@
 // Unknown mandatory requirements make the header read-only: reading and
 // unlocking work, writes return ErrReadOnly. A reencryption in progress
 // (several segments or a reencryption requirement) is refused with
-// ErrUnsupported by Unlock and by writes.
+// ErrUnsupported by Unlock and by writes; Reencrypt resumes it.
+//
+// # Reencryption
+//
+// Reencrypt gives a volume a new key (and optionally a new cipher, key size
+// or sector size) in place, offline, with cryptsetup 2.6's on-disk state
+// (a "reencrypt" keyslot holding the resilience data, backup-previous and
+// backup-final segments, an in-reencryption hotzone segment, the
+// online-reencrypt-v2 requirement and the reencryption digest cryptsetup
+// verifies), so either tool resumes the other's interrupted run; it
+// recovers a crashed hotzone itself (cryptsetup does that in "repair").
+// Resilience checksum, journal and none; mode reencrypt, direction forward.
+// LockReencryption takes cryptsetup's reencryption lock.
 //
 // # Unlocking
 //

@@ -543,8 +543,18 @@ func validateMetadataContext(ctx context.Context, root *jval, jsonAreaSize uint6
 	if md.config.KeyslotsSize%4096 != 0 || md.config.KeyslotsSize > MaxKeyslotsSize {
 		return nil, verr("unsupported LUKS2 keyslots size %d", md.config.KeyslotsSize)
 	}
+	// The lowest data offset, as json_segments_get_minimal_offset finds it:
+	// backup segments do not count, and a segment at offset 0 (a detached
+	// header) turns the check off, whatever order the segments come in.
 	minOff := uint64(0)
 	for _, s := range md.segments {
+		if isBackupFlags(s.Flags) {
+			continue
+		}
+		if s.Offset == 0 {
+			minOff = 0
+			break
+		}
 		if minOff == 0 || s.Offset < minOff {
 			minOff = s.Offset
 		}

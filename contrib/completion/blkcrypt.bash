@@ -2,7 +2,7 @@
 _blkcrypt() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" opts="" valopts="" fileopts=""
     if [[ $COMP_CWORD -eq 1 ]]; then
-        COMPREPLY=($(compgen -W "--help add-key luksAddKey benchmark bitlk-dump bitlkDump change-key luksChangeKey config convert luksConvert crypto demo dump luksDump erase luksErase format luksFormat fvault2-dump fvault2Dump header-backup luksHeaderBackup header-restore luksHeaderRestore is-luks isLuks kill-slot luksKillSlot mount read remove-key luksRemoveKey repair resize serve speed tcrypt-dump tcryptDump test-passphrase token uuid luksUUID write" -- "$cur"))
+        COMPREPLY=($(compgen -W "--help add-key luksAddKey benchmark bitlk-dump bitlkDump change-key luksChangeKey config convert luksConvert crypto demo dump luksDump erase luksErase format luksFormat fvault2-dump fvault2Dump header-backup luksHeaderBackup header-restore luksHeaderRestore is-luks isLuks kill-slot luksKillSlot mount read reencrypt remove-key luksRemoveKey repair resize serve speed tcrypt-dump tcryptDump test-passphrase token uuid luksUUID write" -- "$cur"))
         return
     fi
     case "${COMP_WORDS[1]}" in
@@ -78,6 +78,10 @@ _blkcrypt() {
         opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --fvault2-read-write --hash -h --header --help --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --length --offset --offset-bytes --output -o --progress-frequency --progress-json --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
         valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --length --offset --offset-bytes --output -o --progress-frequency --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
         fileopts="--header --key-file -d --output -o --tcrypt-keyfiles --volume-key-file" ;;
+    reencrypt)
+        opts="--batch-mode -q --cipher -c --decrypt --encrypt --force-offline-reencrypt --hash -h --header --help --hotzone-size --init-only --iter-time -i --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --progress-frequency --progress-json --resilience --resume-only --sector-size --type"
+        valopts="--cipher -c --hash -h --header --hotzone-size --iter-time -i --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --progress-frequency --resilience --sector-size --type"
+        fileopts="--header --key-file -d" ;;
     remove-key|luksRemoveKey)
         opts="--batch-mode -q --header --help --key-file -d --key-slot -S --keyfile-offset --keyfile-size -l --type"
         valopts="--header --key-file -d --key-slot -S --keyfile-offset --keyfile-size -l --type"

@@ -1,10 +1,6 @@
 package aes
 
 import (
-	"bytes"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/blkcrypt/blkcrypt/internal/testenv"
@@ -13,25 +9,5 @@ import (
 // TestGeneratedAsm checks that aes_amd64.s is what the generator in _asm
 // produces, so the committed assembly never drifts from its source.
 func TestGeneratedAsm(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the generator")
-	}
-	goTool := testenv.Need(t, "go", "golang-go")
-	want, err := os.ReadFile("aes_amd64.s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), "aes_amd64.s")
-	cmd := exec.Command(goTool, "run", ".", "-out", out)
-	cmd.Dir = "_asm"
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("generator failed: %v\n%s", err, msg)
-	}
-	got, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatal("aes_amd64.s is stale: run go generate ./internal/aes")
-	}
+	testenv.Generated(t, "_asm", "aes_amd64.s", "internal/aes")
 }

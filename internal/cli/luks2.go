@@ -52,7 +52,11 @@ func doDumpLUKS2(w io.Writer, p *parsed, dev string, hh blkcrypt.Header) error {
 	}
 	fmt.Fprintf(w, "\nKeyslots:\n")
 	for _, k := range h.Keyslots() {
-		fmt.Fprintf(w, "  %d: %s\n", k.ID, k.Type)
+		if st := h.ReencryptionStatus(); st != nil && st.Keyslot == k.ID {
+			dumpReencryptKeyslot(w, k, st)
+			continue
+		}
+		fmt.Fprintf(w, "  %d: %s%s\n", k.ID, k.Type, unboundMark(h, k))
 		if k.Digest < 0 {
 			fmt.Fprintf(w, "\tKey:        %d bits (unbound)\n", k.KeySize*8)
 		} else {

@@ -135,3 +135,51 @@ func TestProgressFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestReencryptProgress: reencrypt prints cryptsetup's progress, as JSON
+// with --progress-json (one object per hotzone step the clock allows, the
+// last with every byte done) and as lines on a terminal.
+func TestReencryptProgress(t *testing.T) {
+	dir := t.TempDir()
+	img := filepath.Join(dir, "r.img")
+	pass := writeFile(t, dir, "p", []byte("progress"))
+	if code, _, e := run(t, nil, append([]string{"format", img, "--type", "luks2", "--size", "88080384", "--key-file", pass, "-q"}, reencFast...)...); code != 0 {
+		t.Fatalf("format: %s", e)
+	}
+	runP := func(tty bool, args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		env := &Env{Stdin: bytes.NewReader(nil), Stdout: &out, Stderr: &errb, StderrIsTerminal: tty, Now: stepClock(600 * time.Millisecond)}
+		code := Main(context.Background(), append(append([]string{"reencrypt", img, "--key-file", pass, "--hotzone-size", "4M"}, reencFast...), args...), env)
+		return code, errb.String()
+	}
+	code, errs := runP(false, "--progress-json")
+	if code != 0 {
+		t.Fatalf("reencrypt --progress-json: exit %d: %s", code, errs)
+	}
+	var objs []map[string]string
+	for _, l := range strings.Split(strings.TrimSpace(errs), "\n") {
+		var m map[string]string
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not a JSON progress object: %q", l)
+		}
+		objs = append(objs, m)
+	}
+	if len(objs) < 3 {
+		t.Fatalf("%d progress objects for a multi-hotzone run: %q", len(objs), errs)
+	}
+	last := objs[len(objs)-1]
+	if last["device_bytes"] != last["device_size"] || last["device_size"] == "0" {
+		t.Fatalf("last progress object %v: not every byte done", last)
+	}
+	code, errs = runP(true)
+	if code != 0 {
+		t.Fatalf("reencrypt on a terminal: exit %d: %s", code, errs)
+	}
+	lines := splitProgress(errs)
+	if len(lines) < 2 || !strings.Contains(lines[len(lines)-1], "Finished, time") || !strings.Contains(errs, "MiB reencrypted") {
+		t.Fatalf("terminal progress: %q", errs)
+	}
+	if code, _ := runP(false); code != 0 {
+		t.Fatal("reencrypt without a terminal failed")
+	}
+}

@@ -266,27 +266,7 @@ func TestBulkMisusePanics(t *testing.T) {
 
 // TestGeneratedAsm checks that serpent_amd64.s is what _asm produces.
 func TestGeneratedAsm(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the generator")
-	}
-	goTool := testenv.Need(t, "go", "golang-go")
-	want, err := os.ReadFile("serpent_amd64.s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), "serpent_amd64.s")
-	cmd := exec.Command(goTool, "run", ".", "-out", out)
-	cmd.Dir = "_asm"
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("generator failed: %v\n%s", err, msg)
-	}
-	got, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatal("serpent_amd64.s is stale: run go generate ./internal/serpent")
-	}
+	testenv.Generated(t, "_asm", "serpent_amd64.s", "internal/serpent")
 }
 
 // envGenerators set to 1 makes TestGeneratedCircuits rerun the S-box

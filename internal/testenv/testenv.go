@@ -14,6 +14,7 @@
 package testenv
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -137,4 +138,34 @@ func VectorsDir(t testing.TB) string {
 		Missing(t, "shared vectors not found at %s (set %s)", dir, EnvVectors)
 	}
 	return dir
+}
+
+// Generated checks that the committed file (in the test's package
+// directory) is byte for byte what the generator program in genDir writes
+// when run as `go run . -out FILE ARGS...`, so committed generated code
+// never drifts from its source. pkg names the package for the message.
+// It skips under -short: the generator may run for seconds.
+func Generated(t testing.TB, genDir, file, pkg string, args ...string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the generator")
+	}
+	goTool := Need(t, "go", "golang-go")
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), filepath.Base(file))
+	cmd := exec.Command(goTool, append([]string{"run", ".", "-out", out}, args...)...)
+	cmd.Dir = genDir
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("generator in %s failed: %v\n%s", genDir, err, msg)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s is stale: run go generate ./%s", file, pkg)
+	}
 }
