@@ -80,7 +80,7 @@ var (
 	// reencryption (magic LUKS\xde\xad): it cannot be opened until the
 	// reencryption finishes. It matches ErrInvalidOptions, as cryptsetup
 	// refuses such a device with exit code 1.
-	ErrReencryptInProgress = volspec.Sub("a LUKS1 reencryption is in progress on the device (finish it with reencrypt in the directory holding its LUKS-<UUID>.log)", luksutil.ErrInvalidOptions)
+	ErrReencryptInProgress = volspec.Sub("a LUKS1 reencryption is in progress; finish it by running reencrypt in the directory of its log file", luksutil.ErrInvalidOptions)
 	// ErrReencryptStopped means Reencrypt stopped cleanly (StopAfter);
 	// running it again in the same directory resumes.
 	ErrReencryptStopped = errors.New("luks1 reencryption stopped; run it again to resume")
