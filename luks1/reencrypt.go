@@ -530,12 +530,27 @@ const (
 
 // resume loads the log and both headers and says how to go on.
 func (r *run) resume(ctx context.Context, lf ReencryptFile, cur *Header) (st resumeState, err error) {
+	// With the device unmarked (cur set), its data matches its header: data
+	// is written only while the device is marked, and the mark goes only
+	// when the new header is restored. So files that do not load are left
+	// over from a start that never marked the device: start afresh. A
+	// header equal to the .new one is a finish that had not removed every
+	// file.
+	leftover := func(err error) (resumeState, error) {
+		if cur == nil {
+			return resumeContinue, err
+		}
+		if nw, rerr := r.readFile(r.newN); rerr == nil && len(nw) >= PhdrSize && bytes.Equal(cur.p.Marshal(), nw[:PhdrSize]) {
+			return resumeFinished, r.cleanup()
+		}
+		return resumeFresh, r.cleanup()
+	}
 	b := make([]byte, logSize)
 	if _, err := lf.ReadAt(b, 0); err != nil {
-		return resumeContinue, fmt.Errorf("%w: reading %s: %w", ErrReencryptLog, r.logN, err)
+		return leftover(fmt.Errorf("%w: reading %s: %w", ErrReencryptLog, r.logN, err))
 	}
 	if r.log, err = parseLog(b, r.uuid); err != nil {
-		return resumeContinue, err
+		return leftover(err)
 	}
 	if r.log.mode != 0 || r.log.direction != 0 || r.log.shift != 0 {
 		return resumeContinue, fmt.Errorf("%w: the log is of a LUKS1 %s (mode %d, direction %d, shift %d); only reencryption forward without a data shift is supported here",
@@ -545,26 +560,15 @@ func (r *run) resume(ctx context.Context, lf ReencryptFile, cur *Header) (st res
 		r.org, err = r.readFile(r.orgN)
 	}
 	if err != nil {
-		if cur != nil {
-			// The device holds a whole header, so the data matches it: the
-			// data is touched only while the device is marked, and the mark
-			// goes only when the new header is restored. What is left is a
-			// start that never marked the device or a finish that had not
-			// removed every file.
-			if len(r.nw) >= PhdrSize && bytes.Equal(cur.p.Marshal(), r.nw[:PhdrSize]) {
-				return resumeFinished, r.cleanup()
-			}
-			return resumeFresh, r.cleanup()
-		}
-		return resumeContinue, err
+		return leftover(err)
 	}
 	newH, err := parse(luksutil.NewMemDevice(0, r.nw), r.nw)
 	if err != nil {
-		return resumeContinue, fmt.Errorf("%w: %s: %w", ErrReencryptLog, r.newN, err)
+		return leftover(fmt.Errorf("%w: %s: %w", ErrReencryptLog, r.newN, err))
 	}
 	oldH, err := parse(luksutil.NewMemDevice(0, r.org), r.org)
 	if err != nil {
-		return resumeContinue, fmt.Errorf("%w: %s: %w", ErrReencryptLog, r.orgN, err)
+		return leftover(fmt.Errorf("%w: %s: %w", ErrReencryptLog, r.orgN, err))
 	}
 	if newH.UUID() != r.uuid || oldH.UUID() != r.uuid {
 		return resumeContinue, fmt.Errorf("%w: the header files are not for UUID %s", ErrReencryptLog, r.uuid)
@@ -576,6 +580,9 @@ func (r *run) resume(ctx context.Context, lf ReencryptFile, cur *Header) (st res
 		case !bytes.Equal(cur.p.Marshal(), oldH.p.Marshal()):
 			return resumeContinue, fmt.Errorf("%w: the device's header is neither %s nor %s", ErrReencryptLog, r.orgN, r.newN)
 		}
+		// The old header on the device and a log: a start cut before its
+		// mark, or the old header restored by hand mid-run. cryptsetup
+		// goes on from the log's offset either way; so do we.
 	}
 	// One passphrase opens both, as cryptsetup requires to resume.
 	var lastErr error = ErrWrongPassphrase
@@ -601,10 +608,6 @@ func (r *run) resume(ctx context.Context, lf ReencryptFile, cur *Header) (st res
 			return resumeContinue, fmt.Errorf("%w: the log's offset %d is not in the %d-byte data area", ErrReencryptLog, r.log.offset, r.size)
 		}
 		if cur != nil {
-			// Not marked yet (a crash while starting): no data was written.
-			if r.log.offset != 0 {
-				return resumeContinue, fmt.Errorf("%w: the device is not marked, but the log says %d bytes are done", ErrReencryptLog, r.log.offset)
-			}
 			if err := r.mark(); err != nil {
 				return resumeContinue, err
 			}
@@ -717,10 +720,12 @@ func (r *run) copyData(ctx context.Context, lf ReencryptFile) error {
 	return nil
 }
 
-// cleanup removes the files, journal first and the log last but one, as
-// cryptsetup removes them (log, .org, .new).
+// cleanup removes the files. The log goes last, so that a cut in between
+// leaves a log the next run finds (cryptsetup removes it first, and a run
+// after such a cut fails on the .org file left). The .org goes first: a
+// .new left without it can only be a finish, recognised above.
 func (r *run) cleanup() error {
-	for _, n := range []string{r.jnlN, r.logN, r.orgN, r.newN} {
+	for _, n := range []string{r.orgN, r.jnlN, r.newN, r.logN} {
 		if err := r.dir.Remove(n); err != nil {
 			return fmt.Errorf("removing %s: %w", n, err)
 		}
