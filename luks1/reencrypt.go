@@ -614,6 +614,16 @@ func (r *run) resume(ctx context.Context, lf ReencryptFile, cur *Header) (st res
 		}
 		return resumeContinue, r.recoverJournal()
 	}
+	if cur != nil && errors.Is(lastErr, ErrWrongPassphrase) {
+		// A passphrase that opens the unmarked device but not its files:
+		// a start cut before the files were synced.
+		for slot, pass := range r.o.Passphrases {
+			if k, _, err := cur.UnlockContext(ctx, r.dev, pass, slot); err == nil {
+				clear(k)
+				return resumeFresh, r.cleanup()
+			}
+		}
+	}
 	return resumeContinue, lastErr
 }
 
