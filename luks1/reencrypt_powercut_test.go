@@ -58,7 +58,7 @@ func (f *pcFile) Sync() error {
 	return f.d.Sync()
 }
 func (f *pcFile) Size() (int64, error) { return f.d.Size() }
-func (f *pcFile) Close() error          { return nil }
+func (f *pcFile) Close() error         { return nil }
 
 func (w *pcWorld) note(e pcEvent) {
 	w.mu.Lock()
