@@ -124,16 +124,6 @@ func qemuPlain(t *testing.T, img string, pass []byte) []byte {
 	return b
 }
 
-func openDev(t *testing.T, path string) luks1.File {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return luks1.File{File: f}
-}
-
 // judge checks a finished reencryption with cryptsetup, qemu-img and
 // OpenSSL: the same UUID, the cipher and key size asked for, a new volume
 // key (unless keep), every passphrase (at its slot), the plaintext, and
@@ -196,7 +186,7 @@ func TestReencryptNewKey(t *testing.T) {
 	o := oracle.New(t)
 	v := newRVol(t, cs, o)
 	slots := map[int][]byte{0: v.pass[0], 1: v.pass[1]}
-	if err := luks1.Reencrypt(context.Background(), openDev(t, v.img), fastOpts(v, slots)); err != nil {
+	if err := luks1.Reencrypt(context.Background(), lukstest.Open(t, v.img), fastOpts(v, slots)); err != nil {
 		t.Fatal(err)
 	}
 	v.judge(t, cs, o, "aes-xts-plain64", 512, false, slots)
@@ -210,7 +200,7 @@ func TestReencryptOneSlotNewCipher(t *testing.T) {
 	v := newRVol(t, cs, o)
 	opts := fastOpts(v, map[int][]byte{1: v.pass[1]})
 	opts.Cipher, opts.KeySize, opts.Hash = "aes-cbc-essiv:sha256", 32, "sha512"
-	if err := luks1.Reencrypt(context.Background(), openDev(t, v.img), opts); err != nil {
+	if err := luks1.Reencrypt(context.Background(), lukstest.Open(t, v.img), opts); err != nil {
 		t.Fatal(err)
 	}
 	v.judge(t, cs, o, "aes-cbc-essiv:sha256", 256, false, map[int][]byte{1: v.pass[1]})
@@ -231,7 +221,7 @@ func TestReencryptKeepKey(t *testing.T) {
 	before := sha256.Sum256(lukstest.ReadImage(t, v.img)[v.dataOff:])
 	opts := fastOpts(v, map[int][]byte{0: v.pass[0], 1: v.pass[1]})
 	opts.KeepKey, opts.Hash = true, "sha1"
-	if err := luks1.Reencrypt(context.Background(), openDev(t, v.img), opts); err != nil {
+	if err := luks1.Reencrypt(context.Background(), lukstest.Open(t, v.img), opts); err != nil {
 		t.Fatal(err)
 	}
 	v.judge(t, cs, o, "aes-xts-plain64", 512, true, map[int][]byte{0: v.pass[0], 1: v.pass[1]})
@@ -292,7 +282,7 @@ func TestReencryptResumesCryptsetupRun(t *testing.T) {
 			if err == nil || !strings.Contains(out, "device-mapper") {
 				t.Fatalf("cryptsetup stopped for another reason than device-mapper: %v\n%s", err, out)
 			}
-			if marked, _ := luks1.ReencryptionInProgress(openDev(t, v.img)); !marked {
+			if marked, _ := luks1.ReencryptionInProgress(lukstest.Open(t, v.img)); !marked {
 				t.Fatal("cryptsetup did not mark the device")
 			}
 			logN, _, newN, _ := luks1.ReencryptFiles(v.uuid)
@@ -312,7 +302,7 @@ func TestReencryptResumesCryptsetupRun(t *testing.T) {
 				}
 			}
 			opts := fastOpts(v, map[int][]byte{0: v.pass[0]})
-			if err := luks1.Reencrypt(context.Background(), openDev(t, v.img), opts); err != nil {
+			if err := luks1.Reencrypt(context.Background(), lukstest.Open(t, v.img), opts); err != nil {
 				t.Fatal(err)
 			}
 			if got := v.judge(t, cs, o, "aes-xts-plain64", 512, false, map[int][]byte{0: v.pass[0]}); !bytes.Equal(got, newKey) {
@@ -336,7 +326,7 @@ func TestReencryptCryptsetupResumesOurs(t *testing.T) {
 		v := newRVol(t, cs, o)
 		opts := fastOpts(v, map[int][]byte{0: v.pass[0], 1: v.pass[1]})
 		opts.StopAfter = 5
-		if err := luks1.Reencrypt(context.Background(), openDev(t, v.img), opts); !errors.Is(err, luks1.ErrReencryptStopped) {
+		if err := luks1.Reencrypt(context.Background(), lukstest.Open(t, v.img), opts); !errors.Is(err, luks1.ErrReencryptStopped) {
 			t.Fatalf("stopped run: %v", err)
 		}
 		logN, _, newN, _ := luks1.ReencryptFiles(v.uuid)
@@ -375,7 +365,7 @@ func TestReencryptCryptsetupResumesOurs(t *testing.T) {
 		if !bytes.Equal(lb, lb2) {
 			t.Fatal("cryptsetup's failed resume changed the log")
 		}
-		if err := luks1.Reencrypt(context.Background(), openDev(t, v.img), fastOpts(v, map[int][]byte{1: v.pass[1]})); err != nil {
+		if err := luks1.Reencrypt(context.Background(), lukstest.Open(t, v.img), fastOpts(v, map[int][]byte{1: v.pass[1]})); err != nil {
 			t.Fatal(err)
 		}
 		v.judge(t, cs, o, "aes-xts-plain64", 512, false, map[int][]byte{0: v.pass[0], 1: v.pass[1]})
@@ -385,13 +375,13 @@ func TestReencryptCryptsetupResumesOurs(t *testing.T) {
 		v := newRVol(t, cs, o)
 		// Writes: log, .org, .new (one each, in their files), then the
 		// mark on the device: the header restore is the device's second.
-		dev := &lukstest.FaultDevice{Device: openDev(t, v.img), Limit: 1}
+		dev := &lukstest.FaultDevice{Device: lukstest.Open(t, v.img), Limit: 1}
 		opts := fastOpts(v, map[int][]byte{0: v.pass[0]})
 		opts.KeepKey = true
 		if err := luks1.Reencrypt(context.Background(), dev, opts); !errors.Is(err, lukstest.ErrInjected) {
 			t.Fatalf("cut run: %v", err)
 		}
-		if marked, _ := luks1.ReencryptionInProgress(openDev(t, v.img)); !marked || !leftovers(t, v.dir, v.uuid) {
+		if marked, _ := luks1.ReencryptionInProgress(lukstest.Open(t, v.img)); !marked || !leftovers(t, v.dir, v.uuid) {
 			t.Fatal("the cut run did not leave a marked device and its files")
 		}
 		out, err := runCryptsetupIn(cs, v.dir, "reencrypt", "--batch-mode", "--keep-key", "--key-file", cs.KeyFile(v.pass[0]), v.img)
@@ -435,7 +425,7 @@ func TestReencryptBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := fastOpts(v, map[int][]byte{0: v.pass[0]})
 			tc.mod(&opts)
-			err := luks1.Reencrypt(context.Background(), openDev(t, v.img), opts)
+			err := luks1.Reencrypt(context.Background(), lukstest.Open(t, v.img), opts)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
@@ -451,7 +441,7 @@ func TestReencryptBadInput(t *testing.T) {
 		b := sha256.Sum256(lukstest.ReadImage(t, w.img))
 		opts := fastOpts(w, map[int][]byte{0: w.pass[0], 1: w.pass[1]})
 		opts.KeySize = 64
-		err := luks1.Reencrypt(context.Background(), openDev(t, w.img), opts)
+		err := luks1.Reencrypt(context.Background(), lukstest.Open(t, w.img), opts)
 		if !errors.Is(err, luks1.ErrInvalidOptions) {
 			t.Fatalf("got %v", err)
 		}
@@ -464,7 +454,7 @@ func TestReencryptBadInput(t *testing.T) {
 		img := lukstest.NewImage(t, dir, "hdr.img", 2<<20)
 		cs.MustRun("luksFormat", "--type", "luks1", "--batch-mode", "--pbkdf-force-iterations", "1000", "--key-file", cs.KeyFile(v.pass[0]), img)
 		b := sha256.Sum256(lukstest.ReadImage(t, img))
-		err := luks1.Reencrypt(context.Background(), openDev(t, img), luks1.ReencryptOptions{Passphrases: map[int][]byte{0: v.pass[0]}, Keyslot: fast, Dir: luks1.DirFS(dir)})
+		err := luks1.Reencrypt(context.Background(), lukstest.Open(t, img), luks1.ReencryptOptions{Passphrases: map[int][]byte{0: v.pass[0]}, Keyslot: fast, Dir: luks1.DirFS(dir)})
 		if !errors.Is(err, luks1.ErrDeviceTooSmall) {
 			t.Fatalf("got %v", err)
 		}
@@ -475,7 +465,7 @@ func TestReencryptBadInput(t *testing.T) {
 	t.Run("not-luks", func(t *testing.T) {
 		dir := t.TempDir()
 		img := lukstest.NewImage(t, dir, "zero.img", 1<<20)
-		err := luks1.Reencrypt(context.Background(), openDev(t, img), luks1.ReencryptOptions{Passphrases: map[int][]byte{0: v.pass[0]}, Dir: luks1.DirFS(dir)})
+		err := luks1.Reencrypt(context.Background(), lukstest.Open(t, img), luks1.ReencryptOptions{Passphrases: map[int][]byte{0: v.pass[0]}, Dir: luks1.DirFS(dir)})
 		if !errors.Is(err, luks1.ErrNotLUKS) {
 			t.Fatalf("got %v", err)
 		}
@@ -491,7 +481,7 @@ func TestReencryptRefusesForeignState(t *testing.T) {
 	v := newRVol(t, cs, o)
 	opts := fastOpts(v, map[int][]byte{0: v.pass[0], 1: v.pass[1]})
 	opts.StopAfter = 1
-	if err := luks1.Reencrypt(context.Background(), openDev(t, v.img), opts); !errors.Is(err, luks1.ErrReencryptStopped) {
+	if err := luks1.Reencrypt(context.Background(), lukstest.Open(t, v.img), opts); !errors.Is(err, luks1.ErrReencryptStopped) {
 		t.Fatal(err)
 	}
 	logN, _, _, _ := luks1.ReencryptFiles(v.uuid)
@@ -501,7 +491,7 @@ func TestReencryptRefusesForeignState(t *testing.T) {
 	other := t.TempDir()
 	o2 := fastOpts(v, map[int][]byte{0: v.pass[0]})
 	o2.Dir = luks1.DirFS(other)
-	if err := luks1.Reencrypt(context.Background(), openDev(t, v.img), o2); !errors.Is(err, luks1.ErrReencryptInProgress) {
+	if err := luks1.Reencrypt(context.Background(), lukstest.Open(t, v.img), o2); !errors.Is(err, luks1.ErrReencryptInProgress) {
 		t.Fatalf("no log here: %v", err)
 	}
 	for _, tc := range []struct {
@@ -519,7 +509,7 @@ func TestReencryptRefusesForeignState(t *testing.T) {
 			if err := os.WriteFile(lp, tc.log[:512], 0o600); err != nil {
 				t.Fatal(err)
 			}
-			err := luks1.Reencrypt(context.Background(), openDev(t, v.img), fastOpts(v, map[int][]byte{0: v.pass[0]}))
+			err := luks1.Reencrypt(context.Background(), lukstest.Open(t, v.img), fastOpts(v, map[int][]byte{0: v.pass[0]}))
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
@@ -530,7 +520,7 @@ func TestReencryptRefusesForeignState(t *testing.T) {
 	}
 	t.Run("wrong-passphrase-on-resume", func(t *testing.T) {
 		os.WriteFile(lp, good, 0o600)
-		err := luks1.Reencrypt(context.Background(), openDev(t, v.img), fastOpts(v, map[int][]byte{0: []byte("nope")}))
+		err := luks1.Reencrypt(context.Background(), lukstest.Open(t, v.img), fastOpts(v, map[int][]byte{0: []byte("nope")}))
 		if !errors.Is(err, luks1.ErrWrongPassphrase) {
 			t.Fatalf("got %v", err)
 		}
