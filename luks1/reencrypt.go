@@ -248,6 +248,7 @@ type run struct {
 	oldC, newC *sector.Cipher
 	dataOff    int64
 	size       uint64 // data bytes
+	sameKey    bool   // old and new key and cipher equal: the data is right as it is
 	log        reencLog
 }
 
@@ -292,6 +293,10 @@ func Reencrypt(ctx context.Context, dev Device, o ReencryptOptions) error {
 		}
 		uuid = cur.UUID()
 	}
+	if !nameSafe(uuid) {
+		// The UUID names files: a crafted one must not reach outside Dir.
+		return fmt.Errorf("%w: UUID %q cannot name the reencryption files", ErrCorruptHeader, uuid)
+	}
 	r.uuid = uuid
 	r.logN, r.orgN, r.newN, r.jnlN = ReencryptFiles(uuid)
 
@@ -321,6 +326,18 @@ func Reencrypt(ctx context.Context, dev Device, o ReencryptOptions) error {
 		}
 	}
 	return r.copyAndFinish(ctx)
+}
+
+func nameSafe(s string) bool {
+	if s == "" || len(s) > 40 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // unlockAll checks every passphrase against h and returns the keyslots to
@@ -384,6 +401,9 @@ func (r *run) start(ctx context.Context, cur *Header) error {
 	if err != nil {
 		return err
 	}
+	if cur.p.PayloadOffset == 0 {
+		return fmt.Errorf("%w: a detached LUKS1 header (data offset 0) is not supported for reencryption", ErrUnsupported)
+	}
 	if devSize <= cur.DataOffset() {
 		return fmt.Errorf("%w: the device has no data area to reencrypt", ErrDeviceTooSmall)
 	}
@@ -402,9 +422,6 @@ func (r *run) start(ctx context.Context, cur *Header) error {
 	})
 	if err != nil {
 		return fmt.Errorf("creating the new header: %w", err)
-	}
-	if cur.p.PayloadOffset == 0 {
-		return fmt.Errorf("%w: a detached LUKS1 header (data offset 0) is not supported for reencryption", ErrUnsupported)
 	}
 	for _, s := range slots[1:] {
 		ks.Slot = s
@@ -483,6 +500,7 @@ func (r *run) setKeys(oldKey, newKey []byte, oldH, newH *Header) error {
 		return fmt.Errorf("%w: the data area does not fit the headers", ErrReencryptLog)
 	}
 	r.size = uint64(devSize-r.dataOff) / SectorSize * SectorSize
+	r.sameKey = bytes.Equal(oldKey, newKey) && oldH.Cipher() == newH.Cipher()
 	if r.oldC, err = sector.New(oldH.Cipher(), oldKey, sector.Options{}); err != nil {
 		return fmt.Errorf("%w: old cipher %s: %w", ErrUnsupported, oldH.Cipher(), err)
 	}
@@ -657,7 +675,9 @@ func (r *run) copyAndFinish(ctx context.Context) error {
 		return fmt.Errorf("opening %s: %w", r.logN, err)
 	}
 	defer lf.Close()
-	if !r.o.KeepKey || r.log.offset != 0 {
+	// A --keep-key run (started here or by cryptsetup) has nothing to
+	// copy, whether this resume says --keep-key or not.
+	if !r.sameKey {
 		if err := r.copyData(ctx, lf); err != nil {
 			return err
 		}

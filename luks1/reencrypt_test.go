@@ -529,3 +529,26 @@ func TestReencryptRefusesForeignState(t *testing.T) {
 		}
 	})
 }
+
+// The UUID names the files; a crafted one with a path in it is refused
+// before any file is opened or made.
+func TestReencryptHostileUUID(t *testing.T) {
+	dir := t.TempDir()
+	work := filepath.Join(dir, "a", "b")
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	img := lukstest.NewImage(t, dir, "evil.img", 3<<20)
+	hdr := make([]byte, 592)
+	copy(hdr, luks1.NoMagic[:])
+	hdr[7] = 1
+	copy(hdr[0xa8:], "../../escaped")
+	writeAt(t, img, hdr, 0)
+	err := luks1.Reencrypt(context.Background(), lukstest.Open(t, img), luks1.ReencryptOptions{Passphrases: map[int][]byte{0: []byte("x")}, Dir: luks1.DirFS(work)})
+	if !errors.Is(err, luks1.ErrCorruptHeader) {
+		t.Fatalf("got %v", err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*")); len(m) != 2 {
+		t.Fatalf("files outside the directory: %v", m)
+	}
+}
