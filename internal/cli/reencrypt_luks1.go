@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 
@@ -169,8 +170,12 @@ func runReencryptLUKS1(ctx context.Context, env *Env, p *parsed, path string) er
 		}
 		o.Passphrases[slot] = pass
 	default:
+		// One passphrase per line when stdin is not a terminal, as
+		// cryptsetup reads them: the reader must not take more than a line.
+		e := *env
+		e.Stdin = oneByteReader{env.Stdin}
 		for _, s := range cur.ActiveKeyslots() {
-			pass, _, err := readSecret(env, p, fmt.Sprintf("Enter passphrase for key slot %d: ", s))
+			pass, _, err := readSecret(&e, p, fmt.Sprintf("Enter passphrase for key slot %d: ", s))
 			if err != nil {
 				return err
 			}
@@ -199,4 +204,15 @@ func runReencryptLUKS1(ctx context.Context, env *Env, p *parsed, path string) er
 		return &exitError{ExitBusy, fmt.Errorf("%w (remove the LUKS-%s.* files of an old run, or run reencrypt where its log is)", err, uuid)}
 	}
 	return err
+}
+
+// oneByteReader reads one byte per call, so a buffered reader over it
+// stops at the newline it looks for instead of reading ahead.
+type oneByteReader struct{ r io.Reader }
+
+func (o oneByteReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	return o.r.Read(p[:1])
 }

@@ -101,6 +101,21 @@ func TestReencryptLUKS1CLI(t *testing.T) {
 		t.Fatalf("files left: %v", ents)
 	}
 
+	// Not a terminal: one passphrase per line of stdin, as cryptsetup
+	// reads them for each keyslot.
+	mid := mkDigest(t, img)
+	if code, _, e := run(t, []byte("slot zero\nslot one\n"), "reencrypt", img, "--pbkdf-force-iterations", "1000"); code != 0 {
+		t.Fatalf("reencrypt with passphrases on stdin: %s", e)
+	}
+	if mkDigest(t, img) == mid {
+		t.Fatal("the volume key digest did not change")
+	}
+	for s, p := range pass {
+		if out, err := cryptsetup(t, "open", "--test-passphrase", "--key-slot", fmt.Sprint(s), "--key-file", p, img); err != nil {
+			t.Fatalf("after stdin passphrases, cryptsetup refuses keyslot %d: %v\n%s", s, err, out)
+		}
+	}
+
 	// --key-slot keeps only that keyslot; a new cipher.
 	code, _, e = run(t, nil, "reencrypt", img, "--key-file", pass[1], "--key-slot", "1", "--cipher", "aes-cbc-essiv:sha256", "--key-size", "256", "--pbkdf-force-iterations", "1000")
 	if code != 0 {
