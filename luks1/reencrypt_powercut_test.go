@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -162,16 +163,24 @@ func TestReencryptPowerCut(t *testing.T) {
 		t.Fatalf("files left after the run: %v", w.live)
 	}
 
-	n := 4
+	// BLKCRYPT_POWERCUT_SEED and BLKCRYPT_POWERCUT_RANDOM shift the seed
+	// and set the random sets per disk and cut, as for lukstest.Sweep.
+	n, seed := 4, uint64(15)
 	if testing.Short() {
 		n = 1
+	}
+	if v, err := strconv.ParseUint(os.Getenv("BLKCRYPT_POWERCUT_SEED"), 10, 64); err == nil {
+		seed += v
+	}
+	if v, err := strconv.Atoi(os.Getenv("BLKCRYPT_POWERCUT_RANDOM")); err == nil && v > 0 {
+		n = v
 	}
 	work := filepath.Join(t.TempDir(), "work")
 	cutImg := filepath.Join(t.TempDir(), "cut.img")
 	seen := map[[32]byte]bool{}
 	judged, cuts, marks := 0, 0, 0
 	for k := 0; k <= len(w.events); k++ {
-		st := w.cutAfter(k, 15, n)
+		st := w.cutAfter(k, seed, n)
 		cuts++
 		names := make([]string, 0, len(st.imgs))
 		most := len(st.devImgs)
@@ -199,7 +208,7 @@ func TestReencryptPowerCut(t *testing.T) {
 			}
 			seen[sum] = true
 			judged++
-			what := fmt.Sprintf("cut after event %d of %d, combination %d (files %v)", k, len(w.events), i, names)
+			what := fmt.Sprintf("cut after event %d of %d, combination %d (seed %d, files %v)", k, len(w.events), i, seed, names)
 
 			os.RemoveAll(work)
 			if err := os.Mkdir(work, 0o700); err != nil {
