@@ -441,6 +441,14 @@ func (r *run) start(ctx context.Context, cur *Header) error {
 		return err
 	}
 
+	// Header files without a log are no state of a run: refuse before
+	// writing, as cryptsetup fails on them (it would not overwrite them).
+	for _, n := range []string{r.orgN, r.newN} {
+		if f, err := r.dir.Open(n); err == nil {
+			f.Close()
+			return fmt.Errorf("%s exists but %s does not: %w", n, r.logN, fs.ErrExist)
+		}
+	}
 	// A journal left by an earlier run of this volume is stale now.
 	if err := r.dir.Remove(r.jnlN); err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -432,6 +433,27 @@ func TestReencryptBadInput(t *testing.T) {
 			unchanged(t, before)
 		})
 	}
+	t.Run("stale-header-file", func(t *testing.T) {
+		_, org, _, _ := luks1.ReencryptFiles(v.uuid)
+		p := filepath.Join(v.dir, org)
+		if err := os.WriteFile(p, []byte("a file of the user's"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(p)
+		err := luks1.Reencrypt(context.Background(), lukstest.Open(t, v.img), fastOpts(v, map[int][]byte{0: v.pass[0], 1: v.pass[1]}))
+		if !errors.Is(err, fs.ErrExist) {
+			t.Fatalf("got %v", err)
+		}
+		if sha256.Sum256(lukstest.ReadImage(t, v.img)) != before {
+			t.Fatal("the device was written")
+		}
+		if ents, _ := os.ReadDir(v.dir); len(ents) != 1 {
+			t.Fatalf("files written: %v", ents)
+		}
+		if b, _ := os.ReadFile(p); string(b) != "a file of the user's" {
+			t.Fatal("the existing file was changed")
+		}
+	})
 	t.Run("key-too-big-for-header", func(t *testing.T) {
 		// A 256-bit header packed at 2056 sectors has no room for 512-bit
 		// keyslots (4040 sectors): cryptsetup's "data offset must be large
