@@ -48,8 +48,11 @@ func isLUKS1Reencrypt(p *parsed, path string) (bool, error) {
 	}
 	v1 := b[6] == 0 && b[7] == 1
 	isV1 := v1 && (bytes.Equal(b[:6], luks1.Magic[:]) || bytes.Equal(b[:6], luks1.NoMagic[:]))
-	if p.str("type") == "luks1" && !isV1 && !p.bool("encrypt") {
+	switch t := p.str("type"); {
+	case t == "luks1" && !isV1 && !p.bool("encrypt"):
 		return false, usageErr("device %s is not a LUKS1 device", path)
+	case t == "luks2" && isV1:
+		return false, usageErr("device %s holds LUKS1, not luks2", path)
 	}
 	return isV1, nil
 }

@@ -152,6 +152,8 @@ func TestReencryptLUKS1BadInput(t *testing.T) {
 		{[]string{"--key-file", pass[0], "--key-slot", "0", "--resilience", "journal"}, 1, "LUKS2 only"},
 		{[]string{"--key-file", pass[0], "--key-slot", "0", "--resume-only"}, 1, "not in progress"},
 		{[]string{"--key-file", pass[0], "--key-slot", "0", "--pbkdf", "argon2id"}, 1, "pbkdf2"},
+		{[]string{"--key-file", pass[0], "--key-slot", "0", "--type", "luks2"}, 1, "holds LUKS1"},
+		{[]string{"--key-file", pass[0], "--key-slot", "0", "--header", pass[1]}, 1, "detached"},
 	} {
 		code, _, e := run(t, nil, append([]string{"reencrypt", img, "--pbkdf-force-iterations", "1000"}, tc.args...)...)
 		if code != tc.code || !strings.Contains(e, tc.msg) || strings.Count(strings.TrimSpace(e), "\n") != 0 {
