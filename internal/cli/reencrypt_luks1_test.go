@@ -52,6 +52,20 @@ func mkDigest(t *testing.T, img string) string {
 	return ""
 }
 
+// newKeyBothSlots checks with cryptsetup that the volume key changed and
+// that both keyslots open.
+func newKeyBothSlots(t *testing.T, img, digestBefore string, pass [2]string) {
+	t.Helper()
+	if mkDigest(t, img) == digestBefore {
+		t.Fatal("the volume key digest did not change")
+	}
+	for s, p := range pass {
+		if out, err := cryptsetup(t, "open", "--test-passphrase", "--key-slot", fmt.Sprint(s), "--key-file", p, img); err != nil {
+			t.Fatalf("cryptsetup refuses keyslot %d: %v\n%s", s, err, out)
+		}
+	}
+}
+
 // reencrypt on a LUKS1 device: cryptsetup's passphrase rules (a key file
 // needs --key-slot when several keyslots are active; on a terminal every
 // keyslot's passphrase is asked), a new key that cryptsetup opens with
@@ -85,14 +99,7 @@ func TestReencryptLUKS1CLI(t *testing.T) {
 	if fmt.Sprint(prompts) != "[Enter passphrase for key slot 0:  Enter passphrase for key slot 1: ]" {
 		t.Fatalf("prompts %q", prompts)
 	}
-	if mkDigest(t, img) == before {
-		t.Fatal("the volume key digest did not change")
-	}
-	for s, p := range pass {
-		if out, err := cryptsetup(t, "open", "--test-passphrase", "--key-slot", fmt.Sprint(s), "--key-file", p, img); err != nil {
-			t.Fatalf("cryptsetup refuses keyslot %d: %v\n%s", s, err, out)
-		}
-	}
+	newKeyBothSlots(t, img, before, pass)
 	code, got, e := run(t, nil, "read", img, "--key-file", pass[1])
 	if code != 0 || got != string(plain) {
 		t.Fatalf("read after reencrypt: exit %d %s, equal %v", code, e, got == string(plain))
@@ -107,14 +114,7 @@ func TestReencryptLUKS1CLI(t *testing.T) {
 	if code, _, e := run(t, []byte("slot zero\nslot one\n"), "reencrypt", img, "--pbkdf-force-iterations", "1000"); code != 0 {
 		t.Fatalf("reencrypt with passphrases on stdin: %s", e)
 	}
-	if mkDigest(t, img) == mid {
-		t.Fatal("the volume key digest did not change")
-	}
-	for s, p := range pass {
-		if out, err := cryptsetup(t, "open", "--test-passphrase", "--key-slot", fmt.Sprint(s), "--key-file", p, img); err != nil {
-			t.Fatalf("after stdin passphrases, cryptsetup refuses keyslot %d: %v\n%s", s, err, out)
-		}
-	}
+	newKeyBothSlots(t, img, mid, pass)
 
 	// --key-slot keeps only that keyslot; a new cipher.
 	code, _, e = run(t, nil, "reencrypt", img, "--key-file", pass[1], "--key-slot", "1", "--cipher", "aes-cbc-essiv:sha256", "--key-size", "256", "--pbkdf-force-iterations", "1000")
