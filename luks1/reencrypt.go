@@ -80,13 +80,13 @@ var (
 	// reencryption (magic LUKS\xde\xad): it cannot be opened until the
 	// reencryption finishes. It matches ErrInvalidOptions, as cryptsetup
 	// refuses such a device with exit code 1.
-	ErrReencryptInProgress = volspec.Sub("a LUKS1 reencryption is in progress; finish it by running reencrypt in the directory of its log file", luksutil.ErrInvalidOptions)
+	ErrReencryptInProgress = volspec.Sub("a LUKS1 reencryption is in progress; finish it by running reencrypt in the directory of its log file", luksutil.ErrInvalidOptions, volspec.ErrInvalidOptions)
 	// ErrReencryptStopped means Reencrypt stopped cleanly (StopAfter);
 	// running it again in the same directory resumes.
 	ErrReencryptStopped = errors.New("luks1 reencryption stopped; run it again to resume")
 	// ErrReencryptLog means the log or header files do not fit the device
-	// or cannot be read; it matches ErrCorruptHeader.
-	ErrReencryptLog = volspec.Sub("the LUKS1 reencryption files do not fit the device", luksutil.ErrCorruptHeader)
+	// or cannot be read; it matches ErrCorruptHeader (and the root's ErrCorrupt).
+	ErrReencryptLog = volspec.Sub("the LUKS1 reencryption files do not fit the device", luksutil.ErrCorruptHeader, volspec.ErrCorrupt)
 )
 
 // NoMagic is the magic cryptsetup writes over a LUKS1 header while its
