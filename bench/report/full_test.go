@@ -11,6 +11,8 @@ func TestVerdict(t *testing.T) {
 	ratio := target{keys: []string{"a", "b"}, labels: []string{"x", "y"}, min: 1.5}
 	allocs := target{keys: []string{"n"}, min: 0, atMost: true, unit: "allocs"}
 	rec := target{keys: []string{"a"}, record: true}
+	share := target{keys: []string{"f"}, record: true, unit: "%"}
+	mbs := target{keys: []string{"v"}, min: 2000, unit: "MB/s"}
 	for _, c := range []struct {
 		tg        target
 		r         map[string]float64
@@ -23,6 +25,9 @@ func TestVerdict(t *testing.T) {
 		{allocs, map[string]float64{"n": 1}, "1 allocs", "no"},
 		{rec, map[string]float64{"a": 0.5}, "0.50×", "recorded"},
 		{rec, nil, "–", "not measured"},
+		{share, map[string]float64{"f": 0.904}, "90%", "recorded"},
+		{mbs, map[string]float64{"v": 2500}, "2500 MB/s", "yes"},
+		{mbs, map[string]float64{"v": 1999}, "1999 MB/s", "no"},
 	} {
 		cell, met := c.tg.verdict(c.r)
 		if cell != c.cell || met != c.met {
@@ -40,7 +45,7 @@ func TestReadmeBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := run{ID: "20261201T0900Z-abc", CPU: "cpu", Cores: 2, Date: "2026-12-01",
-		Results: map[string]float64{"kernels.xts512": 1.4, "kernels.essiv_enc": 10.29, "kernels.cbc_dec": 2.36, "nbd.read.nbdkit-luks": 2.92}}
+		Results: map[string]float64{"xtskernel.aes256.enc4096": 1.4, "kernels.essiv_enc": 10.29, "xtskernel.batch512": 2.36, "nbd.read.nbdkit-luks": 2.92}}
 	if err := updateReadme(p, r); err != nil {
 		t.Fatal(err)
 	}
