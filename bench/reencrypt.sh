@@ -98,6 +98,7 @@ if [ -n "${BENCH_RESULTS:-}" ]; then
       [ -n "${best[cryptsetup.$res]:-}" ] && echo "reencrypt.mbs.cryptsetup.$res $(mbs "cryptsetup.$res")"
     done
     [ -n "${best[rw]:-}" ] && echo "reencrypt.mbs.readwrite $(mbs rw)"
+    echo "reencrypt.size_mib $size_mib"
   } >> "$BENCH_RESULTS"
 fi
 exit "$failed"

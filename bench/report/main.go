@@ -330,9 +330,11 @@ func cipherTables() {
 
 	// Issue #14: against the kernel's own code, fused ESSIV's five runs,
 	// Adiantum.
+	t0 := time.Now()
 	kernelTable()
 	fusedRuns()
 	adiantumTable()
+	took("issue #14's tables", t0)
 
 	// 2. kernels vs OpenSSL 3.0 (#14 replaced these targets by the kernel's;
 	// the ratios stay recorded).
