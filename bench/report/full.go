@@ -442,14 +442,14 @@ func writeCommentary(w io.Writer, run run) {
 	fmt.Fprintf(w, `**Where the figures come from.** Every figure in this file was measured in run %s, on one
 machine: %s, %d vCPUs (%s). The AES-unit limit, measured by the XTS peers' `+"`clockaes`"+` in
 this run, is %s B/cycle for AES-256 encryption, that is %s MB/s at %s GHz, the highest clock the
-kernel's code saw in its rounds (the clock of these VMs moves by a third with load). The kernel
+kernel's code saw in its rounds (the clock of these VMs moves by a third with load)%s. The kernel
 and OpenSSL 4.0 figures come from `+"`../shared/peers/xts`"+` (the kernel's own
 `+"`aes-xts-avx-x86_64.S`"+`, built in userspace) run pinned to one vCPU, taking turns with
 blkcrypt round by round. A figure this run could not measure reads "not measured" or "–", never an
 older number; earlier runs are only in the history table, each under its own CPU.
 
 `, run.ID, run.CPU, run.Cores, cpuFlags(), figure(r, "aesunit.bpc.aes256", "%.2f"), figure(r, "aesunit.mbs.aes256.enc", "%.0f"),
-		figure(r, "aesunit.ghz", "%.2f"))
+		figure(r, "aesunit.ghz", "%.2f"), limitNote(r))
 	fmt.Fprintf(w, `**How the ratios are taken.** Each ratio compares two sides measured one after the other on a
 shared VM, so single ratios move by tens of percent between runs. The kernel ratios take each
 side's best of %s; the scaling table takes the best of %s and also shows
@@ -495,6 +495,14 @@ same copy: blkcrypt reencrypts at %s MB/s with checksum resilience and %s MB/s w
 		figure(r, "reencrypt.mbs.cryptsetup.checksum", "%.0f"), figure(r, "reencrypt.mbs.cryptsetup.none", "%.0f"),
 		figure(r, "reencrypt.mbs.readwrite", "%.0f"),
 		serpentRange(r))
+}
+
+// limitNote warns when clockaes ran under load, which skews its clock.
+func limitNote(r map[string]float64) string {
+	if v, ok := r["aesunit.load"]; ok && v > maxLimitLoad {
+		return fmt.Sprintf("; **not reliable in this run**: other processes used %.2f CPUs while clockaes ran", v)
+	}
+	return ""
 }
 
 // percent formats a measured fraction as a percentage, or says it is missing.

@@ -157,11 +157,13 @@ type aesLimit struct {
 	enc, dec map[int]float64 // key bits -> bytes per cycle
 	ghz      float64         // clockaes's own clock, for the record
 	runGHz   float64         // the highest clock of the table's rounds
+	load     float64         // CPUs other processes used while clockaes ran
 }
 
 var (
 	limitRe = regexp.MustCompile(`^AESUNIT (vaesenc|vaesdec) (\S+)\s+\S+\s*:.*AES-256 limit\s+([0-9.]+) B/cycle =\s*[0-9.]+ MB/s, AES-128 limit\s+([0-9.]+) B/cycle`)
 	clockRe = regexp.MustCompile(`computed with clock ([0-9.]+) GHz`)
+	loadRe  = regexp.MustCompile(`^LOAD other processes used ([0-9.]+) CPUs`)
 )
 
 func parseLimit(b []byte) aesLimit {
@@ -170,6 +172,9 @@ func parseLimit(b []byte) aesLimit {
 	for sc.Scan() {
 		if m := clockRe.FindStringSubmatch(sc.Text()); m != nil {
 			l.ghz, _ = strconv.ParseFloat(m[1], 64)
+		}
+		if m := loadRe.FindStringSubmatch(sc.Text()); m != nil {
+			l.load, _ = strconv.ParseFloat(m[1], 64)
 		}
 		m := limitRe.FindStringSubmatch(sc.Text())
 		if m == nil {
@@ -195,6 +200,36 @@ func (l aesLimit) of(c cell) float64 {
 	return m[c.key] * l.runGHz * 1e3
 }
 
+// maxLimitLoad is the load from other processes above which clockaes's
+// figures are not trusted: its blocks per cycle divide by a clock measured
+// in 20 ms, which a preemption skews (a loaded run here reported 6.9 B/cycle
+// for AES-256, more than four blocks per cycle can give).
+const maxLimitLoad = 0.3
+
+// measureLimit runs clockaes up to twice (a run takes half a minute) until
+// one sees no load, keeping the quietest.
+func measureLimit(clockaes string) aesLimit {
+	var best aesLimit
+	for try := 0; try < 2; try++ {
+		b, err := exec.Command(clockaes, strconv.FormatFloat(*aesSecs, 'f', -1, 64)).Output()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "report: clockaes:", err)
+			continue
+		}
+		l := parseLimit(b)
+		if l.enc[256] > 0 && (best.enc == nil || l.load < best.load) {
+			best = l
+		}
+		if best.enc != nil && best.load <= maxLimitLoad {
+			break
+		}
+	}
+	if best.enc == nil {
+		best = aesLimit{enc: map[int]float64{}, dec: map[int]float64{}}
+	}
+	return best
+}
+
 // kernelTable writes issue #14's table and records its ratios.
 func kernelTable() {
 	fmt.Fprintln(out, "### AES-XTS against the Linux kernel and OpenSSL 4.0 (issue #14), one core, MB/s")
@@ -217,13 +252,7 @@ func kernelTable() {
 			}
 			ids = append(ids, p.id)
 		}
-		// The clock from clockaes only says where the limit was measured;
-		// see aesLimit.
-		limOut, err := exec.Command(filepath.Join(dir, "clockaes"), strconv.FormatFloat(*aesSecs, 'f', -1, 64)).Output()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "report: clockaes:", err)
-		}
-		lim = parseLimit(limOut)
+		lim = measureLimit(filepath.Join(dir, "clockaes"))
 	}
 
 	xts := capiBest("xts(aes)")
@@ -378,6 +407,7 @@ func kernelTable() {
 	}
 	if lim.enc[256] > 0 {
 		record("aesunit.bpc.aes256", lim.enc[256])
+		record("aesunit.load", lim.load)
 	}
 	if lim.runGHz > 0 {
 		record("aesunit.ghz", lim.runGHz)
@@ -386,6 +416,9 @@ func kernelTable() {
 	if lim.enc[256] > 0 && lim.runGHz > 0 {
 		fmt.Fprintf(out, "AES-unit limit: `clockaes %s` measured %.2f B/cycle for AES-256 and %.2f for AES-128 (vaesenc; vaesdec %.2f and %.2f) at %.2f GHz; the MB/s above use the highest clock bench_xts saw in these rounds, %.2f GHz.\n\n",
 			strconv.FormatFloat(*aesSecs, 'f', -1, 64), lim.enc[256], lim.enc[128], lim.dec[256], lim.dec[128], lim.ghz, lim.runGHz)
+		if lim.load > maxLimitLoad {
+			fmt.Fprintf(out, "**The limit is not reliable in this run:** other processes used %.2f CPUs while clockaes ran (two tries), which skews its clock.\n\n", lim.load)
+		}
 	} else {
 		fmt.Fprint(out, "AES-unit limit: not measured.\n\n")
 	}
