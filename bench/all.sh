@@ -27,7 +27,7 @@
 # that build passed its correctness check and is newer than its sources.
 #
 #   bench/all.sh            regenerate BENCHMARKS.md, bench/throughput.svg, README's figures
-#   bench/all.sh -quick     check the generator in about a minute: writes
+#   bench/all.sh -quick     check the generator in about 3 minutes: writes
 #                           /tmp/BENCHMARKS.quick.md, saves nothing, touches no tracked file
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -191,8 +191,12 @@ func parseLimit(b []byte) aesLimit {
 	return l
 }
 
-// of is the limit in MB/s for one cell (0: not measured).
+// of is the limit in MB/s for one cell (0: not measured, which a limit
+// measured under load counts as).
 func (l aesLimit) of(c cell) float64 {
+	if l.load > maxLimitLoad {
+		return 0
+	}
 	m := l.enc
 	if c.dec {
 		m = l.dec

@@ -59,6 +59,10 @@ func TestParseLimit(t *testing.T) {
 	if v := l.of(cell{128, true, 4096}); v != 6.37*4*1e3 {
 		t.Errorf("AES-128 dec limit %v MB/s", v)
 	}
+	l.load = 1.2
+	if v := l.of(cell{256, false, 4096}); v != 0 {
+		t.Errorf("limit measured under load is %v MB/s, want 0 (not measured)", v)
+	}
 }
 
 // TestPeersCurrent: a cached build is used only if its correctness check
