@@ -17,11 +17,10 @@
 #   bench/path.sh [SIZE_MIB]   (default 1024)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 size_mib=${1:-1024}
 rounds=${ROUNDS:-2}
-base=${BENCH_DIR:-/dev/shm}
-[ -d "$base" ] && [ -w "$base" ] || base=${TMPDIR:-/tmp}
-work=$(mktemp -d "$base/bench-path.XXXXXX")
+work=$(bench_workdir bench-path)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 go build -o "$work/blkcrypt" ./cmd/blkcrypt
 bc="$work/blkcrypt"
@@ -30,44 +29,15 @@ head -c $((size_mib << 20)) /dev/urandom > "$work/src"
 bytes=$((size_mib << 20))
 port=$((20000 + RANDOM % 20000))
 
-# secs COMMAND...: its wall time; on failure nothing (the figure stays
-# unmeasured) and the command's error on stderr.
-secs() {
-  local t0 t1
-  t0=$(date +%s.%N)
-  if ! "$@" >/dev/null 2>"$work/err"; then echo "bench/path.sh: $1 failed: $(head -c 300 "$work/err")" >&2; return 1; fi
-  t1=$(date +%s.%N)
-  echo "$t0 $t1" | awk '{printf "%.3f", $2-$1}'
-}
-
-# qemu times its PBKDF and now and then fails with "Unable to get accurate
-# CPU usage": retry that, and only that.
-qemu_luks1() { # IMG CIPHER-OPTS
-  local out try
-  for try in 1 2 3 4 5 6; do
-    if out=$(qemu-img create -q --object secret,id=s0,file="$work/pass" -f luks \
-      -o "key-secret=s0,$2,hash-alg=sha256,iter-time=100" "$1" "${size_mib}M" 2>&1); then return 0; fi
-    case "$out" in *"accurate CPU usage"*) [ "$try" -lt 6 ] && sleep 0.5 && continue ;; esac
-    echo "$out" >&2; return 1
-  done
-}
-
-wait_port() {
-  for _ in $(seq 100); do nbdinfo --size "nbd://127.0.0.1:$port" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "server on $port did not come up" >&2; return 1
-}
-
 declare -A best
-keep() { # KEY SECONDS: keep the fastest
-  [ -n "$2" ] || return 0
-  if [ -z "${best[$1]:-}" ] || awk "BEGIN{exit !($2 < ${best[$1]})}"; then best[$1]=$2; fi
-}
 
 # nbd_pair KEY COMMAND...: start a server, time one write and one read.
 nbd_pair() {
   local key=$1; shift
   "$@" >/dev/null 2>&1 & local pid=$!
-  wait_port
+  # A server that does not come up leaves its figures unmeasured, not the
+  # whole table.
+  if ! wait_port; then kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; port=$((port + 1)); return 0; fi
   keep "$key.nbdwrite" "$(secs nbdcopy --flush "$work/src" "nbd://127.0.0.1:$port")"
   keep "$key.nbdread" "$(secs nbdcopy "nbd://127.0.0.1:$port" null:)"
   kill $pid; wait $pid 2>/dev/null || true
@@ -98,7 +68,7 @@ for c in "${ciphers[@]}"; do
   l2="$work/$name.luks2" l1="$work/$name.luks1"
   "$bc" format "$l2" --type luks2 --cipher "$spec" --key-size "$keybits" --size $(( (size_mib + 16) << 20 )) \
     --key-file "$work/pass" -q --pbkdf pbkdf2 --pbkdf-force-iterations 1000
-  [ -n "$qopts" ] && qemu_luks1 "$l1" "$qopts"
+  [ -n "$qopts" ] && qemu_luks1 "$l1" "$size_mib" "$qopts" "$work/pass"
   for _ in $(seq "$rounds"); do
     blkcrypt_all "$name.luks2.blkcrypt" "$l2"
     if [ -n "$qopts" ]; then
@@ -140,7 +110,7 @@ for name in xts essiv; do
   echo "| $name | $(cell "$b.read" "$name.luks1.qemu-img.read") | $(cell "$b.write" "$name.luks1.qemu-img.write") | $(cell "$b.nbdread" "$name.luks1.qemu-nbd.nbdread") | $(cell "$b.nbdwrite" "$name.luks1.qemu-nbd.nbdwrite") | $(cell "$b.nbdread" "$name.luks1.nbdkit-luks.nbdread") | $(cell "$b.nbdwrite" "$name.luks1.nbdkit-luks.nbdwrite") |"
 done
 echo
-echo "(${size_mib} MiB volumes in $(df --output=fstype "$work" | tail -1) at $base; best of $rounds rounds; MB/s = 10^6 bytes/s; every figure includes the tool's start and key unlock, pbkdf2 at 1000 iterations for blkcrypt's volumes and qemu-img's iter-time=100 for the LUKS1 images; nbdcopy --flush for writes; qemu-nbd with --shared=8 so that it advertises multi-conn, as in the NBD section.)"
+echo "(${size_mib} MiB volumes in $(df --output=fstype "$work" | tail -1) at $(dirname "$work"); best of $rounds rounds; MB/s = 10^6 bytes/s; every figure includes the tool's start and key unlock, pbkdf2 at 1000 iterations for blkcrypt's volumes and qemu-img's iter-time=100 for the LUKS1 images; nbdcopy --flush for writes; qemu-nbd with --shared=8 so that it advertises multi-conn, as in the NBD section.)"
 if [ -n "${BENCH_RESULTS:-}" ]; then
   {
     for k in "${!best[@]}"; do echo "path.mbs.$k $(mbs "$k")"; done

@@ -16,11 +16,10 @@
 #   bench/reencrypt.sh [SIZE_MIB]   (default 1024)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 size_mib=${1:-1024}
 rounds=${ROUNDS:-2}
-base=${BENCH_DIR:-/dev/shm}
-[ -d "$base" ] && [ -w "$base" ] || base=${TMPDIR:-/tmp}
-work=$(mktemp -d "$base/bench-reencrypt.XXXXXX")
+work=$(bench_workdir bench-reencrypt)
 trap 'rm -rf "$work"' EXIT
 command -v cryptsetup >/dev/null || { echo "bench/reencrypt.sh: cryptsetup is not installed" >&2; exit 1; }
 go build -o "$work/blkcrypt" ./cmd/blkcrypt
@@ -32,18 +31,7 @@ head -c "$bytes" /dev/urandom > "$work/src"
 "$bc" format "$work/golden" --type luks2 --size $(( (size_mib + 16) << 20 )) --key-file "$work/pass" -q "${kdf[@]}"
 "$bc" write "$work/golden" -i "$work/src" --key-file "$work/pass"
 
-secs() {
-  local t0 t1
-  t0=$(date +%s.%N)
-  if ! "$@" >/dev/null 2>"$work/err"; then echo "bench/reencrypt.sh: $1 failed: $(head -c 300 "$work/err")" >&2; return 1; fi
-  t1=$(date +%s.%N)
-  echo "$t0 $t1" | awk '{printf "%.3f", $2-$1}'
-}
 declare -A best
-keep() {
-  [ -n "$2" ] || return 0
-  if [ -z "${best[$1]:-}" ] || awk "BEGIN{exit !($2 < ${best[$1]})}"; then best[$1]=$2; fi
-}
 # check TOOL: the reencrypted image still holds the data written.
 check() {
   if ! "$bc" read "$work/img" --key-file "$work/pass" | cmp -s - "$work/src"; then
@@ -88,7 +76,7 @@ done
 echo
 echo "blkcrypt read of the whole volume: ${best[rw.read]:-–} s ($(mbs rw.read) MB/s); write of the whole volume: ${best[rw.write]:-–} s ($(mbs rw.write) MB/s); the two together: $(mbs rw) MB/s."
 echo
-echo "(${size_mib} MiB LUKS2 aes-xts-plain64 image in $(df --output=fstype "$work" | tail -1) at $base, $(cryptsetup --version | awk '{print $1, $2}'); best of $rounds rounds; MB/s = 10^6 bytes/s of the data area; each figure includes the tool's start and key unlock, pbkdf2 at 1000 iterations.)"
+echo "(${size_mib} MiB LUKS2 aes-xts-plain64 image in $(df --output=fstype "$work" | tail -1) at $(dirname "$work"), $(cryptsetup --version | awk '{print $1, $2}'); best of $rounds rounds; MB/s = 10^6 bytes/s of the data area; each figure includes the tool's start and key unlock, pbkdf2 at 1000 iterations.)"
 if [ -n "${BENCH_RESULTS:-}" ]; then
   {
     for res in checksum none; do
