@@ -238,46 +238,23 @@ func runFull() error {
 	if *quick {
 		nbdSize, luksSize, pathSize, reencSize, env = "16", "32", "32", "64", []string{"ROUNDS=1", "BENCH_ITER_TIME=50"}
 	}
-	fmt.Fprintf(out, "## NBD: sequential read and write through nbdcopy (`bench/nbd-compare.sh %s`)\n\n", nbdSize)
-	t0 = time.Now()
-	s, err := script(env, "bench/nbd-compare.sh", nbdSize)
-	took("bench/nbd-compare.sh", t0)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "report:", err)
-		s += "\n(the script failed: " + err.Error() + ")\n"
+	for _, sec := range []struct{ title, script, size string }{
+		{"NBD: sequential read and write through nbdcopy", "bench/nbd-compare.sh", nbdSize},
+		{"LUKS", "bench/luks.sh", luksSize},
+		{"The whole path: a volume on tmpfs read and written end to end (issue #14 item 5)", "bench/path.sh", pathSize},
+		{"Reencryption: blkcrypt against cryptsetup (issue #15)", "bench/reencrypt.sh", reencSize},
+	} {
+		fmt.Fprintf(out, "## %s (`%s %s`)\n\n", sec.title, sec.script, sec.size)
+		t0 = time.Now()
+		s, err := script(env, sec.script, sec.size)
+		took(sec.script, t0)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "report:", err)
+			s += "\n(the script failed: " + err.Error() + ")\n"
+		}
+		fmt.Fprint(out, dropServing(s))
+		fmt.Fprintln(out)
 	}
-	fmt.Fprint(out, dropServing(s))
-	fmt.Fprintln(out)
-	fmt.Fprintf(out, "## LUKS (`bench/luks.sh %s`)\n\n", luksSize)
-	t0 = time.Now()
-	s, err = script(env, "bench/luks.sh", luksSize)
-	took("bench/luks.sh", t0)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "report:", err)
-		s += "\n(the script failed: " + err.Error() + ")\n"
-	}
-	fmt.Fprint(out, s)
-	fmt.Fprintln(out)
-	fmt.Fprintf(out, "## The whole path: a volume on tmpfs read and written end to end (`bench/path.sh %s`, issue #14 item 5)\n\n", pathSize)
-	t0 = time.Now()
-	s, err = script(env, "bench/path.sh", pathSize)
-	took("bench/path.sh", t0)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "report:", err)
-		s += "\n(the script failed: " + err.Error() + ")\n"
-	}
-	fmt.Fprint(out, s)
-	fmt.Fprintln(out)
-	fmt.Fprintf(out, "## Reencryption: blkcrypt against cryptsetup (`bench/reencrypt.sh %s`, issue #15)\n\n", reencSize)
-	t0 = time.Now()
-	s, err = script(env, "bench/reencrypt.sh", reencSize)
-	took("bench/reencrypt.sh", t0)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "report:", err)
-		s += "\n(the script failed: " + err.Error() + ")\n"
-	}
-	fmt.Fprint(out, s)
-	fmt.Fprintln(out)
 	fmt.Fprintln(out, "## Other formats")
 	fmt.Fprintln(out)
 	if *quick {
