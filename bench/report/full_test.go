@@ -118,3 +118,36 @@ func TestReadmeFiguresInBenchmarks(t *testing.T) {
 		t.Error("README still has the drifted XTS claim")
 	}
 }
+
+// TestCommentaryFromThisRun: the commentary names the run's CPU and the
+// AES-unit limit, and a figure the run lacks reads "not measured", never a
+// number from somewhere else.
+func TestCommentaryFromThisRun(t *testing.T) {
+	var b strings.Builder
+	writeCommentary(&b, run{ID: "id1", CPU: "Some CPU", Cores: 2, Results: map[string]float64{
+		"aesunit.bpc.aes256": 4.56, "aesunit.mbs.aes256.enc": 18530, "aesunit.ghz": 4.06, "aesunit.load": 0.1,
+		"xtskernel.aes256.enc4096": 0.93, "xtskernel.batch512": 1.81, "xtskernel.limit_fraction.batch512": 0.9,
+	}})
+	s := b.String()
+	for _, want := range []string{"run id1", "Some CPU, 2 vCPUs", "4.56 B/cycle", "18530 MB/s at 4.06 GHz", "0.93×", "1.81×", "90% of the limit", "(not measured)"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("commentary lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "not reliable") {
+		t.Error("a quiet limit measurement called unreliable")
+	}
+
+	b.Reset()
+	writeCommentary(&b, run{ID: "id2", CPU: "cpu", Results: map[string]float64{"aesunit.bpc.aes256": 6.9, "aesunit.load": 1.2}})
+	if s := b.String(); !strings.Contains(s, "not reliable in this run") {
+		t.Errorf("a limit measured under load is not flagged:\n%s", s)
+	}
+
+	b.Reset()
+	writeCommentary(&b, run{ID: "id3", CPU: "cpu"})
+	s = b.String()
+	if strings.Contains(s, "×") || strings.Contains(s, "MB/s at") && !strings.Contains(s, "(not measured) MB/s") {
+		t.Errorf("commentary of an empty run quotes a figure:\n%s", s)
+	}
+}
