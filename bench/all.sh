@@ -12,14 +12,16 @@
 # block from them.
 #
 # A full run took 6m22s on the project's 2-core VM before the #14/#15 parts,
-# which add about 5 minutes: the kernel table about 2 (clockaes once, then 5
-# rounds of bench_xts's 6 peers x 6 cells at 0.3 s, taking turns with ours),
-# fused ESSIV's five runs and Adiantum under half a minute, the whole path
-# about 1.5 (bench/path.sh, 2 rounds over three ciphers), reencryption about
-# 1 (bench/reencrypt.sh, 2 rounds). The rest: the cipher tables about 4
-# (the sweep alone is 9 series x 8 sizes at about a second each, since
-# openssl speed runs at least 1 s per point), NBD 1-2, LUKS about 1, the
-# TrueCrypt wrong-passphrase search about 1, BitLocker well under a minute.
+# which add about 6 minutes (estimated from short runs): the #14 tables about
+# 2.5 (clockaes once or twice, half a minute each, then 5 rounds of
+# bench_xts's 6 peers x 6 cells at 0.3 s, taking turns with ours; fused
+# ESSIV's five runs and Adiantum under half a minute), the whole path about
+# 2.5 (bench/path.sh: 2 rounds of about 30 reads and writes of 1 GiB),
+# reencryption under 1 (bench/reencrypt.sh: 22 s a round at 1 GiB, 2 rounds).
+# The rest: the cipher tables about 4 (the sweep alone is 9 series x 8 sizes
+# at about a second each, since openssl speed runs at least 1 s per point),
+# NBD 1-2, LUKS about 1, the TrueCrypt wrong-passphrase search about 1,
+# BitLocker well under a minute. -quick took 3m12s under a load of 7.
 # Run it on a quiet machine.
 #
 # The XTS peers are built once by ../shared/peers/xts/build.sh into
