@@ -8,7 +8,8 @@
 //
 //	go run ./bench/report [-sec 0.5] > /tmp/bench.md
 //	go run ./bench/report -full -o BENCHMARKS.md -svg bench/throughput.svg
-//	go run ./bench/report -full -quick -o /tmp/b.md   (a minute: checks the generator, figures meaningless)
+//	go run ./bench/report -full -quick -o /tmp/b.md   (3 minutes: checks the generator, figures meaningless)
+//	XTS_PEERS_BUILD=/work/xtspeers go run ./bench/report -kernel-only   (issue #14's tables alone)
 package main
 
 import (
