@@ -1,0 +1,255 @@
+//go:build linux
+
+package cephtest_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/internal/cephtest"
+	"github.com/blkcrypt/blkcrypt/internal/cli"
+	"github.com/blkcrypt/blkcrypt/internal/testenv"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// qemuIO is an interactive qemu-io: one NBD client that stays connected
+// across commands.
+type qemuIO struct {
+	t   *testing.T
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+func startQemuIO(t *testing.T, uri string) *qemuIO {
+	t.Helper()
+	cmd := exec.Command("qemu-io", "-f", "raw", uri)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
+	q := &qemuIO{t: t, in: in, out: bufio.NewReader(out)}
+	q.next()
+	return q
+}
+
+// next returns what qemu-io printed up to its next prompt.
+func (q *qemuIO) next() string {
+	const prompt = "qemu-io> "
+	got := make(chan string, 1)
+	go func() {
+		var sb strings.Builder
+		for !strings.HasSuffix(sb.String(), prompt) {
+			b, err := q.out.ReadByte()
+			if err != nil {
+				break
+			}
+			sb.WriteByte(b)
+		}
+		got <- strings.TrimSuffix(sb.String(), prompt)
+	}()
+	select {
+	case s := <-got:
+		return s
+	case <-time.After(2 * time.Minute):
+		q.t.Fatal("qemu-io did not answer within 2 minutes")
+		return ""
+	}
+}
+
+// do runs one command; its output must hold want and no failure.
+func (q *qemuIO) do(cmd, want string) {
+	q.t.Helper()
+	if _, err := fmt.Fprintln(q.in, cmd); err != nil {
+		q.t.Fatalf("qemu-io %q: %v", cmd, err)
+	}
+	out := q.next()
+	if !strings.Contains(out, want) || strings.Contains(out, "failed") || strings.Contains(out, "error") {
+		q.t.Fatalf("qemu-io %q: %q, want %q", cmd, out, want)
+	}
+}
+
+// TestRBDGateway: one `blkcrypt serve` with three --export volumes, one
+// of them an RBD image behind qemu-nbd's raw rbd export (an NBD URI as the
+// DEVICE), the others LUKS2 image files. Each export has two real clients
+// at once, qemu-io and nbdcopy, and everything read through the gateway
+// equals the test's shadow copy. After the gateway stops, blkcrypt reads
+// the files and librbd (qemu's rbd driver, encrypt.format=luks2) the RBD
+// image, and both equal the shadow.
+func TestRBDGateway(t *testing.T) {
+	c := cephtest.Get(t)
+	testenv.Need(t, "nbdcopy", "libnbd-bin")
+	testenv.Need(t, "qemu-io", "qemu-utils")
+	ctx := context.Background()
+	dir := t.TempDir()
+	pbkdf := blkcrypt.PBKDFOptions{Type: "pbkdf2", Iterations: 1000}
+	pass := map[string]string{}
+	device := map[string]string{}
+	for _, n := range []string{"file1", "file2"} {
+		device[n] = filepath.Join(dir, n+".img")
+		pass[n] = writeFile(t, n+".pass", []byte("passphrase of "+n))
+		if err := blkcrypt.Format(ctx, device[n], []byte("passphrase of "+n), blkcrypt.FormatOptions{Size: 24 << 20, PBKDF: pbkdf}); err != nil {
+			t.Fatalf("format %s: %v", n, err)
+		}
+	}
+	img := c.NewImage(t, imageSize)
+	e := c.Export(t, img, 4)
+	device["rbd"], pass["rbd"] = e.URI, writeFile(t, "rbd.pass", []byte("passphrase of rbd"))
+	if err := blkcrypt.Format(ctx, e.URI, []byte("passphrase of rbd"), blkcrypt.FormatOptions{PBKDF: pbkdf}); err != nil {
+		t.Fatalf("format over %s: %v", e.URI, err)
+	}
+	names := []string{"file1", "file2", "rbd"}
+
+	sock := filepath.Join(dir, "gw.sock")
+	args := []string{"serve", "--listen", "unix:" + sock}
+	for _, n := range names {
+		args = append(args, "--export", n+"="+device[n]+",key-file="+pass[n]+",type=luks2")
+	}
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stderr := &lockedBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(gctx, args, &cli.Env{Stdin: bytes.NewReader(nil), Stdout: io.Discard, Stderr: stderr})
+	}()
+	stopped := false
+	stop := func() int {
+		if stopped {
+			return 0
+		}
+		stopped = true
+		cancel()
+		select {
+		case code := <-done:
+			return code
+		case <-time.After(time.Minute):
+			t.Fatal("serve did not stop within a minute of its cancellation")
+			return -1
+		}
+	}
+	// The gateway's Volume of the RBD image stops before qemu-nbd does.
+	t.Cleanup(func() { stop() })
+	for deadline := time.Now().Add(time.Minute); ; {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited with %d: %s", code, stderr.String())
+		case <-time.After(25 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not listen within a minute: %s", stderr.String())
+		}
+	}
+	uri := func(n string) string { return "nbd+unix:///" + n + "?socket=" + sock }
+
+	// Client 1 of each export connects and stays.
+	qs := map[string]*qemuIO{}
+	for _, n := range names {
+		qs[n] = startQemuIO(t, uri(n))
+	}
+	// Client 2 of each, all at once: nbdcopy writes the whole volume.
+	shadow := map[string][]byte{}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(names))
+	// The gateway holds the files' locks: another open is refused.
+	for _, n := range []string{"file1", "file2"} {
+		if v, err := blkcrypt.Open(ctx, device[n], blkcrypt.OpenOptions{Passphrase: []byte("passphrase of " + n), ReadOnly: true}); err == nil {
+			v.Close()
+			t.Errorf("%s opened while the gateway serves it read-write", n)
+		}
+	}
+	sizes := map[string]int64{"file1": 8 << 20, "file2": 8 << 20, "rbd": 16 << 20}
+	for _, n := range names {
+		shadow[n] = randBytes(t, sizes[n])
+		src := writeFile(t, n+".src", shadow[n])
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if out, err := exec.Command("nbdcopy", "--flush", src, uri(n)).CombinedOutput(); err != nil {
+				errs <- fmt.Errorf("nbdcopy to %s: %v %s", n, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// Client 1 writes patterns over what client 2 wrote, and reads them.
+	for i, n := range names {
+		q := qs[n]
+		for j, off := range []int{0, 1<<20 + 512, 5<<20 + 4096} {
+			pat := byte(0x10*(i+1) + j)
+			q.do(fmt.Sprintf("write -P 0x%02x %d 8192", pat, off), "wrote 8192/8192 bytes")
+			copy(shadow[n][off:off+8192], bytes.Repeat([]byte{pat}, 8192))
+		}
+		q.do("flush", "")
+		q.do(fmt.Sprintf("read -P 0x%02x %d 8192", 0x10*(i+1)+1, 1<<20+512), "read 8192/8192 bytes")
+	}
+	// Client 2 reads every export back, client 1 still connected.
+	for _, n := range names {
+		back := filepath.Join(dir, n+".back")
+		if out, err := exec.Command("nbdcopy", uri(n), back).CombinedOutput(); err != nil {
+			t.Fatalf("nbdcopy from %s: %v %s", n, err, out)
+		}
+		got, _ := os.ReadFile(back)
+		if len(got) < len(shadow[n]) || !bytes.Equal(got[:len(shadow[n])], shadow[n]) {
+			t.Fatalf("export %s: bytes read differ from the shadow copy", n)
+		}
+		shadow[n] = got // the rest, never written, as the volume decrypts it
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("gateway exited %d: %s", code, stderr.String())
+	}
+
+	// What the clients were told is stored: blkcrypt reads the files,
+	// librbd the RBD image.
+	for _, n := range []string{"file1", "file2"} {
+		v := open(t, device[n], []byte("passphrase of "+n), true)
+		if !bytes.Equal(readAll(t, v), shadow[n]) {
+			t.Errorf("%s after the gateway stopped differs from the shadow copy", n)
+		}
+		v.Close()
+	}
+	e.Stop(t)
+	if !bytes.Equal(c.LibrbdRead(t, img, "luks2", pass["rbd"]), shadow["rbd"]) {
+		t.Error("librbd reads other bytes from the RBD export's image than the gateway's clients wrote")
+	}
+}
