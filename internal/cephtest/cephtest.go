@@ -170,6 +170,10 @@ func (c *Cluster) Try(bin string, args ...string) (string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = c.Env()
+	// A test binary that dies (a -timeout panic) takes the client with
+	// it: once the watchdog has stopped the cluster, librbd would wait for
+	// it forever.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
