@@ -4,7 +4,7 @@
 # computed from the measured ratios (targets are defined in
 # bench/report/full.go), the commentary, and every section: ciphers, sector
 # layer and engine (bench/report), NBD (bench/nbd-compare.sh), LUKS
-# (bench/luks.sh), TrueCrypt header search and BitLocker reads. It also saves
+# (bench/luks.sh), Ceph RBD (bench/rbd.sh), TrueCrypt header search and BitLocker reads. It also saves
 # the run's figures in bench/runs/<id>.json and rewrites README's figures
 # block from them.
 #
@@ -15,7 +15,8 @@
 # pairs), NBD 1-2 (3 rounds x 4 servers x 3 copies of 256 MiB), LUKS about 1
 # (five KDF settings benchmarked and unlocked twice, a 1 GiB volume read
 # three times), the TrueCrypt wrong-passphrase search about 1 (34 s + 16 s),
-# BitLocker well under a minute. -quick took 2 minutes here. Run it on a
+# BitLocker well under a minute, Ceph RBD (bench/rbd.sh 512: its own single-node
+# cluster, 3 rounds x 3 peers) about 3. -quick took 2 minutes here. Run it on a
 # quiet machine.
 #
 #   bench/all.sh            regenerate BENCHMARKS.md, bench/throughput.svg, README's figures
