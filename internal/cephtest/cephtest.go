@@ -44,9 +44,10 @@ var tools = [][2]string{
 	{"python3", "python3"}, {"qemu-nbd", "qemu-utils"}, {"qemu-img", "qemu-utils"},
 }
 
-// qemuRBDDriver is where Debian's qemu-block-extra puts qemu's rbd driver;
-// without it qemu-nbd and qemu-img do not know rbd: at all.
-const qemuRBDDriver = "/usr/lib/x86_64-linux-gnu/qemu/block-rbd.so"
+// qemuRBDDriver is where Debian's qemu-block-extra puts qemu's rbd driver
+// (one folder per architecture); without it qemu-nbd and qemu-img do not
+// know rbd: at all.
+const qemuRBDDriver = "/usr/lib/*/qemu/block-rbd.so"
 
 // NeedTools reports a missing Ceph or qemu tool (testenv.Missing).
 func NeedTools(t testing.TB) {
@@ -54,8 +55,8 @@ func NeedTools(t testing.TB) {
 	for _, tl := range tools {
 		testenv.Need(t, tl[0], tl[1])
 	}
-	if _, err := os.Stat(qemuRBDDriver); err != nil {
-		// Other distributions keep it elsewhere; ask qemu itself.
+	if m, _ := filepath.Glob(qemuRBDDriver); len(m) == 0 {
+		// Other distributions keep it elsewhere, or build it in; ask qemu.
 		out, _ := exec.Command("qemu-img", "--help").CombinedOutput()
 		if !bytes.Contains(out, []byte(" rbd ")) && !bytes.Contains(out, []byte(" rbd\n")) {
 			testenv.Missing(t, "qemu's rbd block driver is needed by this test and was not found: apt-get install -y qemu-block-extra")
