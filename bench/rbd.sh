@@ -15,14 +15,21 @@
 # nbdcopy opens 4 connections to each peer, and blkcrypt's client opens 4
 # to its qemu-nbd. Writes come from a tmpfs file of random bytes with
 # nbdcopy --flush; reads go to nbdcopy's null:. The peers take turns, round
-# after round; each figure is the peer's best round.
+# after round, each round starting with the next peer (so none always
+# follows the same one); each figure is the peer's best round. The machines
+# here are shared: one peer's rounds moved by up to 2x within a minute while
+# this was written, hence 5 rounds by default.
+# The image blkcrypt serves is formatted with a cheap PBKDF2 keyslot: the
+# unlock is not measured, and a default argon2id one would add seconds per
+# round.
 # With BENCH_RESULTS set, blkcrypt's ratios to the peers are appended to it
 # as "key value" lines for bench/report's targets table.
-#   bench/rbd.sh [SIZE_MIB]       default 512; ROUNDS (default 3)
+#   bench/rbd.sh [SIZE_MIB]       default 512; ROUNDS (default 5)
+# A run at 512 MiB takes about 3-4 minutes here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 size_mib=${1:-512}
-rounds=${ROUNDS:-3}
+rounds=${ROUNDS:-5}
 base=${BENCH_DIR:-/dev/shm}
 [ -d "$base" ] && [ -w "$base" ] || base=${TMPDIR:-/tmp}
 work=$(mktemp -d "$base/rbd-bench.XXXXXX")
@@ -96,7 +103,8 @@ unserve() {
 qemu-nbd -t --shared=8 -k "$work/fmt.sock" -x blk -f raw "rbd:rbd/blk:conf=$conf" 2>>"$work/log" &
 pids+=($!)
 wait_sock "nbd+unix:///blk?socket=$work/fmt.sock"
-"$work/blkcrypt" format -q "nbd+unix:///blk?socket=$work/fmt.sock" --key-file "$work/pass"
+"$work/blkcrypt" format -q "nbd+unix:///blk?socket=$work/fmt.sock" --key-file "$work/pass" \
+  --pbkdf pbkdf2 --pbkdf-force-iterations 1000
 unserve
 
 time_copy() {
@@ -109,8 +117,9 @@ time_copy() {
 
 declare -A rd wr mc
 peers=(raw librbd blkcrypt)
-for _ in $(seq "$rounds"); do
-  for p in "${peers[@]}"; do
+for round in $(seq 0 $((rounds - 1))); do
+  for i in 0 1 2; do
+    p=${peers[$(((round + i) % 3))]}
     serve "$p"
     if [ -z "${mc[$p]:-}" ]; then
       mc[$p]=$(nbdinfo --json "$uri" | awk -F: '/"can_multi_conn"/ {gsub(/[ ,]/, "", $2); print $2; exit}')
