@@ -9,6 +9,9 @@
 #   blkcrypt  blkcrypt serve over its NBD client over qemu-nbd's raw rbd
 #             export of an image blkcrypt formatted (LUKS2 defaults: 16 MiB
 #             data offset, 4096-byte sectors, aes-xts-plain64 512-bit key)
+#   native    blkcrypt built with -tags ceph (package rbd: librbd through
+#             cgo) serving rbd:rbd/IMG itself, one hop fewer; only where
+#             librbd-dev is installed (BENCH_NATIVE=0 leaves it out)
 # Each peer has its own image, so every write lands on objects that exist
 # from the round before (the first round also creates them). Every qemu-nbd
 # runs with --shared=8, which makes qemu-nbd 7.2 advertise multi-conn, so
@@ -46,8 +49,17 @@ for t in nbdcopy nbdinfo qemu-nbd rbd; do
   command -v $t >/dev/null || { echo "bench/rbd.sh: $t missing (apt-get install libnbd-bin qemu-utils qemu-block-extra ceph-mon ceph-osd ceph-common uuid-runtime)" >&2; exit 1; }
 done
 go build -o "$work/blkcrypt" ./cmd/blkcrypt
-# memstore holds every object in memory: three images and some slack.
-mem=$((3 * (size_mib + 16) + 512))
+peers=(raw librbd blkcrypt)
+if [ "${BENCH_NATIVE:-1}" != 0 ] && [ -f /usr/include/rbd/librbd.h ]; then
+  if go build -tags ceph -o "$work/blkcrypt-ceph" ./cmd/blkcrypt; then
+    peers+=(native)
+  else
+    echo "bench/rbd.sh: go build -tags ceph failed; measuring without the native peer" >&2
+  fi
+fi
+np=${#peers[@]}
+# memstore holds every object in memory: the images and some slack.
+mem=$((np * (size_mib + 16) + 512))
 conf=$(scripts/ceph-single-node.sh start "$cluster/c" "$mem" | sed -n 's/^CEPH_CONF=//p')
 export CEPH_CONF=$conf
 printf 'rbd-bench-passphrase' > "$work/pass"
@@ -57,6 +69,7 @@ head -c $((size_mib << 20)) /dev/urandom > "$work/src"
 rbd create --size "${size_mib}M" rbd/raw
 rbd create --size "$((size_mib + 16))M" rbd/librbd
 rbd create --size "$((size_mib + 16))M" rbd/blk
+rbd create --size "$((size_mib + 16))M" rbd/native
 rbd encryption format rbd/librbd luks2 "$work/pass" >/dev/null
 
 # serve NAME: start peer NAME on $work/NAME.sock, set uri
@@ -78,9 +91,13 @@ serve() {
     "$work/blkcrypt" serve "nbd+unix:///blk?socket=$work/blkcrypt-raw.sock" --key-file "$work/pass" \
       --listen "unix:$work/blkcrypt.sock" 2>>"$work/log" &
     pids+=($!) ;;
+  native)
+    "$work/blkcrypt-ceph" serve "rbd:rbd/native@conf=$conf" --key-file "$work/pass" \
+      --listen "unix:$work/native.sock" 2>>"$work/log" &
+    pids+=($!) ;;
   esac
   uri="nbd+unix:///$name?socket=$work/$name.sock"
-  [ "$name" = blkcrypt ] && uri="nbd+unix:///?socket=$work/blkcrypt.sock"
+  case $name in blkcrypt | native) uri="nbd+unix:///?socket=$work/$name.sock" ;; esac
   wait_sock "$uri"
 }
 wait_sock() {
@@ -106,6 +123,9 @@ wait_sock "nbd+unix:///blk?socket=$work/fmt.sock"
 "$work/blkcrypt" format -q "nbd+unix:///blk?socket=$work/fmt.sock" --key-file "$work/pass" \
   --pbkdf pbkdf2 --pbkdf-force-iterations 1000
 unserve
+if [ "$np" = 4 ]; then
+  "$work/blkcrypt-ceph" format -q "rbd:rbd/native@conf=$conf" --key-file "$work/pass" --pbkdf pbkdf2 --pbkdf-force-iterations 1000
+fi
 
 time_copy() {
   local t0 t1
@@ -116,10 +136,9 @@ time_copy() {
 }
 
 declare -A rd wr mc
-peers=(raw librbd blkcrypt)
 for round in $(seq 0 $((rounds - 1))); do
-  for i in 0 1 2; do
-    p=${peers[$(((round + i) % 3))]}
+  for ((i = 0; i < np; i++)); do
+    p=${peers[$(((round + i) % np))]}
     serve "$p"
     if [ -z "${mc[$p]:-}" ]; then
       mc[$p]=$(nbdinfo --json "$uri" | awk -F: '/"can_multi_conn"/ {gsub(/[ ,]/, "", $2); print $2; exit}')
@@ -135,32 +154,50 @@ for round in $(seq 0 $((rounds - 1))); do
 done
 
 # The data blkcrypt wrote is what librbd reads: a check, not a figure.
-qemu-img convert -O raw --object secret,id=sec0,file="$work/pass" \
-  --image-opts "driver=rbd,pool=rbd,image=blk,conf=$conf,encrypt.format=luks2,encrypt.key-secret=sec0" "$work/back" 2>>"$work/log"
-cmp -s "$work/src" "$work/back" || { echo "bench/rbd.sh: librbd reads other bytes than blkcrypt wrote" >&2; exit 1; }
-rm -f "$work/back"
+for img in blk $([ "$np" = 4 ] && echo native); do
+  qemu-img convert -O raw --object secret,id=sec0,file="$work/pass" \
+    --image-opts "driver=rbd,pool=rbd,image=$img,conf=$conf,encrypt.format=luks2,encrypt.key-secret=sec0" "$work/back" 2>>"$work/log"
+  cmp -s "$work/src" "$work/back" || { echo "bench/rbd.sh: librbd reads other bytes from $img than blkcrypt wrote" >&2; exit 1; }
+  rm -f "$work/back"
+done
 
 mbps() { echo "$size_mib $1" | awk '{printf "%.0f", $1*1.048576/$2}'; }
 ratio() { echo "$1 $2" | awk '{printf "%.2f×", $2/$1}'; }
-echo "| peer | write MB/s | read MB/s | blkcrypt's write vs it | blkcrypt's read vs it | advertises multi-conn |"
-echo "|---|---|---|---|---|---|"
-for p in blkcrypt librbd raw; do
-  echo "| $p | $(mbps "${wr[$p]}") | $(mbps "${rd[$p]}") | $(ratio "${wr[blkcrypt]}" "${wr[$p]}") | $(ratio "${rd[blkcrypt]}" "${rd[$p]}") | ${mc[$p]} |"
-done
+if [ "$np" = 4 ]; then
+  echo "| peer | write MB/s | read MB/s | blkcrypt's write vs it | blkcrypt's read vs it | native's write vs it | native's read vs it | advertises multi-conn |"
+  echo "|---|---|---|---|---|---|---|---|"
+  for p in blkcrypt native librbd raw; do
+    echo "| $p | $(mbps "${wr[$p]}") | $(mbps "${rd[$p]}") | $(ratio "${wr[blkcrypt]}" "${wr[$p]}") | $(ratio "${rd[blkcrypt]}" "${rd[$p]}") | $(ratio "${wr[native]}" "${wr[$p]}") | $(ratio "${rd[native]}" "${rd[$p]}") | ${mc[$p]} |"
+  done
+else
+  echo "| peer | write MB/s | read MB/s | blkcrypt's write vs it | blkcrypt's read vs it | advertises multi-conn |"
+  echo "|---|---|---|---|---|---|"
+  for p in blkcrypt librbd raw; do
+    echo "| $p | $(mbps "${wr[$p]}") | $(mbps "${rd[$p]}") | $(ratio "${wr[blkcrypt]}" "${wr[$p]}") | $(ratio "${rd[blkcrypt]}" "${rd[$p]}") | ${mc[$p]} |"
+  done
+fi
 echo
 echo "| peer | what serves the image |"
 echo "|---|---|"
 echo "| blkcrypt | \`blkcrypt serve nbd+unix:///blk?socket=…\` (defaults) over \`qemu-nbd -t --shared=8 -f raw rbd:rbd/blk:conf=…\`; LUKS2 made by \`blkcrypt format\` |"
+[ "$np" = 4 ] && echo "| native | \`blkcrypt serve rbd:rbd/native@conf=…\` built with \`-tags ceph\` (librbd in the process, default librbd cache settings); LUKS2 made by \`blkcrypt format\` |"
 echo "| librbd | \`qemu-nbd -t --shared=8 --image-opts driver=rbd,…,encrypt.format=luks2\`; LUKS2 made by \`rbd encryption format\` |"
 echo "| raw | \`qemu-nbd -t --shared=8 -f raw rbd:rbd/raw:conf=…\`, unencrypted |"
 echo
-echo "($size_mib MiB of plaintext per peer on a single-node cluster (one memstore OSD, $(ceph --version | awk '{print $3}')), nbdcopy --flush over Unix sockets, best of $rounds rounds with the peers taking turns; writes from a tmpfs file of random bytes, reads to nbdcopy's null:; 'blkcrypt's … vs it' = blkcrypt's speed divided by that peer's; librbd then read back exactly what blkcrypt wrote.)"
+echo "($size_mib MiB of plaintext per peer on a single-node cluster (one memstore OSD, $(ceph --version | awk '{print $3}')), nbdcopy --flush over Unix sockets, best of $rounds rounds with the peers taking turns; writes from a tmpfs file of random bytes, reads to nbdcopy's null:; '… vs it' = that blkcrypt route's speed divided by the peer's; librbd then read back exactly what blkcrypt wrote.)"
 if [ -n "${BENCH_RESULTS:-}" ]; then
-  for p in librbd raw; do
-    echo "rbd.read.$p $(echo "${rd[blkcrypt]} ${rd[$p]}" | awk '{print $2/$1}')"
-    echo "rbd.write.$p $(echo "${wr[blkcrypt]} ${wr[$p]}" | awk '{print $2/$1}')"
+  for b in blkcrypt $([ "$np" = 4 ] && echo native); do
+    key=rbd; [ "$b" = native ] && key=rbd.native
+    for p in librbd raw; do
+      echo "$key.read.$p $(echo "${rd[$b]} ${rd[$p]}" | awk '{print $2/$1}')"
+      echo "$key.write.$p $(echo "${wr[$b]} ${wr[$p]}" | awk '{print $2/$1}')"
+    done
   done >> "$BENCH_RESULTS"
-  for p in blkcrypt librbd raw; do
+  if [ "$np" = 4 ]; then
+    echo "rbd.native.read.blkcrypt $(echo "${rd[native]} ${rd[blkcrypt]}" | awk '{print $2/$1}')"
+    echo "rbd.native.write.blkcrypt $(echo "${wr[native]} ${wr[blkcrypt]}" | awk '{print $2/$1}')"
+  fi >> "$BENCH_RESULTS"
+  for p in "${peers[@]}"; do
     echo "rbd.mbs.read.$p $(mbps "${rd[$p]}")"
     echo "rbd.mbs.write.$p $(mbps "${wr[$p]}")"
   done >> "$BENCH_RESULTS"

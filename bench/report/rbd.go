@@ -16,6 +16,14 @@ var rbdTargets = []target{
 		keys: []string{"rbd.read.librbd", "rbd.write.librbd"}, labels: []string{"read", "write"}, min: 1.1},
 	{area: "rbd", what: "read/write ≥ 0.9× the unencrypted rbd export",
 		keys: []string{"rbd.read.raw", "rbd.write.raw"}, labels: []string{"read", "write"}, min: 0.9},
+	// The same two for the native device (package rbd, -tags ceph), and
+	// how it compares with the qemu-nbd route: it is kept only if faster.
+	{area: "rbd", what: "native (`-tags ceph`, librbd in the process): read/write ≥ 1.1× librbd's LUKS2",
+		keys: []string{"rbd.native.read.librbd", "rbd.native.write.librbd"}, labels: []string{"read", "write"}, min: 1.1},
+	{area: "rbd", what: "native: read/write ≥ 0.9× the unencrypted rbd export",
+		keys: []string{"rbd.native.read.raw", "rbd.native.write.raw"}, labels: []string{"read", "write"}, min: 0.9},
+	{area: "rbd", what: "native against the qemu-nbd route", keys: []string{"rbd.native.read.blkcrypt", "rbd.native.write.blkcrypt"},
+		labels: []string{"read", "write"}, record: true},
 }
 
 func init() { targets = append(targets, rbdTargets...) }
@@ -35,8 +43,12 @@ func rbdSection() {
 		s += "\n(the script failed: " + err.Error() + ")\n"
 	}
 	fmt.Fprint(out, strings.TrimRight(dropServing(s), "\n")+"\n\n")
+	if _, ok := results["rbd.native.read.librbd"]; ok {
+		fmt.Fprintf(out, "The native device (librbd in blkcrypt's process, one hop) read at %s and wrote at %s the qemu-nbd route in this run.\n\n",
+			figure(results, "rbd.native.read.blkcrypt", "%.2f×"), figure(results, "rbd.native.write.blkcrypt", "%.2f×"))
+	}
 	if _, ok := results["rbd.read.librbd"]; ok {
-		fmt.Fprintf(out, "blkcrypt's path has two NBD hops (client → blkcrypt serve → qemu-nbd → librbd) where librbd's has one; "+
+		fmt.Fprintf(out, "blkcrypt's qemu-nbd route has two NBD hops (client → blkcrypt serve → qemu-nbd → librbd) where librbd's has one; "+
 			"in this run it read at %s and wrote at %s librbd's LUKS2, and read at %s and wrote at %s the unencrypted export.\n\n",
 			figure(results, "rbd.read.librbd", "%.2f×"), figure(results, "rbd.write.librbd", "%.2f×"),
 			figure(results, "rbd.read.raw", "%.2f×"), figure(results, "rbd.write.raw", "%.2f×"))
