@@ -29,6 +29,7 @@ command -v ceph-osd   >/dev/null || need+=(ceph-osd)
 command -v rbd        >/dev/null || need+=(ceph-common)
 command -v uuidgen    >/dev/null || need+=(uuid-runtime)
 compgen -G '/usr/lib/*/qemu/block-rbd.so' >/dev/null || need+=(qemu-block-extra)  # qemu's rbd driver
+[ -f /usr/include/rbd/librbd.h ] || need+=(librbd-dev)  # the native rbd: device (-tags ceph)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing: ${need[*]}"
   if [ "$(id -u)" = 0 ]; then
@@ -109,6 +110,8 @@ echo "== go test"
 # package (about 10 s to start, about 2 minutes of tests in all), stopped
 # by its TestMain or, should the binary die first, by its watchdog.
 go test -count=1 -timeout 20m ./...
+echo "== go test -tags ceph (the native rbd: device through librbd's C API)"
+go test -count=1 -timeout 10m -tags ceph -run 'Native|ParseSpec' ./rbd/ ./internal/cephtest/
 echo "== examples (an outside module over the public API only)"
 (cd examples && go vet ./... && go test -count=1 -timeout 10m ./...)
 echo "== generated S-box circuits (the searches of internal/serpent/_asm)"
