@@ -207,9 +207,7 @@ func (im *Image) ReadAt(p []byte, off int64) (int, error) {
 	}
 	n := 0
 	for n < len(p) {
-		// The buffer is Go memory held only for the call: librbd's
-		// synchronous read is done with it when it returns.
-		r := C.rbd_read(im.image, C.uint64_t(off+int64(n)), C.size_t(len(p)-n), (*C.char)(unsafe.Pointer(&p[n])))
+		r := im.aio(false, p[n:], off+int64(n))
 		if r < 0 {
 			return n, cephErr("read", C.int(r))
 		}
@@ -242,12 +240,13 @@ func (im *Image) WriteAt(p []byte, off int64) (int, error) {
 	}
 	n := 0
 	for n < len(p) {
-		r := C.rbd_write(im.image, C.uint64_t(off+int64(n)), C.size_t(len(p)-n), (*C.char)(unsafe.Pointer(&p[n])))
+		r := im.aio(true, p[n:], off+int64(n))
 		if r < 0 {
 			return n, cephErr("write", C.int(r))
 		}
 		if r == 0 {
-			return n, io.ErrShortWrite
+			// librbd's aio write reports 0 for the whole length.
+			r = int64(len(p) - n)
 		}
 		n += int(r)
 	}
