@@ -37,6 +37,8 @@ var (
 	ErrClosed = errors.New("rbd: image closed")
 	// ErrReadOnly: a write to an image opened read-only.
 	ErrReadOnly = errors.New("rbd: image opened read-only")
+	// ErrOutOfRange: a request outside the image.
+	ErrOutOfRange = errors.New("rbd: request outside the image")
 )
 
 func init() {
@@ -188,7 +190,7 @@ func (im *Image) String() string { return im.spec }
 // ReadAt reads len(p) bytes at off; librbd reads straight into p.
 func (im *Image) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
-		return 0, fmt.Errorf("%w: negative offset", ErrBadSpec)
+		return 0, fmt.Errorf("%w: negative offset", ErrOutOfRange)
 	}
 	if off >= im.size {
 		if len(p) == 0 {
@@ -200,6 +202,17 @@ func (im *Image) ReadAt(p []byte, off int64) (int, error) {
 	if rest := im.size - off; int64(len(p)) > rest {
 		p = p[:rest]
 	}
+	n, err := im.transfer(false, p, off)
+	if err == nil && n < want {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// transfer runs a read or write of p at off, in as many librbd calls as it
+// takes (a read may return short of the end), with the handles held
+// against Close.
+func (im *Image) transfer(write bool, p []byte, off int64) (int, error) {
 	im.mu.RLock()
 	defer im.mu.RUnlock()
 	if im.closed {
@@ -207,17 +220,19 @@ func (im *Image) ReadAt(p []byte, off int64) (int, error) {
 	}
 	n := 0
 	for n < len(p) {
-		r := im.aio(false, p[n:], off+int64(n))
-		if r < 0 {
+		r := im.aio(write, p[n:], off+int64(n))
+		switch {
+		case r < 0 && write:
+			return n, cephErr("write", C.int(r))
+		case r < 0:
 			return n, cephErr("read", C.int(r))
-		}
-		if r == 0 {
+		case r == 0 && write:
+			// librbd's aio write reports 0 for the whole length.
+			r = int64(len(p) - n)
+		case r == 0:
 			return n, io.ErrUnexpectedEOF
 		}
 		n += int(r)
-	}
-	if n < want {
-		return n, io.EOF
 	}
 	return n, nil
 }
@@ -228,29 +243,12 @@ func (im *Image) WriteAt(p []byte, off int64) (int, error) {
 		return 0, ErrReadOnly
 	}
 	if off < 0 || off > im.size || int64(len(p)) > im.size-off {
-		return 0, fmt.Errorf("%w: write of %d bytes at %d on a %d-byte image", ErrBadSpec, len(p), off, im.size)
+		return 0, fmt.Errorf("%w: write of %d bytes at %d on a %d-byte image", ErrOutOfRange, len(p), off, im.size)
 	}
 	if len(p) == 0 {
 		return 0, nil
 	}
-	im.mu.RLock()
-	defer im.mu.RUnlock()
-	if im.closed {
-		return 0, ErrClosed
-	}
-	n := 0
-	for n < len(p) {
-		r := im.aio(true, p[n:], off+int64(n))
-		if r < 0 {
-			return n, cephErr("write", C.int(r))
-		}
-		if r == 0 {
-			// librbd's aio write reports 0 for the whole length.
-			r = int64(len(p) - n)
-		}
-		n += int(r)
-	}
-	return n, nil
+	return im.transfer(true, p, off)
 }
 
 // Sync flushes librbd's cache to the OSDs.

@@ -3,7 +3,6 @@
 package cephtest_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,89 +18,8 @@ import (
 	"github.com/blkcrypt/blkcrypt/internal/cephtest"
 	"github.com/blkcrypt/blkcrypt/internal/cli"
 	"github.com/blkcrypt/blkcrypt/internal/testenv"
+	"github.com/blkcrypt/blkcrypt/nbd/nbdclient/nbdtest"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// qemuIO is an interactive qemu-io: one NBD client that stays connected
-// across commands.
-type qemuIO struct {
-	t   *testing.T
-	in  io.WriteCloser
-	out *bufio.Reader
-}
-
-func startQemuIO(t *testing.T, uri string) *qemuIO {
-	t.Helper()
-	cmd := exec.Command("qemu-io", "-f", "raw", uri)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
-	q := &qemuIO{t: t, in: in, out: bufio.NewReader(out)}
-	q.next()
-	return q
-}
-
-// next returns what qemu-io printed up to its next prompt.
-func (q *qemuIO) next() string {
-	const prompt = "qemu-io> "
-	got := make(chan string, 1)
-	go func() {
-		var sb strings.Builder
-		for !strings.HasSuffix(sb.String(), prompt) {
-			b, err := q.out.ReadByte()
-			if err != nil {
-				break
-			}
-			sb.WriteByte(b)
-		}
-		got <- strings.TrimSuffix(sb.String(), prompt)
-	}()
-	select {
-	case s := <-got:
-		return s
-	case <-time.After(2 * time.Minute):
-		q.t.Fatal("qemu-io did not answer within 2 minutes")
-		return ""
-	}
-}
-
-// do runs one command; its output must hold want and no failure.
-func (q *qemuIO) do(cmd, want string) {
-	q.t.Helper()
-	if _, err := fmt.Fprintln(q.in, cmd); err != nil {
-		q.t.Fatalf("qemu-io %q: %v", cmd, err)
-	}
-	out := q.next()
-	if !strings.Contains(out, want) || strings.Contains(out, "failed") || strings.Contains(out, "error") {
-		q.t.Fatalf("qemu-io %q: %q, want %q", cmd, out, want)
-	}
-}
 
 // TestRBDGateway: one `blkcrypt serve` with three --export volumes, one
 // of them an RBD image behind qemu-nbd's raw rbd export (an NBD URI as the
@@ -142,7 +59,7 @@ func TestRBDGateway(t *testing.T) {
 	}
 	gctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stderr := &lockedBuffer{}
+	stderr := &nbdtest.LockedBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Main(gctx, args, &cli.Env{Stdin: bytes.NewReader(nil), Stdout: io.Discard, Stderr: stderr})
@@ -180,9 +97,9 @@ func TestRBDGateway(t *testing.T) {
 	uri := func(n string) string { return "nbd+unix:///" + n + "?socket=" + sock }
 
 	// Client 1 of each export connects and stays.
-	qs := map[string]*qemuIO{}
+	qs := map[string]*nbdtest.QemuIO{}
 	for _, n := range names {
-		qs[n] = startQemuIO(t, uri(n))
+		qs[n] = nbdtest.StartQemuIO(t, uri(n))
 	}
 	// Client 2 of each, all at once: nbdcopy writes the whole volume.
 	shadow := map[string][]byte{}
@@ -217,11 +134,11 @@ func TestRBDGateway(t *testing.T) {
 		q := qs[n]
 		for j, off := range []int{0, 1<<20 + 512, 5<<20 + 4096} {
 			pat := byte(0x10*(i+1) + j)
-			q.do(fmt.Sprintf("write -P 0x%02x %d 8192", pat, off), "wrote 8192/8192 bytes")
+			q.Do(fmt.Sprintf("write -P 0x%02x %d 8192", pat, off), "wrote 8192/8192 bytes")
 			copy(shadow[n][off:off+8192], bytes.Repeat([]byte{pat}, 8192))
 		}
-		q.do("flush", "")
-		q.do(fmt.Sprintf("read -P 0x%02x %d 8192", 0x10*(i+1)+1, 1<<20+512), "read 8192/8192 bytes")
+		q.Do("flush", "")
+		q.Do(fmt.Sprintf("read -P 0x%02x %d 8192", 0x10*(i+1)+1, 1<<20+512), "read 8192/8192 bytes")
 	}
 	// Client 2 reads every export back, client 1 still connected.
 	for _, n := range names {
