@@ -25,9 +25,10 @@ import (
 // of them an RBD image behind qemu-nbd's raw rbd export (an NBD URI as the
 // DEVICE), the others LUKS2 image files. Each export has two real clients
 // at once, qemu-io and nbdcopy, and everything read through the gateway
-// equals the test's shadow copy. After the gateway stops, blkcrypt reads
-// the files and librbd (qemu's rbd driver, encrypt.format=luks2) the RBD
-// image, and both equal the shadow.
+// equals the test's shadow copy. Then the RBD export's qemu-nbd stops: its
+// clients get an error, the file exports go on serving. After the gateway
+// stops, blkcrypt reads the files and librbd (qemu's rbd driver,
+// encrypt.format=luks2) the RBD image, and both equal the shadow.
 func TestRBDGateway(t *testing.T) {
 	c := cephtest.Get(t)
 	testenv.Need(t, "nbdcopy", "libnbd-bin")
@@ -152,8 +153,29 @@ func TestRBDGateway(t *testing.T) {
 		}
 		shadow[n] = got // the rest, never written, as the volume decrypts it
 	}
-	if code := stop(); code != 0 {
-		t.Fatalf("gateway exited %d: %s", code, stderr.String())
+	// The RBD export's backend goes away (its qemu-nbd stopped, as when
+	// the process dies): a client of that export gets an error, not a
+	// hang or wrong data, and the other exports go on serving.
+	e.Stop(t)
+	start := time.Now()
+	if out, err := exec.Command("nbdcopy", uri("rbd"), filepath.Join(dir, "rbd.after")).CombinedOutput(); err == nil {
+		t.Errorf("nbdcopy read the RBD export after its qemu-nbd stopped: %s", out)
+	}
+	if d := time.Since(start); d > time.Minute {
+		t.Errorf("the failed read of the RBD export took %v", d)
+	}
+	qs["file1"].Do(fmt.Sprintf("read -P 0x%02x %d 8192", 0x11, 1<<20+512), "read 8192/8192 bytes")
+	back := filepath.Join(dir, "file2.again")
+	if out, err := exec.Command("nbdcopy", uri("file2"), back).CombinedOutput(); err != nil {
+		t.Fatalf("nbdcopy from file2 after the RBD backend went: %v %s", err, out)
+	}
+	if got, _ := os.ReadFile(back); !bytes.Equal(got, shadow["file2"]) {
+		t.Fatal("file2 read differently after the RBD backend went")
+	}
+	// Stopping flushes every export; the RBD one cannot be, which the
+	// exit code may report. Everything was flushed by its clients before.
+	if code := stop(); code != 0 && code != cli.ExitDevice {
+		t.Errorf("gateway exited %d after losing a backend, want 0 or %d: %s", code, cli.ExitDevice, stderr.String())
 	}
 
 	// What the clients were told is stored: blkcrypt reads the files,
@@ -165,7 +187,6 @@ func TestRBDGateway(t *testing.T) {
 		}
 		v.Close()
 	}
-	e.Stop(t)
 	if !bytes.Equal(c.LibrbdRead(t, img, "luks2", pass["rbd"]), shadow["rbd"]) {
 		t.Error("librbd reads other bytes from the RBD export's image than the gateway's clients wrote")
 	}
