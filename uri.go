@@ -50,7 +50,8 @@ var (
 )
 
 // RegisterURIScheme makes Open, Format, AddKey, RemoveKey (and the CLI's
-// DEVICE arguments) take "scheme://…" through open. nbd, nbds, nbd+unix
+// DEVICE arguments) take "scheme://…" through open; a scheme given with
+// its colon ("rbd:") takes "scheme:…" instead. nbd, nbds, nbd+unix
 // and nbds+unix are registered at init (nbd/nbdclient). A URI
 // device is not flock-locked: locks are local and the device is not;
 // excluding other writers is the server's business.
@@ -63,12 +64,19 @@ func RegisterURIScheme(scheme string, open URIOpener) {
 // uriOpener returns the opener for path's scheme, if path is a URI of a
 // registered scheme.
 func uriOpener(path string) URIOpener {
+	uriMu.RLock()
+	defer uriMu.RUnlock()
+	// A scheme registered with its colon ("rbd:") takes "rbd:REST", the
+	// form qemu and rbd write, without the "//".
+	if scheme, _, ok := strings.Cut(path, ":"); ok && scheme != "" {
+		if open := uriOpeners[strings.ToLower(scheme)+":"]; open != nil {
+			return open
+		}
+	}
 	scheme, _, ok := strings.Cut(path, "://")
 	if !ok || scheme == "" {
 		return nil
 	}
-	uriMu.RLock()
-	defer uriMu.RUnlock()
 	return uriOpeners[strings.ToLower(scheme)]
 }
 

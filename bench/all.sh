@@ -7,7 +7,7 @@
 # kernel's own AES-XTS and OpenSSL 4.0 from ../shared/peers/xts), NBD
 # (bench/nbd-compare.sh), LUKS (bench/luks.sh), the whole path of a 1 GiB
 # volume (bench/path.sh), reencryption against cryptsetup
-# (bench/reencrypt.sh), TrueCrypt header search and BitLocker reads. It also saves
+# (bench/reencrypt.sh), Ceph RBD (bench/rbd.sh), TrueCrypt header search and BitLocker reads. It also saves
 # the run's figures in bench/runs/<id>.json and rewrites README's figures
 # block from them.
 #
@@ -21,7 +21,8 @@
 # The rest: the cipher tables about 4 (the sweep alone is 9 series x 8 sizes
 # at about a second each, since openssl speed runs at least 1 s per point),
 # NBD 1-2, LUKS about 1, the TrueCrypt wrong-passphrase search about 1,
-# BitLocker well under a minute. -quick took 3m12s under a load of 7.
+# BitLocker well under a minute, Ceph RBD (bench/rbd.sh 512: its own single-node
+# cluster, 3 rounds x 3 peers) about 3. -quick took 3m12s under a load of 7.
 # Run it on a quiet machine.
 #
 # The XTS peers are built once by ../shared/peers/xts/build.sh into

@@ -23,6 +23,13 @@ command -v tmux       >/dev/null || need+=(tmux)          # the CLI's terminal t
 command -v groff      >/dev/null || need+=(groff-base)    # the man page check
 command -v zsh        >/dev/null || need+=(zsh)           # the completion checks
 command -v fish       >/dev/null || need+=(fish)
+# The Ceph RBD tests (internal/cephtest): a single-node cluster, qemu's rbd driver.
+command -v ceph-mon   >/dev/null || need+=(ceph-mon)
+command -v ceph-osd   >/dev/null || need+=(ceph-osd)
+command -v rbd        >/dev/null || need+=(ceph-common)
+command -v uuidgen    >/dev/null || need+=(uuid-runtime)
+compgen -G '/usr/lib/*/qemu/block-rbd.so' >/dev/null || need+=(qemu-block-extra)  # qemu's rbd driver
+[ -f /usr/include/rbd/librbd.h ] || need+=(librbd-dev)  # the native rbd: device (-tags ceph)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing: ${need[*]}"
   if [ "$(id -u)" = 0 ]; then
@@ -99,7 +106,12 @@ bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$bad" ]; then echo "gofmt needed: $bad" >&2; exit 1; fi
 
 echo "== go test"
+# internal/cephtest is in ./...: one single-node Ceph cluster for the whole
+# package (about 10 s to start, about 2 minutes of tests in all), stopped
+# by its TestMain or, should the binary die first, by its watchdog.
 go test -count=1 -timeout 20m ./...
+echo "== go test -tags ceph (the native rbd: device through librbd's C API)"
+go test -count=1 -timeout 10m -tags ceph -run 'Native|ParseSpec' ./rbd/ ./internal/cephtest/
 echo "== examples (an outside module over the public API only)"
 (cd examples && go vet ./... && go test -count=1 -timeout 10m ./...)
 echo "== generated S-box circuits (the searches of internal/serpent/_asm)"

@@ -255,6 +255,7 @@ func runFull() error {
 		fmt.Fprint(out, dropServing(s))
 		fmt.Fprintln(out)
 	}
+	rbdSection() // bench/report/rbd.go
 	fmt.Fprintln(out, "## Other formats")
 	fmt.Fprintln(out)
 	if *quick {

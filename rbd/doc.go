@@ -1,0 +1,19 @@
+// Package rbd is a native Ceph RBD device for blkcrypt, through librbd's
+// C API (cgo), built only with the `ceph` build tag so that the default
+// build stays pure Go:
+//
+//	go build -tags ceph ./cmd/blkcrypt      # needs librbd-dev (librbd.h, librados.h)
+//
+// Importing it registers the device form qemu and rbd use,
+//
+//	rbd:POOL/IMAGE[@conf=FILE]
+//
+// with blkcrypt.RegisterURIScheme, so that Open, Format, the CLI verbs and
+// `blkcrypt serve` take it as a DEVICE. Without @conf the cluster is found
+// as the rbd tool finds it (CEPH_CONF, then /etc/ceph/ceph.conf);
+// CEPH_ARGS is honoured; the client is client.admin.
+//
+// Without the tag the package is empty, and an RBD image is reached over
+// NBD instead: qemu-nbd's raw rbd export as an nbd+unix:// URI. Which route
+// is faster is measured by bench/rbd.sh (docs/scaling.md has the figures).
+package rbd

@@ -1,0 +1,282 @@
+//go:build ceph && cgo && linux
+
+package rbd
+
+/*
+#cgo LDFLAGS: -lrbd -lrados
+#include <stdlib.h>
+#include <errno.h>
+#include <rados/librados.h>
+#include <rbd/librbd.h>
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"github.com/blkcrypt/blkcrypt"
+)
+
+// Scheme is the registered device prefix.
+const Scheme = "rbd:"
+
+// Sentinel errors.
+var (
+	// ErrBadSpec: the device string is not rbd:POOL/IMAGE[@conf=FILE].
+	ErrBadSpec = errors.New("rbd: bad device")
+	// ErrCeph: librados or librbd failed; the error wraps the errno.
+	ErrCeph = errors.New("rbd: ceph error")
+	// ErrClosed: the image was closed.
+	ErrClosed = errors.New("rbd: image closed")
+	// ErrReadOnly: a write to an image opened read-only.
+	ErrReadOnly = errors.New("rbd: image opened read-only")
+	// ErrOutOfRange: a request outside the image.
+	ErrOutOfRange = errors.New("rbd: request outside the image")
+)
+
+func init() {
+	blkcrypt.RegisterURIScheme(Scheme, func(ctx context.Context, spec string, readOnly bool) (blkcrypt.URIDevice, error) {
+		return Open(ctx, spec, readOnly)
+	})
+}
+
+// Spec is a parsed device string.
+type Spec struct {
+	Pool, Image, Conf string
+}
+
+// ParseSpec parses rbd:POOL/IMAGE[@conf=FILE].
+func ParseSpec(s string) (Spec, error) {
+	rest, ok := strings.CutPrefix(s, Scheme)
+	if !ok {
+		return Spec{}, fmt.Errorf("%w: %q does not start with %s", ErrBadSpec, s, Scheme)
+	}
+	var sp Spec
+	if i := strings.Index(rest, "@"); i >= 0 {
+		opt := rest[i+1:]
+		rest = rest[:i]
+		conf, ok := strings.CutPrefix(opt, "conf=")
+		if !ok || conf == "" {
+			return Spec{}, fmt.Errorf("%w: %q: only @conf=FILE may follow the image", ErrBadSpec, s)
+		}
+		sp.Conf = conf
+	}
+	pool, image, ok := strings.Cut(rest, "/")
+	if !ok || pool == "" || image == "" || strings.Contains(image, "/") {
+		return Spec{}, fmt.Errorf("%w: %q is not rbd:POOL/IMAGE[@conf=FILE]", ErrBadSpec, s)
+	}
+	sp.Pool, sp.Image = pool, image
+	return sp, nil
+}
+
+// Image is an open RBD image: an io.ReaderAt and io.WriterAt with Sync,
+// Size and Close, safe for concurrent use (librbd is).
+type Image struct {
+	spec     string
+	readOnly bool
+	size     int64
+
+	// mu guards the handles against Close: requests hold it shared.
+	mu      sync.RWMutex
+	closed  bool
+	cluster C.rados_t
+	ioctx   C.rados_ioctx_t
+	image   C.rbd_image_t
+}
+
+func cephErr(what string, r C.int) error {
+	return fmt.Errorf("%w: %s: %w", ErrCeph, what, syscall.Errno(-r))
+}
+
+// Open connects to the cluster and opens the image spec names. ctx is
+// checked before connecting; librados bounds the connection itself
+// (client_mount_timeout, set here to 30 s).
+func Open(ctx context.Context, spec string, readOnly bool) (*Image, error) {
+	sp, err := ParseSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	im := &Image{spec: spec, readOnly: readOnly}
+	if r := C.rados_create(&im.cluster, nil); r < 0 {
+		return nil, cephErr("rados_create", r)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			im.release()
+		}
+	}()
+	var conf *C.char
+	if sp.Conf != "" {
+		conf = C.CString(sp.Conf)
+		defer C.free(unsafe.Pointer(conf))
+	}
+	if r := C.rados_conf_read_file(im.cluster, conf); r < 0 {
+		return nil, cephErr("reading the ceph configuration", r)
+	}
+	if r := C.rados_conf_parse_env(im.cluster, nil); r < 0 {
+		return nil, cephErr("CEPH_ARGS", r)
+	}
+	for k, v := range map[string]string{"client_mount_timeout": "30", "rados_mon_op_timeout": "30"} {
+		ck, cv := C.CString(k), C.CString(v)
+		C.rados_conf_set(im.cluster, ck, cv)
+		C.free(unsafe.Pointer(ck))
+		C.free(unsafe.Pointer(cv))
+	}
+	if r := C.rados_connect(im.cluster); r < 0 {
+		return nil, cephErr("connecting to the cluster", r)
+	}
+	pool := C.CString(sp.Pool)
+	defer C.free(unsafe.Pointer(pool))
+	if r := C.rados_ioctx_create(im.cluster, pool, &im.ioctx); r < 0 {
+		return nil, cephErr("pool "+sp.Pool, r)
+	}
+	name := C.CString(sp.Image)
+	defer C.free(unsafe.Pointer(name))
+	var r C.int
+	if readOnly {
+		r = C.rbd_open_read_only(im.ioctx, name, &im.image, nil)
+	} else {
+		r = C.rbd_open(im.ioctx, name, &im.image, nil)
+	}
+	if r < 0 {
+		im.image = nil
+		return nil, cephErr("image "+sp.Pool+"/"+sp.Image, r)
+	}
+	var size C.uint64_t
+	if r := C.rbd_get_size(im.image, &size); r < 0 {
+		return nil, cephErr("size", r)
+	}
+	im.size = int64(size)
+	ok = true
+	return im, nil
+}
+
+// release frees whatever Open got.
+func (im *Image) release() error {
+	var err error
+	if im.image != nil {
+		if r := C.rbd_close(im.image); r < 0 {
+			err = cephErr("closing the image", r)
+		}
+		im.image = nil
+	}
+	if im.ioctx != nil {
+		C.rados_ioctx_destroy(im.ioctx)
+		im.ioctx = nil
+	}
+	if im.cluster != nil {
+		C.rados_shutdown(im.cluster)
+		im.cluster = nil
+	}
+	return err
+}
+
+// Size is the image's size in bytes.
+func (im *Image) Size() (int64, error) { return im.size, nil }
+
+func (im *Image) String() string { return im.spec }
+
+// ReadAt reads len(p) bytes at off; librbd reads straight into p.
+func (im *Image) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("%w: negative offset", ErrOutOfRange)
+	}
+	if off >= im.size {
+		if len(p) == 0 {
+			return 0, nil
+		}
+		return 0, io.EOF
+	}
+	want := len(p)
+	if rest := im.size - off; int64(len(p)) > rest {
+		p = p[:rest]
+	}
+	n, err := im.transfer(false, p, off)
+	if err == nil && n < want {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// transfer runs a read or write of p at off, in as many librbd calls as it
+// takes (a read may return short of the end), with the handles held
+// against Close.
+func (im *Image) transfer(write bool, p []byte, off int64) (int, error) {
+	im.mu.RLock()
+	defer im.mu.RUnlock()
+	if im.closed {
+		return 0, ErrClosed
+	}
+	n := 0
+	for n < len(p) {
+		r := im.aio(write, p[n:], off+int64(n))
+		switch {
+		case r < 0 && write:
+			return n, cephErr("write", C.int(r))
+		case r < 0:
+			return n, cephErr("read", C.int(r))
+		case r == 0 && write:
+			// librbd's aio write reports 0 for the whole length.
+			r = int64(len(p) - n)
+		case r == 0:
+			return n, io.ErrUnexpectedEOF
+		}
+		n += int(r)
+	}
+	return n, nil
+}
+
+// WriteAt writes p at off.
+func (im *Image) WriteAt(p []byte, off int64) (int, error) {
+	if im.readOnly {
+		return 0, ErrReadOnly
+	}
+	if off < 0 || off > im.size || int64(len(p)) > im.size-off {
+		return 0, fmt.Errorf("%w: write of %d bytes at %d on a %d-byte image", ErrOutOfRange, len(p), off, im.size)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	return im.transfer(true, p, off)
+}
+
+// Sync flushes librbd's cache to the OSDs.
+func (im *Image) Sync() error {
+	im.mu.RLock()
+	defer im.mu.RUnlock()
+	if im.closed {
+		return ErrClosed
+	}
+	if r := C.rbd_flush(im.image); r < 0 {
+		return cephErr("flush", r)
+	}
+	return nil
+}
+
+// Close flushes and closes the image and the cluster connection.
+func (im *Image) Close() error {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if im.closed {
+		return ErrClosed
+	}
+	im.closed = true
+	var err error
+	if im.image != nil && !im.readOnly {
+		if r := C.rbd_flush(im.image); r < 0 {
+			err = cephErr("flush", r)
+		}
+	}
+	return errors.Join(err, im.release())
+}
