@@ -43,6 +43,20 @@ type onlineReenc struct {
 	run     sync.Mutex   // one Reencrypt at a time
 	unlock  func()       // the reencryption lock, held while Reencrypt may run
 	stopped bool         // an error left the luks2 state unusable
+	// badEnd, when above zero, ends the hotzone of a failed step (it
+	// starts at done): its sectors may be under either key, so requests
+	// there fail until a reopen recovers it from the resilience data.
+	badEnd atomic.Int64
+}
+
+// errHotzoneFailed is what a request in the hotzone of a failed step gets.
+var errHotzoneFailed = errors.New("this range was being reencrypted when the reencryption failed; reopen the volume to recover it")
+
+func (rx *onlineReenc) check(start, end, done int64) error {
+	if b := rx.badEnd.Load(); b > 0 && start < b && end > done {
+		return errHotzoneFailed
+	}
+	return nil
 }
 
 func (rx *onlineReenc) wipe() {
@@ -68,6 +82,9 @@ func (v *Volume) decrypt(b []byte, start int64) error {
 	}
 	d := rx.done.Load()
 	end := start + int64(len(b))
+	if err := rx.check(start, end, d); err != nil {
+		return err
+	}
 	if start < d {
 		n := min(end, d) - start
 		if err := v.cipher.DecryptSectors(b[:n], b[:n], uint64(start/512)); err != nil {
@@ -92,6 +109,9 @@ func (v *Volume) encrypt(dst, src []byte, start int64) error {
 	}
 	d := rx.done.Load()
 	end := start + int64(len(src))
+	if err := rx.check(start, end, d); err != nil {
+		return err
+	}
 	if start < d {
 		n := min(end, d) - start
 		if err := v.cipher.EncryptSectors(dst[:n], src[:n], uint64(start/512)); err != nil {
@@ -284,6 +304,7 @@ func (v *Volume) Reencrypt(ctx context.Context, progress func(done, total int64)
 			rx.done.Store(int64(rx.on.Done()))
 		} else {
 			rx.stopped = true
+			rx.badEnd.Store(int64(off + n))
 		}
 		v.unlockRange(set, true)
 		v.release()

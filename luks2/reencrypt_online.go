@@ -157,6 +157,9 @@ func (o *Online) Step() error {
 	if _, err := readFull(o.data, buf, int64(r.dataOff+off)); err != nil {
 		return fmt.Errorf("reading the hotzone at %d: %w", r.dataOff+off, err)
 	}
+	// Online, none commits the boundary after every step too: the volume
+	// may be closed (or the process killed) between any two steps, and no
+	// later call could then write it.
 	none := r.resilience == "none"
 	if !none {
 		if err := r.protect(o.dev, buf); err != nil {
@@ -176,7 +179,7 @@ func (o *Online) Step() error {
 	if _, err := o.data.WriteAt(buf, int64(r.dataOff+off)); err != nil {
 		return fmt.Errorf("writing the hotzone at %d: %w", r.dataOff+off, err)
 	}
-	if !none {
+	{
 		if err := o.data.Sync(); err != nil {
 			return err
 		}
@@ -190,17 +193,14 @@ func (o *Online) Step() error {
 	return nil
 }
 
-// Stop leaves a state both tools resume: with resilience none the
-// boundary is only written here (after the data is durable); the other
-// modes wrote it with every step.
+// Stop makes what the steps wrote durable. Every step commits its
+// boundary, so a stopped run (or a killed process) leaves a state both
+// tools resume.
 func (o *Online) Stop() error {
-	if o.finished || o.r.resilience != "none" {
+	if o.finished {
 		return nil
 	}
-	if err := o.data.Sync(); err != nil {
-		return err
-	}
-	return o.h.commit(o.dev, o.h.segmentsRoot(o.r, o.r.progress, 0))
+	return o.data.Sync()
 }
 
 // Finish ends a reencryption whose every byte is done: the old keyslots,

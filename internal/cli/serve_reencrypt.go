@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/blkcrypt/blkcrypt"
+)
+
+// serveHotzone is serve --reencrypt's default hotzone: a step holds the
+// range locks of its hotzone, and 256 stripes of 64 KiB cover 16 MiB, so
+// the offline default (32 MiB) would pause every request for each step.
+const serveHotzone = 4 << 20
+
+// serveReencryptOptions reads serve --reencrypt and cryptsetup
+// reencrypt's flags with it (--cipher, --key-size, --sector-size and
+// --hash are the new values, as cryptsetup reencrypt reads them), or
+// returns nil without --reencrypt.
+func serveReencryptOptions(p *parsed, dev string) (*blkcrypt.ReencryptOptions, error) {
+	if !p.bool("reencrypt") {
+		for _, f := range []string{"resilience", "hotzone-size", "resume-only"} {
+			if p.has(f) {
+				return nil, usageErr("--%s is for serve --reencrypt", f)
+			}
+		}
+		return nil, nil
+	}
+	if p.bool("read-only") {
+		return nil, usageErr("--reencrypt needs the volume read-write (drop --read-only)")
+	}
+	if t := volumeType(p, dev); t != "luks2" && t != "luks" {
+		return nil, usageErr("--reencrypt is for LUKS2 volumes")
+	}
+	if p.str("volume-key-file") != "" {
+		return nil, usageErr("--reencrypt needs the passphrase (both volume keys come from keyslots), not --volume-key-file")
+	}
+	o, err := reencryptOptions(p)
+	if err != nil {
+		return nil, err
+	}
+	if !p.has("hotzone-size") {
+		o.HotzoneSize = serveHotzone
+	}
+	return &o, nil
+}
+
+// startServeReencrypt runs the volume's reencryption while it is served,
+// as cryptsetup reencrypt does on an active device. It ends with ctx
+// (between hotzones, resumable by serve --reencrypt and by cryptsetup),
+// or calls fail when a step fails: the server must stop then, since the
+// hotzone of that step is unreadable until a reopen recovers it. wait
+// returns that failure, after the reencryption has stopped.
+func startServeReencrypt(ctx context.Context, env *Env, p *parsed, dev string, v *blkcrypt.Volume, fail func()) (wait func() error) {
+	done, total, _ := v.Reencrypting()
+	if done > 0 {
+		fmt.Fprintf(env.Stderr, "blkcrypt: resuming the reencryption of %s at %d of %d bytes\n", dev, done, total)
+	}
+	pr := newProgress(env, p, dev, "reencrypted", total-done)
+	last := done
+	errc := make(chan error, 1)
+	go func() {
+		err := v.Reencrypt(ctx, func(d, total int64) {
+			pr.add(d - last)
+			last = d
+		})
+		switch {
+		case err == nil:
+			pr.finish()
+			fmt.Fprintf(env.Stderr, "blkcrypt: reencryption of %s finished\n", dev)
+		case ctx.Err() != nil && (errors.Is(err, ctx.Err()) || errors.Is(err, blkcrypt.ErrClosed)):
+			d, t, _ := v.Reencrypting()
+			fmt.Fprintf(env.Stderr, "blkcrypt: reencryption stopped at %d of %d bytes; serve --reencrypt (or cryptsetup reencrypt --resume-only) resumes it\n", d, t)
+			err = nil
+		default:
+			fmt.Fprintf(env.Stderr, "blkcrypt: reencryption failed: %v\n", err)
+			fail()
+		}
+		errc <- err
+	}()
+	return func() error { return <-errc }
+}
