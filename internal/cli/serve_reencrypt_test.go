@@ -372,3 +372,141 @@ func parseVolumeKeyDump(t *testing.T, out string) []byte {
 	}
 	return key
 }
+
+// serveCapture runs `blkcrypt serve` in-process on a Unix socket; stop
+// cancels it and returns its exit code and stderr.
+func serveCapture(t *testing.T, args ...string) (string, func() (int, string)) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "nbd.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var errb bytes.Buffer
+	go func() {
+		env := &Env{Stdin: bytes.NewReader(nil), Stdout: &bytes.Buffer{}, Stderr: &errb}
+		done <- Main(ctx, append([]string{"serve", "--listen", "unix:" + sock}, args...), env)
+	}()
+	for i := 0; ; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		select {
+		case code := <-done:
+			cancel()
+			t.Fatalf("serve exited early with %d: %s", code, errb.String())
+		case <-time.After(25 * time.Millisecond):
+		}
+		if i == 800 {
+			cancel()
+			t.Fatal("serve did not listen in 20 s")
+		}
+	}
+	return sock, func() (int, string) {
+		cancel()
+		select {
+		case code := <-done:
+			return code, errb.String()
+		case <-time.After(60 * time.Second):
+			t.Fatal("serve did not stop after cancellation")
+			return -1, ""
+		}
+	}
+}
+
+// TestServeReencryptProgressAndLock: serve --reencrypt holds the device
+// lock, so an offline `reencrypt` of the served volume is refused as busy
+// (exit 5); --progress-json prints cryptsetup's JSON lines, and without a
+// progress flag and a terminal nothing but the status lines is printed.
+// The clients' view is the plaintext throughout.
+func TestServeReencryptProgressAndLock(t *testing.T) {
+	needTool(t, "cryptsetup", "cryptsetup-bin")
+	for _, flags := range [][]string{{"--progress-json"}, nil} {
+		t.Run(fmt.Sprint(len(flags)), func(t *testing.T) {
+			dir := t.TempDir()
+			pass := writeFile(t, dir, "p", []byte("progress"))
+			img := filepath.Join(dir, "v.img")
+			if code, _, e := run(t, nil, append([]string{"format", img, "--type", "luks2", "--size", fmt.Sprint(24 << 20), "--key-file", pass, "-q"}, reencFast...)...); code != 0 {
+				t.Fatalf("format: %s", e)
+			}
+			plain := randBytes(8 << 20)
+			if code, _, e := run(t, nil, "write", img, "-i", writeFile(t, dir, "in", plain), "--key-file", pass); code != 0 {
+				t.Fatalf("write: %s", e)
+			}
+			args := append(append([]string{img, "--key-file", pass, "--reencrypt", "--hotzone-size", "128k"}, reencFast...), flags...)
+			sock, stop := serveCapture(t, args...)
+			if code, _, e := run(t, nil, "reencrypt", img, "--resume-only", "--key-file", pass); code != 5 {
+				t.Fatalf("offline reencrypt of a served volume: exit %d (want 5, busy): %s", code, e)
+			}
+			c, err := nbdclient.Dial(context.Background(), "nbd+unix:///?socket="+sock, nbdclient.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(time.Minute); inReencryption(t, img) && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			got := make([]byte, len(plain))
+			if _, err := c.ReadAt(got, 0); err != nil || !bytes.Equal(got, plain) {
+				t.Fatalf("read through NBD: %v, equal %v", err, bytes.Equal(got, plain))
+			}
+			c.Close()
+			code, errs := stop()
+			if code != 0 || !strings.Contains(errs, "finished") {
+				t.Fatalf("serve: exit %d: %s", code, errs)
+			}
+			var jsonLines int
+			for _, l := range strings.Split(strings.TrimSpace(errs), "\n") {
+				switch {
+				case strings.HasPrefix(l, "{"):
+					jsonLines++
+					if !strings.Contains(l, `"device_bytes":"`) || !strings.Contains(l, `"device_size":"8388608"`) || !strings.Contains(l, `"eta_ms":"`) {
+						t.Fatalf("progress JSON line %q", l)
+					}
+				case strings.HasPrefix(l, "blkcrypt: "):
+				default:
+					t.Fatalf("unexpected stderr line %q in:\n%s", l, errs)
+				}
+			}
+			if (jsonLines > 0) != (len(flags) > 0) {
+				t.Fatalf("%d JSON progress lines with flags %q:\n%s", jsonLines, flags, errs)
+			}
+			if d, err := cryptsetup(t, "luksDump", img); err != nil || strings.Contains(d, "online-reencrypt") {
+				t.Fatalf("luksDump after serve --reencrypt: %v\n%s", err, d)
+			}
+		})
+	}
+}
+
+// TestServeReencryptBadInput: flags that cannot go together exit 1 with
+// one line, before anything is written.
+func TestServeReencryptBadInput(t *testing.T) {
+	dir := t.TempDir()
+	pass := writeFile(t, dir, "p", []byte("bad"))
+	img := filepath.Join(dir, "v.img")
+	if code, _, e := run(t, nil, append([]string{"format", img, "--type", "luks2", "--size", fmt.Sprint(20 << 20), "--key-file", pass, "-q"}, reencFast...)...); code != 0 {
+		t.Fatalf("format: %s", e)
+	}
+	plainImg := writeFile(t, dir, "plain.img", make([]byte, 1<<20))
+	vk := writeFile(t, dir, "vk", randBytes(64))
+	before := fileSum(t, img)
+	sock := "unix:" + filepath.Join(dir, "s")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{img, "--reencrypt", "--read-only"}, "read-write"},
+		{[]string{plainImg, "--type", "plain", "--reencrypt"}, "LUKS2"},
+		{[]string{img, "--resilience", "journal"}, "--reencrypt"},
+		{[]string{img, "--hotzone-size", "1m"}, "--reencrypt"},
+		{[]string{"--export", "a=" + img + ",key-file=" + pass, "--reencrypt"}, "--export"},
+		{[]string{img, "--reencrypt", "--volume-key-file", vk}, "passphrase"},
+		{[]string{img, "--reencrypt", "--resilience", "bogus"}, "resilience"},
+	} {
+		args := append([]string{"serve", "--listen", sock, "--key-file", pass}, tc.args...)
+		code, _, e := run(t, nil, args...)
+		if code != 1 || !strings.Contains(e, tc.want) || strings.Count(strings.TrimSpace(e), "\n") != 0 {
+			t.Errorf("%q: exit %d, stderr %q (want 1 and %q)", tc.args, code, e, tc.want)
+		}
+	}
+	if fileSum(t, img) != before {
+		t.Fatal("a refused serve changed the image")
+	}
+}
