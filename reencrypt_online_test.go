@@ -292,3 +292,87 @@ func TestOnlineReencryptStopResume(t *testing.T) {
 		})
 	}
 }
+
+// tornDevice tears the one data write at failAt: half of it lands, then
+// an error, as a device failing part way through a hotzone.
+type tornDevice struct {
+	*os.File
+	failAt int64
+	torn   bool
+}
+
+func (d *tornDevice) WriteAt(p []byte, off int64) (int, error) {
+	if !d.torn && off == d.failAt && len(p) > 4096 {
+		d.torn = true
+		n, _ := d.File.WriteAt(p[:len(p)/2], off)
+		return n, errors.New("injected write error")
+	}
+	return d.File.WriteAt(p, off)
+}
+
+func (d *tornDevice) Size() (int64, error) {
+	st, err := d.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+// TestOnlineReencryptFailedStep: a hotzone write that fails half way
+// fails Reencrypt, fences that hotzone (its requests fail; the rest of the
+// volume reads as written), and leaves a crashed hotzone on disk. A
+// read-only open of that state is refused; a read-write open recovers it
+// from the resilience data, as cryptsetup's open does, and cryptsetup
+// finishes the run to the same plaintext.
+func TestOnlineReencryptFailedStep(t *testing.T) {
+	cs := lukstest.NeedCryptsetup(t)
+	for _, res := range []string{"checksum", "journal"} {
+		t.Run(res, func(t *testing.T) {
+			pass := []byte("torn " + res)
+			img, shadow := onlineImage(t, pass, 4)
+			f, err := os.OpenFile(img, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dev := &tornDevice{File: f, failAt: 16<<20 + 1<<20}
+			ro := &blkcrypt.ReencryptOptions{Resilience: res, HotzoneSize: 256 << 10, Keyslot: onlineKDF}
+			v, err := blkcrypt.OpenDevice(context.Background(), dev, blkcrypt.OpenOptions{Passphrase: pass, Reencrypt: ro})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := v.Reencrypt(context.Background(), nil); err == nil || !dev.torn {
+				t.Fatalf("Reencrypt over a failing write: %v (torn %v)", err, dev.torn)
+			}
+			buf := make([]byte, 4096)
+			if _, err := v.ReadAt(buf, 1<<20+8192); err == nil {
+				t.Fatal("a read in the failed hotzone succeeded")
+			}
+			for _, at := range []int64{0, 1<<20 - 4096, 1<<20 + 256<<10, 3 << 20} {
+				if _, err := v.ReadAt(buf, at); err != nil || !bytes.Equal(buf, shadow[at:at+4096]) {
+					t.Fatalf("read at %d outside the failed hotzone: %v, equal %v", at, err, bytes.Equal(buf, shadow[at:at+4096]))
+				}
+			}
+			v.Close()
+			if d := cs.MustRun("luksDump", img); !strings.Contains(d, "in-reencryption") {
+				t.Fatalf("no crashed hotzone on disk after the failed step:\n%s", d)
+			}
+			if _, err := blkcrypt.Open(context.Background(), img, blkcrypt.OpenOptions{Passphrase: pass, ReadOnly: true}); !errors.Is(err, blkcrypt.ErrInvalidOptions) || !strings.Contains(err.Error(), "read-write") {
+				t.Fatalf("read-only open of a crashed hotzone: %v", err)
+			}
+			v, err = blkcrypt.Open(context.Background(), img, blkcrypt.OpenOptions{Passphrase: pass})
+			if err != nil {
+				t.Fatalf("read-write open of a crashed hotzone: %v", err)
+			}
+			got := make([]byte, len(shadow))
+			if _, err := v.ReadAt(got, 0); err != nil || !bytes.Equal(got, shadow) {
+				t.Fatalf("after the recovery on open: %v, equal %v", err, bytes.Equal(got, shadow))
+			}
+			v.Close()
+			if d := cs.MustRun("luksDump", img); strings.Contains(d, "in-reencryption") || !strings.Contains(d, "online-reencrypt-v2") {
+				t.Fatalf("after the recovery on open:\n%s", d)
+			}
+			cs.MustRun("reencrypt", "--resume-only", "--force-offline-reencrypt", "--batch-mode", "--key-file", cs.KeyFile(pass), img)
+			judgeOnline(t, cs, img, pass, shadow, "aes-xts-plain64", 512)
+		})
+	}
+}
