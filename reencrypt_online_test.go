@@ -376,3 +376,69 @@ func TestOnlineReencryptFailedStep(t *testing.T) {
 		})
 	}
 }
+
+// TestOnlineReencryptDetachedHeader: with a detached header the metadata
+// and resilience data go to the header file and the data is reencrypted
+// in place under live I/O; cryptsetup opens the result with --header.
+func TestOnlineReencryptDetachedHeader(t *testing.T) {
+	cs := lukstest.NeedCryptsetup(t)
+	dir := t.TempDir()
+	pass := []byte("detached")
+	img, hdr := filepath.Join(dir, "data.img"), filepath.Join(dir, "hdr.img")
+	err := blkcrypt.Format(context.Background(), img, pass, blkcrypt.FormatOptions{
+		Header: hdr, SectorSize: 512, Size: 8 << 20, PBKDF: blkcrypt.PBKDFOptions{Type: "pbkdf2", Iterations: 1000},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := blkcrypt.Open(context.Background(), img, blkcrypt.OpenOptions{Passphrase: pass, Header: hdr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shadow := make([]byte, v.Size())
+	rand.Read(shadow)
+	if _, err := v.WriteAt(shadow, 0); err != nil {
+		t.Fatal(err)
+	}
+	v.Close()
+	ro := &blkcrypt.ReencryptOptions{Resilience: "journal", HotzoneSize: 64 << 10, Keyslot: onlineKDF}
+	if v, err = blkcrypt.Open(context.Background(), img, blkcrypt.OpenOptions{Passphrase: pass, Header: hdr, Reencrypt: ro}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	s := startShadowIO(v, shadow, stop)
+	err = v.Reencrypt(context.Background(), nil)
+	close(stop)
+	s.wait(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Close()
+	if d := cs.MustRun("luksDump", hdr); strings.Contains(d, "online-reencrypt") {
+		t.Fatalf("luksDump of the header after the run:\n%s", d)
+	}
+	if _, err := cs.Run("open", "--test-passphrase", "--batch-mode", "--header", hdr, "--key-file", cs.KeyFile(pass), img); err != nil {
+		t.Fatalf("cryptsetup open --test-passphrase --header: %v", err)
+	}
+	f, err := os.Open(hdr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := luks2.Read(luks2.File{File: f})
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sector.New(h.Cipher(), cs.VolumeKey(hdr, pass), sector.Options{SectorSize: h.SectorSize(), IVOffset: h.IVTweak()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = got[h.DataOffset() : h.DataOffset()+int64(len(shadow))]
+	if err := c.DecryptSectors(got, got, 0); err != nil || !bytes.Equal(got, shadow) {
+		t.Fatalf("data under cryptsetup's key: %v, equal %v", err, bytes.Equal(got, shadow))
+	}
+}
