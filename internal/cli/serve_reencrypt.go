@@ -52,7 +52,13 @@ func serveReencryptOptions(p *parsed, dev string) (*blkcrypt.ReencryptOptions, e
 // hotzone of that step is unreadable until a reopen recovers it. wait
 // returns that failure, after the reencryption has stopped.
 func startServeReencrypt(ctx context.Context, env *Env, p *parsed, dev string, v *blkcrypt.Volume, fail func()) (wait func() error) {
-	done, total, _ := v.Reencrypting()
+	done, total, ok := v.Reencrypting()
+	if !ok {
+		// The open found a reencryption with only its metadata left (all
+		// data under the new key) and finished that instead.
+		fmt.Fprintf(env.Stderr, "blkcrypt: the reencryption of %s in progress had only its metadata left and is finished; start serve --reencrypt again for a new one\n", dev)
+		return func() error { return nil }
+	}
 	if done > 0 {
 		fmt.Fprintf(env.Stderr, "blkcrypt: resuming the reencryption of %s at %d of %d bytes\n", dev, done, total)
 	}

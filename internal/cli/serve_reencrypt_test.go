@@ -269,6 +269,9 @@ func serveReencryptOnline(t *testing.T, res string) {
 			if inReencryption(t, img) {
 				t.Fatalf("the reencryption did not finish in 2 minutes:\n%s", stderr.String())
 			}
+			if during == 0 {
+				t.Fatal("no client request completed during the last reencryption run")
+			}
 			time.Sleep(50 * time.Millisecond)
 			close(stop)
 			wg.Wait()
