@@ -513,3 +513,47 @@ func TestServeReencryptBadInput(t *testing.T) {
 		t.Fatal("a refused serve changed the image")
 	}
 }
+
+// TestServeReencryptNbdcopy: a client we did not write, nbdcopy (several
+// connections, requests in parallel), copies a whole new image into the
+// export and back out while serve --reencrypt runs; the copy out equals
+// what went in, and after the run blkcrypt's read and cryptsetup agree.
+func TestServeReencryptNbdcopy(t *testing.T) {
+	needTool(t, "nbdcopy", "libnbd-bin")
+	needTool(t, "cryptsetup", "cryptsetup-bin")
+	dir := t.TempDir()
+	pass := writeFile(t, dir, "p", []byte("nbdcopy"))
+	img := filepath.Join(dir, "v.img")
+	const dataSize = 24 << 20
+	if code, _, e := run(t, nil, append([]string{"format", img, "--type", "luks2", "--size", fmt.Sprint(16<<20 + dataSize), "--sector-size", "512", "--key-file", pass, "-q"}, reencFast...)...); code != 0 {
+		t.Fatalf("format: %s", e)
+	}
+	sock, stop := serveCapture(t, append([]string{img, "--key-file", pass, "--reencrypt", "--resilience", "journal", "--hotzone-size", "64k"}, reencFast...)...)
+	uri := "nbd+unix:///?socket=" + sock
+	want := randBytes(dataSize)
+	in := writeFile(t, dir, "in", want)
+	out := filepath.Join(dir, "out")
+	if !inReencryption(t, img) {
+		t.Fatal("the reencryption was over before nbdcopy began")
+	}
+	if b, err := exec.Command("nbdcopy", in, uri).CombinedOutput(); err != nil {
+		t.Fatalf("nbdcopy in: %v\n%s", err, b)
+	}
+	if b, err := exec.Command("nbdcopy", uri, out).CombinedOutput(); err != nil {
+		t.Fatalf("nbdcopy out: %v\n%s", err, b)
+	}
+	during := inReencryption(t, img)
+	if got, _ := os.ReadFile(out); !bytes.Equal(got, want) {
+		t.Fatal("nbdcopy's copy out differs from what it copied in")
+	}
+	for deadline := time.Now().Add(time.Minute); inReencryption(t, img) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, errs := stop(); code != 0 || !strings.Contains(errs, "finished") {
+		t.Fatalf("serve: exit %d: %s", code, errs)
+	}
+	judgeServed(t, img, pass, want)
+	if !during {
+		t.Log("the reencryption finished while nbdcopy copied out (it still ran during the copy in)")
+	}
+}
