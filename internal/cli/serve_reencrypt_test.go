@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blkcrypt/blkcrypt/internal/luksutil/lukstest"
 	"github.com/blkcrypt/blkcrypt/internal/oracle"
 	"github.com/blkcrypt/blkcrypt/nbd/nbdclient"
 )
@@ -317,11 +318,14 @@ func judgeServed(t *testing.T, img, pass string, want []byte) {
 	if out, err := cryptsetup(t, "open", "--test-passphrase", "-q", "--key-file", pass, img); err != nil {
 		t.Fatalf("cryptsetup open --test-passphrase: %v\n%s", err, out)
 	}
-	vk, err := cryptsetup(t, "luksDump", "--dump-volume-key", "-q", "--key-file", pass, img)
+	passData, err := os.ReadFile(pass)
 	if err != nil {
-		t.Fatalf("cryptsetup --dump-volume-key: %v", err)
+		t.Fatal(err)
 	}
-	key := parseVolumeKeyDump(t, vk)
+	key := lukstest.NeedCryptsetup(t).VolumeKey(img, passData)
+	if len(key) != 64 {
+		t.Fatalf("a %d-byte volume key", len(key))
+	}
 	raw, err := os.ReadFile(img)
 	if err != nil {
 		t.Fatal(err)
@@ -345,75 +349,6 @@ func judgeServed(t *testing.T, img, pass string, want []byte) {
 	}
 }
 
-func parseVolumeKeyDump(t *testing.T, out string) []byte {
-	t.Helper()
-	var hexs strings.Builder
-	in := false
-	for _, line := range strings.Split(out, "\n") {
-		if strings.HasPrefix(line, "MK dump:") || strings.HasPrefix(line, "Volume key:") {
-			in = true
-			_, rest, _ := strings.Cut(line, ":")
-			hexs.WriteString(rest)
-			continue
-		}
-		if in && (strings.HasPrefix(line, "\t") || strings.HasPrefix(line, " ")) {
-			hexs.WriteString(line)
-		} else {
-			in = false
-		}
-	}
-	var key []byte
-	for _, f := range strings.Fields(hexs.String()) {
-		var b byte
-		if _, err := fmt.Sscanf(f, "%02x", &b); err != nil {
-			t.Fatalf("unexpected volume key dump: %q", out)
-		}
-		key = append(key, b)
-	}
-	if len(key) != 64 {
-		t.Fatalf("volume key of %d bytes in the dump", len(key))
-	}
-	return key
-}
-
-// serveCapture runs `blkcrypt serve` in-process on a Unix socket; stop
-// cancels it and returns its exit code and stderr.
-func serveCapture(t *testing.T, args ...string) (string, func() (int, string)) {
-	t.Helper()
-	sock := filepath.Join(t.TempDir(), "nbd.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	var errb bytes.Buffer
-	go func() {
-		env := &Env{Stdin: bytes.NewReader(nil), Stdout: &bytes.Buffer{}, Stderr: &errb}
-		done <- Main(ctx, append([]string{"serve", "--listen", "unix:" + sock}, args...), env)
-	}()
-	for i := 0; ; i++ {
-		if _, err := os.Stat(sock); err == nil {
-			break
-		}
-		select {
-		case code := <-done:
-			cancel()
-			t.Fatalf("serve exited early with %d: %s", code, errb.String())
-		case <-time.After(25 * time.Millisecond):
-		}
-		if i == 800 {
-			cancel()
-			t.Fatal("serve did not listen in 20 s")
-		}
-	}
-	return sock, func() (int, string) {
-		cancel()
-		select {
-		case code := <-done:
-			return code, errb.String()
-		case <-time.After(60 * time.Second):
-			t.Fatal("serve did not stop after cancellation")
-			return -1, ""
-		}
-	}
-}
 
 // TestServeReencryptProgressAndLock: serve --reencrypt holds the device
 // lock, so an offline `reencrypt` of the served volume is refused as busy
@@ -435,7 +370,7 @@ func TestServeReencryptProgressAndLock(t *testing.T) {
 				t.Fatalf("write: %s", e)
 			}
 			args := append(append([]string{img, "--key-file", pass, "--reencrypt", "--hotzone-size", "128k"}, reencFast...), flags...)
-			sock, stop := serveCapture(t, args...)
+			sock, errb, stop := startGatewayCLI(t, args...)
 			if code, _, e := run(t, nil, "reencrypt", img, "--resume-only", "--key-file", pass); code != 5 {
 				t.Fatalf("offline reencrypt of a served volume: exit %d (want 5, busy): %s", code, e)
 			}
@@ -451,7 +386,7 @@ func TestServeReencryptProgressAndLock(t *testing.T) {
 				t.Fatalf("read through NBD: %v, equal %v", err, bytes.Equal(got, plain))
 			}
 			c.Close()
-			code, errs := stop()
+			code, errs := stop(), errb.String()
 			if code != 0 || !strings.Contains(errs, "finished") {
 				t.Fatalf("serve: exit %d: %s", code, errs)
 			}
@@ -528,7 +463,7 @@ func TestServeReencryptNbdcopy(t *testing.T) {
 	if code, _, e := run(t, nil, append([]string{"format", img, "--type", "luks2", "--size", fmt.Sprint(16<<20 + dataSize), "--sector-size", "512", "--key-file", pass, "-q"}, reencFast...)...); code != 0 {
 		t.Fatalf("format: %s", e)
 	}
-	sock, stop := serveCapture(t, append([]string{img, "--key-file", pass, "--reencrypt", "--resilience", "journal", "--hotzone-size", "64k"}, reencFast...)...)
+	sock, errb, stop := startGatewayCLI(t, append([]string{img, "--key-file", pass, "--reencrypt", "--resilience", "journal", "--hotzone-size", "64k"}, reencFast...)...)
 	uri := "nbd+unix:///?socket=" + sock
 	want := randBytes(dataSize)
 	in := writeFile(t, dir, "in", want)
@@ -549,7 +484,7 @@ func TestServeReencryptNbdcopy(t *testing.T) {
 	for deadline := time.Now().Add(time.Minute); inReencryption(t, img) && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if code, errs := stop(); code != 0 || !strings.Contains(errs, "finished") {
+	if code, errs := stop(), errb.String(); code != 0 || !strings.Contains(errs, "finished") {
 		t.Fatalf("serve: exit %d: %s", code, errs)
 	}
 	judgeServed(t, img, pass, want)
