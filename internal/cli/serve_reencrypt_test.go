@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil/lukstest"
 	"github.com/blkcrypt/blkcrypt/internal/oracle"
 	"github.com/blkcrypt/blkcrypt/nbd/nbdclient"
@@ -180,16 +181,20 @@ func hotzoneInHeader(t *testing.T, img string) bool {
 // moments, at least 3 times with a reencryption in progress, and started
 // again, which resumes it (or, when one finished, starts the next); every
 // restart must serve exactly what the clients wrote. A last run goes to
-// the end; cryptsetup then finds no reencryption, opens the volume, and
+// the end (checksum), or cryptsetup finishes the killed server's state
+// (journal); cryptsetup then finds no reencryption, opens the volume, and
 // its dumped volume key decrypts sectors through OpenSSL to the shadow.
 func TestServeReencryptOnline(t *testing.T) {
 	needTool(t, "cryptsetup", "cryptsetup-bin")
 	for _, res := range []string{"checksum", "journal"} {
-		t.Run(res, func(t *testing.T) { serveReencryptOnline(t, res) })
+		t.Run(res, func(t *testing.T) { serveReencryptOnline(t, res, res == "journal") })
 	}
 }
 
-func serveReencryptOnline(t *testing.T, res string) {
+// serveReencryptOnline runs the test for one resilience mode; with
+// byCryptsetup the last kill's state is finished by cryptsetup (repair,
+// then reencrypt --resume-only) instead of a last server run.
+func serveReencryptOnline(t *testing.T, res string, byCryptsetup bool) {
 	dir := t.TempDir()
 	bin := buildBlkcrypt(t, dir)
 	pass := writeFile(t, dir, "p", []byte("online "+res))
@@ -208,8 +213,12 @@ func serveReencryptOnline(t *testing.T, res string) {
 	args := append([]string{"serve", img, "--listen", "unix:" + sock, "--key-file", pass, "--reencrypt", "--resilience", res, "--hotzone-size", "64k"}, reencFast...)
 	rng := rand.New(rand.NewPCG(7, uint64(len(res))))
 	kills, started, crashed := 0, 0, 0
+	lastKillMid := false
 	for round := 0; round < 14; round++ {
 		final := kills >= 3 || round == 13
+		if final && byCryptsetup && lastKillMid {
+			break // cryptsetup finishes what the killed server left
+		}
 		cmd := exec.Command(bin, args...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -254,7 +263,8 @@ func serveReencryptOnline(t *testing.T, res string) {
 			close(stop)
 			c1.Close()
 			c2.Close()
-			if inReencryption(t, img) {
+			lastKillMid = inReencryption(t, img)
+			if lastKillMid {
 				kills++
 				if hotzoneInHeader(t, img) {
 					crashed++
@@ -303,6 +313,26 @@ func serveReencryptOnline(t *testing.T, res string) {
 	if started < 3 {
 		t.Fatalf("only %d restarts found a reencryption in progress to resume", started)
 	}
+	if byCryptsetup {
+		if !inReencryption(t, img) {
+			t.Fatal("no reencryption left for cryptsetup to resume")
+		}
+		if hotzoneInHeader(t, img) {
+			if out, err := cryptsetup(t, "repair", "-q", "--key-file", pass, img); err != nil {
+				t.Fatalf("cryptsetup repair of a killed server's hotzone: %v\n%s", err, out)
+			}
+		}
+		if out, err := cryptsetup(t, "reencrypt", "--resume-only", "--force-offline-reencrypt", "-q", "--key-file", pass, img); err != nil {
+			t.Fatalf("cryptsetup resume of a killed server's reencryption: %v\n%s", err, out)
+		}
+		v, err := blkcrypt.Open(context.Background(), img, blkcrypt.OpenOptions{KeyFiles: [][]byte{[]byte("online " + res)}, ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh.verifyAll(t, v, "after cryptsetup finished")
+		v.Close()
+		t.Logf("%d kills mid-reencryption (%d inside a hotzone), the last finished by cryptsetup; %d client requests", kills, crashed, sh.ops.Load())
+	}
 	judgeServed(t, img, pass, sh.data)
 }
 
@@ -348,7 +378,6 @@ func judgeServed(t *testing.T, img, pass string, want []byte) {
 		t.Fatalf("read: exit %d %s; equal %v", code, e, got == string(want))
 	}
 }
-
 
 // TestServeReencryptProgressAndLock: serve --reencrypt holds the device
 // lock, so an offline `reencrypt` of the served volume is refused as busy
