@@ -127,31 +127,31 @@ func (v *Volume) encrypt(dst, src []byte, start int64) error {
 	return nil
 }
 
-// headerDevice is a LUKS2 header (or whole) device for writes: the
-// reencryption commits its metadata through it.
-type headerDevice struct {
+// rwDevice is a LUKS2 header or data device as luks2 takes it: the
+// reencryption reads and writes data and commits metadata through it.
+type rwDevice struct {
 	io.ReaderAt
 	w    io.WriterAt
 	sync func() error
 	size int64
 }
 
-func (d headerDevice) WriteAt(p []byte, off int64) (int, error) {
+func (d rwDevice) WriteAt(p []byte, off int64) (int, error) {
 	if d.w == nil {
 		return 0, ErrReadOnly
 	}
 	return d.w.WriteAt(p, off)
 }
-func (d headerDevice) Sync() error {
+func (d rwDevice) Sync() error {
 	if d.sync == nil {
 		return nil
 	}
 	return d.sync()
 }
-func (d headerDevice) Size() (int64, error) { return d.size, nil }
+func (d rwDevice) Size() (int64, error) { return d.size, nil }
 
-func asHeaderDevice(r io.ReaderAt, size int64, readOnly bool) headerDevice {
-	d := headerDevice{ReaderAt: r, size: size}
+func asRWDevice(r io.ReaderAt, size int64, readOnly bool) rwDevice {
+	d := rwDevice{ReaderAt: r, size: size}
 	if !readOnly {
 		d.w, _ = r.(io.WriterAt)
 	}
@@ -174,7 +174,7 @@ func openLUKS2Online(ctx context.Context, h *luks2.Header, dev Device, size int6
 	if len(o.KeyFiles) > 0 {
 		pass = o.KeyFiles[0]
 	}
-	data := asHeaderDevice(dev, size, o.ReadOnly)
+	data := asRWDevice(dev, size, o.ReadOnly)
 	hdr := data
 	ro := luks2.ReencryptOptions{Slot: keyslotArg(o.Keyslot), ResumeOnly: true}
 	if o.Reencrypt != nil {
@@ -186,7 +186,7 @@ func openLUKS2Online(ctx context.Context, h *luks2.Header, dev Device, size int6
 		if err != nil {
 			return nil, err
 		}
-		hdr = asHeaderDevice(o.HeaderDevice, hsize, o.ReadOnly)
+		hdr = asRWDevice(o.HeaderDevice, hsize, o.ReadOnly)
 		ro.Data = data
 	} else {
 		ro.Data = nil
@@ -201,7 +201,7 @@ func openLUKS2Online(ctx context.Context, h *luks2.Header, dev Device, size int6
 	if err != nil {
 		unlock()
 		if errors.Is(err, ErrReadOnly) {
-			return nil, fmt.Errorf("%w: an interrupted reencryption hotzone must be recovered first: open the volume read-write (%w)", ErrInvalidOptions, err)
+			return nil, fmt.Errorf("%w: the reencryption in progress must first be recovered or finished, which writes: open the volume read-write (%w)", ErrInvalidOptions, err)
 		}
 		return nil, err
 	}
