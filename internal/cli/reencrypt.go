@@ -72,11 +72,55 @@ func runReencrypt(ctx context.Context, env *Env, p *parsed) error {
 	if t := p.str("type"); t != "" && t != "luks2" && t != "luks" {
 		return usageErr("reencrypt supports LUKS2 only (LUKS1 reencryption is not supported yet)")
 	}
-	o, err := reencryptOptions(p)
+	o := luks2.ReencryptOptions{
+		Cipher:     p.str("cipher"),
+		Resilience: p.str("resilience"),
+		Hash:       p.str("hash"),
+		Slot:       slotOpt(p),
+		InitOnly:   p.bool("init-only"),
+		ResumeOnly: p.bool("resume-only"),
+	}
+	switch o.Resilience {
+	case "", "checksum", "journal", "none":
+	case "datashift":
+		return usageErr("--resilience datashift is only for --encrypt, which is not supported yet")
+	default:
+		return usageErr("unknown --resilience %q (checksum, journal or none)", o.Resilience)
+	}
+	if o.Hash != "" && o.Resilience != "" && o.Resilience != "checksum" {
+		return usageErr("--hash is only for --resilience checksum")
+	}
+	if p.has("key-size") {
+		bits := p.int("key-size", 0)
+		if bits <= 0 || bits%8 != 0 || bits > 4096 {
+			return usageErr("invalid --key-size %d (bits, a multiple of 8)", bits)
+		}
+		o.KeySize = int(bits / 8)
+	}
+	if p.has("sector-size") {
+		ss := p.int("sector-size", 0)
+		if ss < 512 || ss > 4096 || ss&(ss-1) != 0 {
+			return usageErr("invalid --sector-size %d (512, 1024, 2048 or 4096)", ss)
+		}
+		o.SectorSize = int(ss)
+	}
+	if hz := p.str("hotzone-size"); hz != "" {
+		if o.HotzoneSize, err = parseSize(hz); err != nil {
+			return usageErr("--hotzone-size: %v", err)
+		}
+		if o.HotzoneSize == 0 {
+			return usageErr("--hotzone-size must not be zero")
+		}
+	}
+	if o.ResumeOnly && (o.Cipher != "" || o.KeySize != 0 || o.SectorSize != 0) {
+		return usageErr("--resume-only takes the cipher, key size and sector size from the reencryption in progress")
+	}
+	pk, err := pbkdfOptions(p)
 	if err != nil {
 		return err
 	}
-	o.InitOnly = p.bool("init-only")
+	pk.Hash = "" // --hash is the checksum hash here, as in cryptsetup reencrypt
+	o.Keyslot = luks2.KeyslotOptions{PBKDF: kdf.Options(pk)}
 
 	f, hdev, h, err := luksDevice(ctx, p, path, false)
 	if err != nil {
@@ -131,59 +175,4 @@ func runReencrypt(ctx context.Context, env *Env, p *parsed) error {
 		return usageErr("%v", err)
 	}
 	return err
-}
-
-// reencryptOptions reads cryptsetup reencrypt's flags (for reencrypt, and
-// for serve --reencrypt).
-func reencryptOptions(p *parsed) (luks2.ReencryptOptions, error) {
-	var err error
-	o := luks2.ReencryptOptions{
-		Cipher:     p.str("cipher"),
-		Resilience: p.str("resilience"),
-		Hash:       p.str("hash"),
-		Slot:       slotOpt(p),
-		ResumeOnly: p.bool("resume-only"),
-	}
-	switch o.Resilience {
-	case "", "checksum", "journal", "none":
-	case "datashift":
-		return o, usageErr("--resilience datashift is only for --encrypt, which is not supported yet")
-	default:
-		return o, usageErr("unknown --resilience %q (checksum, journal or none)", o.Resilience)
-	}
-	if o.Hash != "" && o.Resilience != "" && o.Resilience != "checksum" {
-		return o, usageErr("--hash is only for --resilience checksum")
-	}
-	if p.has("key-size") {
-		bits := p.int("key-size", 0)
-		if bits <= 0 || bits%8 != 0 || bits > 4096 {
-			return o, usageErr("invalid --key-size %d (bits, a multiple of 8)", bits)
-		}
-		o.KeySize = int(bits / 8)
-	}
-	if p.has("sector-size") {
-		ss := p.int("sector-size", 0)
-		if ss < 512 || ss > 4096 || ss&(ss-1) != 0 {
-			return o, usageErr("invalid --sector-size %d (512, 1024, 2048 or 4096)", ss)
-		}
-		o.SectorSize = int(ss)
-	}
-	if hz := p.str("hotzone-size"); hz != "" {
-		if o.HotzoneSize, err = parseSize(hz); err != nil {
-			return o, usageErr("--hotzone-size: %v", err)
-		}
-		if o.HotzoneSize == 0 {
-			return o, usageErr("--hotzone-size must not be zero")
-		}
-	}
-	if o.ResumeOnly && (o.Cipher != "" || o.KeySize != 0 || o.SectorSize != 0) {
-		return o, usageErr("--resume-only takes the cipher, key size and sector size from the reencryption in progress")
-	}
-	pk, err := pbkdfOptions(p)
-	if err != nil {
-		return o, err
-	}
-	pk.Hash = "" // --hash is the checksum hash here, as in cryptsetup reencrypt
-	o.Keyslot = luks2.KeyslotOptions{PBKDF: kdf.Options(pk)}
-	return o, nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/kdf"
+	"github.com/blkcrypt/blkcrypt/luks2"
 )
 
 // serveHotzone is serve --reencrypt's default hotzone: a step holds the
@@ -35,14 +37,64 @@ func serveReencryptOptions(p *parsed, dev string) (*blkcrypt.ReencryptOptions, e
 	if p.str("volume-key-file") != "" {
 		return nil, usageErr("--reencrypt needs the passphrase (both volume keys come from keyslots), not --volume-key-file")
 	}
-	o, err := reencryptOptions(p)
+	o := blkcrypt.ReencryptOptions{Cipher: p.str("cipher"), Resilience: p.str("resilience"), Hash: p.str("hash"), ResumeOnly: p.bool("resume-only")}
+	switch o.Resilience {
+	case "", "checksum", "journal", "none":
+	case "datashift":
+		return nil, usageErr("--resilience datashift is for reencrypt --encrypt, not serve --reencrypt")
+	default:
+		return nil, usageErr("unknown --resilience %q (checksum, journal or none)", o.Resilience)
+	}
+	if o.Hash != "" && o.Resilience != "" && o.Resilience != "checksum" {
+		return nil, usageErr("--hash is only for --resilience checksum")
+	}
+	var err error
+	if o.KeySize, o.SectorSize, o.HotzoneSize, err = serveReencSizes(p); err != nil {
+		return nil, err
+	}
+	if o.HotzoneSize == 0 {
+		o.HotzoneSize = serveHotzone
+	}
+	if o.ResumeOnly && (o.Cipher != "" || o.KeySize != 0 || o.SectorSize != 0) {
+		return nil, usageErr("--resume-only takes the cipher, key size and sector size from the reencryption in progress")
+	}
+	pk, err := pbkdfOptions(p)
 	if err != nil {
 		return nil, err
 	}
-	if !p.has("hotzone-size") {
-		o.HotzoneSize = serveHotzone
-	}
+	pk.Hash = "" // --hash is the checksum hash here, as in cryptsetup reencrypt
+	o.Keyslot = luks2.KeyslotOptions{PBKDF: kdf.Options(pk)}
 	return &o, nil
+}
+
+// serveReencSizes reads --key-size (returned in bytes), --sector-size and
+// --hotzone-size as reencrypt reads them. (The encdec branch factors the
+// same reading out of reencrypt.go as reencSizes; once both are merged
+// this should call that.)
+func serveReencSizes(p *parsed) (keySize, sectorSize int, hotzone uint64, err error) {
+	if p.has("key-size") {
+		bits := p.int("key-size", 0)
+		if bits <= 0 || bits%8 != 0 || bits > 4096 {
+			return 0, 0, 0, usageErr("invalid --key-size %d (bits, a multiple of 8)", bits)
+		}
+		keySize = int(bits / 8)
+	}
+	if p.has("sector-size") {
+		ss := p.int("sector-size", 0)
+		if ss < 512 || ss > 4096 || ss&(ss-1) != 0 {
+			return 0, 0, 0, usageErr("invalid --sector-size %d (512, 1024, 2048 or 4096)", ss)
+		}
+		sectorSize = int(ss)
+	}
+	if hz := p.str("hotzone-size"); hz != "" {
+		if hotzone, err = parseSize(hz); err != nil {
+			return 0, 0, 0, usageErr("--hotzone-size: %v", err)
+		}
+		if hotzone == 0 {
+			return 0, 0, 0, usageErr("--hotzone-size must not be zero")
+		}
+	}
+	return keySize, sectorSize, hotzone, nil
 }
 
 // startServeReencrypt runs the volume's reencryption while it is served,
