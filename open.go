@@ -303,6 +303,9 @@ func open(ctx context.Context, dev Device, raw any, path, hpath string, o OpenOp
 			meta = o.HeaderDevice
 		}
 		if typ = Detect(meta); typ == "" {
+			if marked, _ := luks1.ReencryptionInProgress(meta); marked {
+				return nil, luks1.ErrReencryptInProgress
+			}
 			if len(o.Passphrase) == 0 && len(o.KeyFiles) == 0 {
 				return nil, fmt.Errorf("%w: no LUKS, BitLocker or FileVault 2 signature (plain and loop-AES need their type; TrueCrypt/VeraCrypt a passphrase or key file)", ErrNoHeader)
 			}

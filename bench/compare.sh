@@ -5,4 +5,6 @@
 # shows.   bench/compare.sh [SECONDS_PER_POINT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The XTS peers' build cache, as bench/all.sh keeps it.
+export XTS_PEERS_BUILD="${XTS_PEERS_BUILD:-${XDG_CACHE_HOME:-$HOME/.cache}/blkcrypt/xts-peers}"
 go run ./bench/report -sec "${1:-0.5}" -svg bench/throughput.svg

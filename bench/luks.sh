@@ -10,6 +10,7 @@
 #   bench/luks.sh [SIZE_MIB]   (default 1024)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 size_mib=${1:-1024}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -36,15 +37,7 @@ echo
 
 echo "### Read throughput of a ${size_mib} MiB volume (MB/s, page cache warm)"
 echo
-# qemu times its PBKDF and now and then fails with "Unable to get accurate
-# CPU usage": retry that, and only that.
-for try in 1 2 3 4 5 6; do
-  if out=$(qemu-img create -q --object secret,id=s0,file="$work/pass" -f luks \
-    -o key-secret=s0,cipher-alg=aes-256,cipher-mode=xts,ivgen-alg=plain64,hash-alg=sha256,iter-time=100 \
-    "$work/l1.img" "${size_mib}M" 2>&1); then break; fi
-  case "$out" in *"accurate CPU usage"*) [ "$try" -lt 6 ] && sleep 0.5 && continue ;; esac
-  echo "$out" >&2; exit 1
-done
+qemu_luks1 "$work/l1.img" "$size_mib" cipher-alg=aes-256,cipher-mode=xts,ivgen-alg=plain64 "$work/pass"
 "$bc" format "$work/l2.img" --type luks2 --size $(( (size_mib + 16) << 20 )) --key-file "$work/pass" -q --pbkdf pbkdf2 --pbkdf-force-iterations 1000
 head -c $((size_mib << 20)) /dev/urandom > "$work/src"
 "$bc" write "$work/l1.img" -i "$work/src" --key-file "$work/pass"

@@ -19,16 +19,14 @@
 #   bench/nbd-compare.sh [SIZE_MIB]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 size_mib=${1:-256}
-base=${BENCH_DIR:-/dev/shm}
-[ -d "$base" ] && [ -w "$base" ] || base=${TMPDIR:-/tmp}
-work=$(mktemp -d "$base/nbd-compare.XXXXXX")
+work=$(bench_workdir nbd-compare)
+base=$(dirname "$work")
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 go build -o "$work/blkcrypt" ./cmd/blkcrypt
 printf 'bench-passphrase' > "$work/pass"
-qemu-img create -q --object secret,id=s0,file="$work/pass" -f luks \
-  -o key-secret=s0,cipher-alg=aes-256,cipher-mode=xts,ivgen-alg=plain64,hash-alg=sha256,iter-time=100 \
-  "$work/luks.img" "${size_mib}M"
+qemu_luks1 "$work/luks.img" "$size_mib" cipher-alg=aes-256,cipher-mode=xts,ivgen-alg=plain64 "$work/pass"
 truncate -s "${size_mib}M" "$work/plain.img"
 head -c $((size_mib << 20)) /dev/urandom > "$work/src"
 port=$((20000 + RANDOM % 20000))
@@ -40,11 +38,6 @@ time_copy() {
   nbdcopy --flush "$1" "$2"
   t1=$(date +%s.%N)
   echo "$t0 $t1" | awk '{print $2-$1}'
-}
-
-wait_port() {
-  for _ in $(seq 100); do nbdinfo --size "nbd://127.0.0.1:$port" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "server on $port did not come up" >&2; return 1
 }
 
 declare -A rd rf wr mc

@@ -90,6 +90,11 @@ func Read(dev Device) (*Header, error) {
 }
 
 func parse(dev Device, buf []byte) (*Header, error) {
+	if len(buf) >= 8 && bytes.Equal(buf[:6], NoMagic[:]) && buf[6] == 0 && buf[7] == 1 {
+		// cryptsetup's mark of a LUKS1 reencryption: the data area is
+		// half old, half new key, so nothing may open it.
+		return nil, ErrReencryptInProgress
+	}
 	p, err := ParsePhdr(buf)
 	if err != nil {
 		return nil, err

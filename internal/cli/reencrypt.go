@@ -13,7 +13,7 @@ import (
 
 func init() {
 	extraVerbs = append(extraVerbs,
-		verb{"reencrypt", nil, runReencrypt, "DEVICE — new LUKS2 volume key/cipher in place, offline (--resilience, --hotzone-size, --resume-only, --init-only)"},
+		verb{"reencrypt", nil, runReencrypt, "DEVICE — new volume key/cipher in place, offline (LUKS2: --resilience, --hotzone-size, --resume-only, --init-only; LUKS1: cryptsetup's legacy files in the current directory, --block-size, --keep-key)"},
 	)
 }
 
@@ -60,6 +60,12 @@ func runReencrypt(ctx context.Context, env *Env, p *parsed) error {
 	path, err := oneDevice(p)
 	if err != nil {
 		return err
+	}
+	if v1, err := isLUKS1Reencrypt(p, path); err != nil || v1 {
+		if err != nil {
+			return err
+		}
+		return runReencryptLUKS1(ctx, env, p, path)
 	}
 	switch {
 	case p.bool("encrypt"):

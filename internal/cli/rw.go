@@ -107,6 +107,9 @@ func openVolumeWith(ctx context.Context, env *Env, p *parsed, path string, readO
 		if err := uriOpenErr(path); err != nil {
 			return nil, err
 		}
+		if err := luks1InProgressErr(p, path); err != nil {
+			return nil, err
+		}
 		return nil, deviceErr(fmt.Errorf("device %s is not a valid LUKS device (use --type plain for plain dm-crypt)", path))
 	case "plain":
 		if err := plainOptions(env, p, &o, &wipe); err != nil {

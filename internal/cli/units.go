@@ -10,13 +10,13 @@ import (
 
 // errBadSize is the one error of parseSize; the option's name is added by
 // the caller.
-var errBadSize = errors.New("not a size (a number of bytes, optionally with a K, M, G, T, P or E unit: 512k, 64M, 1GiB, 1GB)")
+var errBadSize = errors.New("not a size (a number of bytes, optionally with an S (512-byte sectors), K, M, G, T, P or E unit: 2048S, 512k, 64M, 1GiB, 1GB)")
 
 // parseSize reads a byte size as cryptsetup reads --device-size,
 // --reduce-device-size and --luks2-metadata-size: decimal digits, then
-// optionally a unit letter (K, M, G, T, P, E in either case), which alone
-// or followed by "iB" counts in powers of 1024 and followed by "B" in
-// powers of 1000. The "i" and "B" are case-sensitive, as in cryptsetup;
+// optionally a unit letter: S (512-byte sectors) or K, M, G, T, P, E in
+// either case, which alone or followed by "iB" counts in powers of 1024
+// and followed by "B" in powers of 1000. The "i" and "B" are case-sensitive, as in cryptsetup;
 // nothing else may follow, and a size that overflows is refused. Sizes
 // above the largest int64 are refused too: no file or device is that big.
 func parseSize(s string) (uint64, error) {
@@ -46,6 +46,10 @@ func parseSize(s string) (uint64, error) {
 		base = 1000
 	default:
 		return 0, fmt.Errorf("%q is %w", s, errBadSize)
+	}
+	if unit[0] == 'S' || unit[0] == 's' {
+		// cryptsetup's 512-byte sectors; it takes "iB" and "B" after them too.
+		return checkSize(s, n, 512)
 	}
 	power := map[byte]int{'k': 1, 'K': 1, 'm': 2, 'M': 2, 'g': 3, 'G': 3, 't': 4, 'T': 4, 'p': 5, 'P': 5, 'e': 6, 'E': 6}[unit[0]]
 	if power == 0 {

@@ -15,6 +15,7 @@ func TestParseSize(t *testing.T) {
 		"0": 0, "512": 512, "512k": 512 << 10, "512K": 512 << 10, "64M": 64 << 20, "64m": 64 << 20,
 		"1G": 1 << 30, "1g": 1 << 30, "1MiB": 1 << 20, "1miB": 1 << 20, "2GiB": 2 << 30, "1T": 1 << 40,
 		"1P": 1 << 50, "7E": 7 << 60, "1MB": 1000000, "1kB": 1000, "3GB": 3e9, "1EB": 1e18,
+		"2048S": 1 << 20, "8s": 4096, "8SiB": 4096, "8SB": 4096,
 	}
 	for s, want := range good {
 		if got, err := parseSize(s); err != nil || got != want {
@@ -22,7 +23,7 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 	for _, s := range []string{"", "M", "-1", "+1", " 1", "1 ", "1.5M", "1Mi", "1MIB", "1Mib", "1Mb", "1B", "1iB",
-		"1MiBB", "1Z", "0x10", "1kk", "8E", "16E", "99999999999999999999", "9223372036854775808"} {
+		"1MiBB", "1Z", "S", "8Sx", "8Si", "0x10", "1kk", "8E", "16E", "99999999999999999999", "9223372036854775808"} {
 		if got, err := parseSize(s); err == nil {
 			t.Errorf("parseSize(%q) = %d, want an error", s, got)
 		}
@@ -73,7 +74,7 @@ func TestParseSizeAgainstCryptsetup(t *testing.T) {
 	pass := writeFile(t, dir, "pass", []byte("units"))
 	area := regexp.MustCompile(`Keyslots area:\s*(\d+) \[bytes\]`)
 	for _, s := range []string{"1M", "1m", "1MiB", "1024k", "1024K", "1024KiB", "4096KB", "16384kB", "2M",
-		"1mib", "1MIB", "1Mb", "4096B", "1.5M", "M", "1Z", "0x1000", "-1M"} {
+		"1mib", "1MIB", "1Mb", "4096B", "2048S", "2048s", "2048SiB", "2048SB", "2048Sx", "1.5M", "M", "1Z", "0x1000", "-1M"} {
 		img := filepath.Join(dir, "c.img")
 		os.Remove(img)
 		if err := os.WriteFile(img, make([]byte, 20<<20), 0o600); err != nil {

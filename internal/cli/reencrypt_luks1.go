@@ -1,0 +1,221 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/kdf"
+	"github.com/blkcrypt/blkcrypt/luks1"
+)
+
+// LUKS1 reencryption: cryptsetup 2.6's legacy offline reencryption, whose
+// log and header files live in the current directory (luks1.Reencrypt).
+
+func init() {
+	addFlags(
+		flagDef{"keep-key", 0, kindBool, "reencrypt (LUKS1): rewrite the header and keyslots only; keep the volume key and the data"},
+		flagDef{"block-size", 'B', kindInt, "reencrypt (LUKS1): MiB reencrypted per step (1-64)"},
+		flagDef{"use-fsync", 0, kindBool, "reencrypt (LUKS1): accepted for cryptsetup compatibility (blkcrypt syncs after every block)"},
+		flagDef{"write-log", 0, kindBool, "reencrypt (LUKS1): accepted for cryptsetup compatibility (blkcrypt updates the log after every block)"},
+		flagDef{"use-directio", 0, kindBool, "reencrypt (LUKS1): accepted for cryptsetup compatibility (blkcrypt syncs its writes instead)"},
+	)
+	verbOptions["reencrypt"] = append(verbOptions["reencrypt"],
+		opt{name: "keep-key", help: "LUKS1: new header and keyslots, same volume key; the data is not touched", kind: -1},
+		o("block-size", "4"), o("use-fsync", ""), o("write-log", ""), o("use-directio", ""))
+}
+
+// isLUKS1Reencrypt reports whether reencrypt DEVICE is for LUKS1: the
+// device holds a LUKS1 header, or one marked by a LUKS1 reencryption in
+// progress (which only LUKS1 reencryption can finish).
+func isLUKS1Reencrypt(p *parsed, path string) (bool, error) {
+	if blkcrypt.IsURI(path) {
+		return false, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false, nil // reported by the LUKS2 path's own open
+	}
+	defer f.Close()
+	var b [8]byte
+	if _, err := f.ReadAt(b[:], 0); err != nil {
+		return false, nil
+	}
+	v1 := b[6] == 0 && b[7] == 1
+	isV1 := v1 && (bytes.Equal(b[:6], luks1.Magic[:]) || bytes.Equal(b[:6], luks1.NoMagic[:]))
+	switch t := p.str("type"); {
+	case t == "luks1" && !isV1 && !p.bool("encrypt"):
+		return false, usageErr("device %s is not a LUKS1 device", path)
+	case t == "luks2" && isV1:
+		return false, usageErr("device %s holds LUKS1, not luks2", path)
+	}
+	return isV1, nil
+}
+
+// luks1InProgressErr names a device (or --header) that a LUKS1
+// reencryption has marked, for the verbs that would open it.
+func luks1InProgressErr(p *parsed, path string) error {
+	hp := path
+	if h := p.str("header"); h != "" {
+		hp = h
+	}
+	f, err := os.Open(hp)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if marked, uuid := luks1.ReencryptionInProgress(f); marked {
+		return fmt.Errorf("device %s: %w, LUKS-%s.log", hp, luks1.ErrReencryptInProgress, uuid)
+	}
+	return nil
+}
+
+func runReencryptLUKS1(ctx context.Context, env *Env, p *parsed, path string) error {
+	switch {
+	case p.bool("encrypt"), p.bool("decrypt"):
+		// cryptsetup 2.6 runs these through dm-crypt devices over a
+		// cipher_null header; not done here.
+		return usageErr("reencrypt --encrypt/--decrypt of LUKS1 is not supported (convert to LUKS2 first)")
+	case p.str("header") != "":
+		return usageErr("reencrypt of a LUKS1 volume with a detached --header is not supported")
+	case p.bool("init-only"):
+		return usageErr("--init-only is for LUKS2 only")
+	case p.str("resilience") != "" || p.str("hotzone-size") != "":
+		return usageErr("--resilience and --hotzone-size are for LUKS2 only; LUKS1 uses --block-size")
+	case p.has("sector-size") && p.int("sector-size", 0) != 512:
+		return usageErr("LUKS1 has 512-byte sectors only")
+	}
+	o := luks1.ReencryptOptions{Cipher: p.str("cipher"), Hash: p.str("hash"), KeepKey: p.bool("keep-key")}
+	if p.has("key-size") {
+		bits := p.int("key-size", 0)
+		if bits <= 0 || bits%8 != 0 || bits > 4096 {
+			return usageErr("invalid --key-size %d (bits, a multiple of 8)", bits)
+		}
+		o.KeySize = int(bits / 8)
+	}
+	if p.has("block-size") {
+		mb := p.int("block-size", 0)
+		if mb < 1 || mb > 64 {
+			return usageErr("only values between 1 MiB and 64 MiB allowed for reencryption block size")
+		}
+		o.BlockSize = int(mb) << 20
+	}
+	// Accepted for cryptsetup's command lines; blkcrypt always logs and
+	// syncs after every block (docs/security.md, "Crash safety").
+	p.bool("use-fsync")
+	p.bool("write-log")
+	p.bool("use-directio")
+	pk, err := pbkdfOptions(p)
+	if err != nil {
+		return err
+	}
+	if pk.Type != "" && pk.Type != kdf.PBKDF2 {
+		return usageErr("LUKS1 keyslots use pbkdf2 only")
+	}
+	pk.Hash = ""
+	o.Keyslot = luks1.KeyslotOptions{Slot: luks1.AnySlot, PBKDF: kdf.Options(pk)}
+	slot := slotOpt(p)
+	if slot != luks1.AnySlot && (slot < 0 || slot >= luks1.NumKeyslots) {
+		return usageErr("key slot %d is invalid (LUKS1 has keyslots 0-7)", slot)
+	}
+
+	if f, err := openDevice(path, false); err != nil {
+		return err
+	} else {
+		f.Close()
+	}
+	lf, err := blkcrypt.OpenFileLocked(path, false)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	dev := luks1.File{File: lf.File}
+
+	// Which passphrases: resuming, one that opens both stored headers;
+	// starting, one per keyslot to keep, as cryptsetup asks.
+	marked, uuid := luks1.ReencryptionInProgress(dev)
+	var cur *luks1.Header
+	if !marked {
+		if cur, err = luks1.Read(dev); err != nil {
+			return err
+		}
+		uuid = cur.UUID()
+	}
+	logN, _, _, _ := luks1.ReencryptFiles(uuid)
+	_, statErr := os.Stat(logN)
+	resuming := statErr == nil
+	if p.bool("resume-only") && !resuming {
+		return usageErr("device reencryption not in progress")
+	}
+	if resuming {
+		fmt.Fprintf(env.Stderr, "Log file %s exists, resuming reencryption.\n", logN)
+	}
+	o.Passphrases = map[int][]byte{}
+	defer func() {
+		for _, b := range o.Passphrases {
+			clear(b)
+		}
+	}()
+	switch {
+	case p.str("key-file") != "" || resuming || slot != luks1.AnySlot:
+		prompt := "Enter any existing passphrase: "
+		if slot != luks1.AnySlot {
+			prompt = fmt.Sprintf("Enter passphrase for key slot %d: ", slot)
+		}
+		pass, _, err := readSecret(env, p, prompt)
+		if err != nil {
+			return err
+		}
+		o.Passphrases[slot] = pass
+	default:
+		// One passphrase per line when stdin is not a terminal, as
+		// cryptsetup reads them: the reader must not take more than a line.
+		e := *env
+		e.Stdin = oneByteReader{env.Stdin}
+		for _, s := range cur.ActiveKeyslots() {
+			pass, _, err := readSecret(&e, p, fmt.Sprintf("Enter passphrase for key slot %d: ", s))
+			if err != nil {
+				return err
+			}
+			o.Passphrases[s] = pass
+		}
+	}
+
+	var pr *progress
+	var last uint64
+	o.Progress = func(done, total uint64) {
+		if pr == nil {
+			pr = newProgress(env, p, path, "reencrypted", int64(total))
+			last = done
+		}
+		pr.add(int64(done - last))
+		last = done
+	}
+	err = luks1.Reencrypt(ctx, dev, o)
+	if err == nil {
+		pr.finish()
+	}
+	switch {
+	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return usageErr("reencryption interrupted (%v); run reencrypt again in this directory to resume", ctx.Err())
+	case errors.Is(err, fs.ErrExist):
+		return &exitError{ExitBusy, fmt.Errorf("%w (remove the LUKS-%s.* files of an old run, or run reencrypt where its log is)", err, uuid)}
+	}
+	return err
+}
+
+// oneByteReader reads one byte per call, so a buffered reader over it
+// stops at the newline it looks for instead of reading ahead.
+type oneByteReader struct{ r io.Reader }
+
+func (o oneByteReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	return o.r.Read(p[:1])
+}
