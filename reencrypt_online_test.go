@@ -7,6 +7,7 @@ import (
 	"errors"
 	mrand "math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -441,4 +442,44 @@ func TestOnlineReencryptDetachedHeader(t *testing.T) {
 	if err := c.DecryptSectors(got, got, 0); err != nil || !bytes.Equal(got, shadow) {
 		t.Fatalf("data under cryptsetup's key: %v, equal %v", err, bytes.Equal(got, shadow))
 	}
+}
+
+// TestOnlineReencryptResumesCryptsetup: a reencryption cryptsetup
+// initialised (and ran part way, killed) opens following its segments
+// and is finished online by Volume.Reencrypt under live I/O.
+func TestOnlineReencryptResumesCryptsetup(t *testing.T) {
+	cs := lukstest.NeedCryptsetup(t)
+	pass := []byte("cryptsetup began")
+	img, shadow := onlineImage(t, pass, 8)
+	kf := cs.KeyFile(pass)
+	cs.MustRun("reencrypt", "--init-only", "--batch-mode", "--resilience", "journal", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--key-file", kf, img)
+	for _, after := range []string{"0.05", "0.1", "0.2", "0.4"} {
+		cmd := exec.Command("timeout", "-s", "KILL", after, cs.Path, "reencrypt", "--resume-only", "--force-offline-reencrypt", "--hotzone-size", "64k", "--batch-mode", "--key-file", kf, img)
+		cmd.Run()
+		if d := cs.MustRun("luksDump", img); !strings.Contains(d, "online-reencrypt-v2") {
+			t.Fatalf("cryptsetup finished within %s s, before it was killed: nothing left to resume", after)
+		} else if strings.Count(d, "\tcipher:") > 3 {
+			break // it has moved the boundary
+		}
+	}
+	v, err := blkcrypt.Open(context.Background(), img, blkcrypt.OpenOptions{Passphrase: pass, Reencrypt: &blkcrypt.ReencryptOptions{ResumeOnly: true}})
+	if err != nil {
+		t.Fatalf("open of cryptsetup's reencryption: %v", err)
+	}
+	done, total, _ := v.Reencrypting()
+	got := make([]byte, len(shadow))
+	if _, err := v.ReadAt(got, 0); err != nil || !bytes.Equal(got, shadow) {
+		t.Fatalf("read of cryptsetup's state (done %d of %d): %v, equal %v", done, total, err, bytes.Equal(got, shadow))
+	}
+	stop := make(chan struct{})
+	s := startShadowIO(v, shadow, stop)
+	err = v.Reencrypt(context.Background(), nil)
+	close(stop)
+	s.wait(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Close()
+	judgeOnline(t, cs, img, pass, shadow, "aes-xts-plain64", 512)
+	t.Logf("cryptsetup had done %d of %d bytes", done, total)
 }
