@@ -201,7 +201,7 @@ func openLUKS2Online(ctx context.Context, h *luks2.Header, dev Device, size int6
 	if err != nil {
 		unlock()
 		if errors.Is(err, ErrReadOnly) {
-			return nil, fmt.Errorf("%w: the reencryption in progress must first be recovered or finished, which writes: open the volume read-write (%w)", ErrInvalidOptions, err)
+			return nil, fmt.Errorf("%w: the reencryption in progress must first be recovered or finished, which writes: open the volume read-write once (write, serve), or run cryptsetup repair (%w)", ErrInvalidOptions, err)
 		}
 		return nil, err
 	}
