@@ -317,6 +317,16 @@ func serveReencryptOnline(t *testing.T, res string, byCryptsetup bool) {
 		if !inReencryption(t, img) {
 			t.Fatal("no reencryption left for cryptsetup to resume")
 		}
+		// blkcrypt read of the killed server's state: it follows the
+		// segments, or refuses a crashed hotzone (the recovery writes).
+		code, got, e := run(t, nil, "read", img, "--key-file", pass)
+		if hotzoneInHeader(t, img) {
+			if code != 1 || !strings.Contains(e, "read-write") {
+				t.Fatalf("read of a crashed hotzone: exit %d, %q", code, e)
+			}
+		} else if code != 0 || !sh.readOK([]byte(got), 0) {
+			t.Fatalf("read of a volume in reencryption: exit %d %s, equal to the shadow %v", code, e, code == 0)
+		}
 		if hotzoneInHeader(t, img) {
 			if out, err := cryptsetup(t, "repair", "-q", "--key-file", pass, img); err != nil {
 				t.Fatalf("cryptsetup repair of a killed server's hotzone: %v\n%s", err, out)
