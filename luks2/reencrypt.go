@@ -1008,9 +1008,10 @@ func (h *Header) reencRun(ctx context.Context, dev, data Device, r *reenc, o Ree
 	if hz == 0 {
 		return fmt.Errorf("%w: no room for a hotzone", ErrNoFreeSlot)
 	}
-	// A reader goroutine fetches the next hotzone while this one is
-	// encrypted and written: the ranges never overlap, and the resilience
-	// data is taken from what was read, before anything is written there.
+	// A reader goroutine fetches and decrypts the next hotzone while this
+	// one is encrypted and written: the ranges never overlap, and the
+	// resilience data is taken from what was read, before anything is
+	// written there.
 	next := make(chan preparedChunk, 1)
 	stop := make(chan struct{})
 	defer close(stop)
@@ -1055,8 +1056,7 @@ func (h *Header) reencRun(ctx context.Context, dev, data Device, r *reenc, o Ree
 			}
 		}
 		sec := r.progress / 512
-		err := r.newC.EncryptSectors(c.plain, c.plain, sec)
-		if err != nil {
+		if err := r.newC.EncryptSectors(c.plain, c.plain, sec); err != nil {
 			return err
 		}
 		if _, err := data.WriteAt(c.plain, int64(r.dataOff+r.progress)); err != nil {
