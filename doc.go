@@ -22,9 +22,15 @@
 // io.WriterAt over whole or partial sectors, with Size, Flush and Close.
 // Keys live in the sector cipher under it and are wiped on Close.
 //
+// A LUKS2 volume can be reencrypted while it is in use:
+// OpenOptions.Reencrypt starts (or resumes) a reencryption and
+// Volume.Reencrypt runs it, one hotzone at a time, while reads and writes
+// go on (cryptsetup's online reencryption). Open of a header with a
+// reencryption in progress maps it as cryptsetup's open does.
+//
 // Errors: ErrWrongPassphrase, ErrNoHeader, ErrUnsupported, ErrCorrupt,
-// ErrInvalidOptions, ErrBusy, ErrDeviceTooSmall, ErrReadOnly, ErrClosed and
-// ErrOutOfRange; every format's own sentinel errors match the shared one of
+// ErrInvalidOptions, ErrBusy, ErrDeviceTooSmall, ErrReadOnly, ErrClosed,
+// ErrOutOfRange and ErrNoReencryption; every format's own sentinel errors match the shared one of
 // the same meaning under errors.Is.
 //
 // The packages below it are usable on their own: capi (named ciphers and

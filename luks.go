@@ -124,6 +124,12 @@ func openLUKS(ctx context.Context, dev Device, size int64, typ string, o OpenOpt
 	if got := fmt.Sprintf("luks%d", h.Version()); typ != "luks" && typ != got {
 		return nil, fmt.Errorf("%w: the device holds %s, not %s", ErrNotLUKS, got, typ)
 	}
+	if h2, ok := h.(*luks2.Header); ok && (o.Reencrypt != nil || h2.ReencryptionStatus() != nil) {
+		return openLUKS2Online(ctx, h2, dev, size, o)
+	}
+	if o.Reencrypt != nil {
+		return nil, fmt.Errorf("%w: reencryption is for LUKS2 volumes", ErrUnsupported)
+	}
 	key, _, err := unlockLUKS(ctx, h, hdr, o)
 	if err != nil {
 		return nil, err

@@ -69,6 +69,13 @@ type OpenOptions struct {
 	Plain PlainOptions
 	// LoopAES is the geometry of a loop-AES volume.
 	LoopAES LoopAESOptions
+	// Reencrypt, for LUKS2, starts a reencryption with these options (or
+	// resumes the one in progress, which must agree with them) and keeps
+	// the reencryption lock; Volume.Reencrypt then runs it while the
+	// volume is in use. Slot is taken from Keyslot. A LUKS2 volume with a
+	// reencryption in progress opens without it too, following the
+	// segments as cryptsetup's open does (see reencrypt_online.go).
+	Reencrypt *ReencryptOptions
 }
 
 // Slot returns a pointer to n, for OpenOptions.Keyslot.

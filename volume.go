@@ -52,6 +52,10 @@ type Volume struct {
 	onClose  func()
 	typ      string // set by Open: the volume type
 	note     string // set by Open: the format's warning
+	// rx, set for a LUKS2 volume in reencryption, routes each sector to
+	// the old or new key by the reencryption boundary
+	// (reencrypt_online.go).
+	rx *onlineReenc
 
 	// state counts requests in flight, with closingBit set once Close
 	// began. One atomic add per request keeps the hot path free of a lock
@@ -222,7 +226,7 @@ func (v *Volume) readChunk(p []byte, off int64) (int, error) {
 		if err := v.readCipher(q, start); err != nil {
 			return 0, err
 		}
-		if err := v.cipher.DecryptSectors(q, q, uint64(start/512)); err != nil {
+		if err := v.decrypt(q, start); err != nil {
 			return 0, err
 		}
 		return int(n), nil
@@ -235,7 +239,7 @@ func (v *Volume) readChunk(p []byte, off int64) (int, error) {
 	if err := v.readCipher(buf, start); err != nil {
 		return 0, err
 	}
-	if err := v.cipher.DecryptSectors(buf, buf, uint64(start/512)); err != nil {
+	if err := v.decrypt(buf, start); err != nil {
 		return 0, err
 	}
 	n := copy(p, buf[head:])
@@ -302,12 +306,12 @@ func (v *Volume) writeAt(p []byte, off int64) (int, error) {
 		if head == 0 && end == aEnd {
 			// Whole sectors: encrypt out of place, p is left as it was.
 			n = len(buf)
-			if err := v.cipher.EncryptSectors(buf, p[done:done+n], uint64(start/512)); err != nil {
+			if err := v.encrypt(buf, p[done:done+n], start); err != nil {
 				return done, err
 			}
 		} else {
 			n = copy(buf[head:end-start], p[done:])
-			if err := v.cipher.EncryptSectors(buf, buf, uint64(start/512)); err != nil {
+			if err := v.encrypt(buf, buf, start); err != nil {
 				return done, err
 			}
 		}
@@ -323,7 +327,7 @@ func (v *Volume) readSector(dst []byte, at int64) error {
 	if err := v.readCipher(dst, at); err != nil {
 		return err
 	}
-	return v.cipher.DecryptSectors(dst, dst, uint64(at/512))
+	return v.decrypt(dst, at)
 }
 
 // WriteZeroes writes encrypted zeros over [off, off+n). The whole range is
@@ -392,6 +396,7 @@ func (v *Volume) Close() error {
 	}
 	err := v.flush()
 	v.cipher.Wipe()
+	v.rx.wipe()
 	if v.onClose != nil {
 		v.onClose()
 	}

@@ -56,7 +56,8 @@
 // Unknown mandatory requirements make the header read-only: reading and
 // unlocking work, writes return ErrReadOnly. A reencryption in progress
 // (several segments or a reencryption requirement) is refused with
-// ErrUnsupported by Unlock and by writes; Reencrypt resumes it.
+// ErrUnsupported by Unlock and by writes; Reencrypt resumes it, and
+// OpenOnline opens it with both keys for a caller that serves the volume.
 //
 // # Reencryption
 //
@@ -69,6 +70,13 @@
 // recovers a crashed hotzone itself (cryptsetup does that in "repair").
 // Resilience checksum, journal and none; mode reencrypt, direction forward.
 // LockReencryption takes cryptsetup's reencryption lock.
+//
+// Online is the same reencryption driven one hotzone at a time by a
+// caller that keeps serving the volume (the root package's
+// Volume.Reencrypt, blkcrypt serve --reencrypt): OpenOnline loads or
+// starts it and recovers a crashed hotzone, as cryptsetup's open does;
+// the caller keeps requests out of the range Next names while Step
+// reencrypts it, and routes every byte below Done to the new key.
 //
 // # Unlocking
 //

@@ -914,20 +914,7 @@ func (r *reenc) hotzoneMax(o ReencryptOptions) uint64 {
 
 // protect writes the hotzone's resilience data (synced).
 func (r *reenc) protect(dev Device, raw []byte) error {
-	switch r.resilience {
-	case "checksum":
-		hf, _ := hashByName(r.hash)
-		var sums []byte
-		for i := 0; i+r.block <= len(raw); i += r.block {
-			hh := hf()
-			hh.Write(raw[i : i+r.block])
-			sums = hh.Sum(sums)
-		}
-		return luksutil.WriteSync(dev, sums, int64(r.areaOff))
-	case "journal":
-		return luksutil.WriteSync(dev, raw, int64(r.areaOff))
-	}
-	return nil
+	return r.writeResilience(dev, r.resilienceData(raw))
 }
 
 // recoverHotzone puts the crashed hotzone into the new key.
@@ -1004,13 +991,6 @@ func readFull(d io.ReaderAt, b []byte, off int64) (int, error) {
 
 var errStopAfter = errors.New("stopped after the hotzones asked for")
 
-// chunk is one hotzone read ahead of its turn.
-type chunk struct {
-	off uint64
-	raw []byte
-	err error
-}
-
 func (h *Header) reencRun(ctx context.Context, dev, data Device, r *reenc, o ReencryptOptions) error {
 	if r.finishOnly || (!r.crashed && r.progress >= r.size) {
 		return h.reencFinish(dev, r)
@@ -1028,29 +1008,14 @@ func (h *Header) reencRun(ctx context.Context, dev, data Device, r *reenc, o Ree
 	if hz == 0 {
 		return fmt.Errorf("%w: no room for a hotzone", ErrNoFreeSlot)
 	}
-	// A reader goroutine fetches the next hotzone while this one is
-	// encrypted and written: the ranges never overlap, and the resilience
-	// data is taken from what was read, before anything is written there.
-	next := make(chan chunk, 1)
+	// A reader goroutine fetches and decrypts the next hotzone while this
+	// one is encrypted and written: the ranges never overlap, and the
+	// resilience data is taken from what was read, before anything is
+	// written there.
+	next := make(chan preparedChunk, 1)
 	stop := make(chan struct{})
 	defer close(stop)
-	go func(start uint64) {
-		for off := start; off < r.size; {
-			n := min(hz, r.size-off)
-			b := make([]byte, n)
-			_, err := readFull(data, b, int64(r.dataOff+off))
-			select {
-			case next <- chunk{off, b, err}:
-			case <-stop:
-				return
-			}
-			if err != nil {
-				return
-			}
-			off += n
-		}
-		close(next)
-	}(r.progress)
+	go r.readAhead(data, r.progress, hz, next, stop) // reencrypt_pipeline.go
 	steps := 0
 	none := r.resilience == "none"
 	for r.progress < r.size {
@@ -1081,9 +1046,9 @@ func (h *Header) reencRun(ctx context.Context, dev, data Device, r *reenc, o Ree
 		if c.err != nil {
 			return fmt.Errorf("reading the hotzone at %d: %w", r.dataOff+c.off, c.err)
 		}
-		n := uint64(len(c.raw))
+		n := uint64(len(c.plain))
 		if !none {
-			if err := r.protect(dev, c.raw); err != nil {
+			if err := r.writeResilience(dev, c.prot); err != nil {
 				return fmt.Errorf("writing reencryption resilience data: %w", err)
 			}
 			if err := h.commit(dev, h.segmentsRoot(r, r.progress, n)); err != nil {
@@ -1091,13 +1056,10 @@ func (h *Header) reencRun(ctx context.Context, dev, data Device, r *reenc, o Ree
 			}
 		}
 		sec := r.progress / 512
-		if err := r.oldC.DecryptSectors(c.raw, c.raw, sec); err != nil {
+		if err := r.newC.EncryptSectors(c.plain, c.plain, sec); err != nil {
 			return err
 		}
-		if err := r.newC.EncryptSectors(c.raw, c.raw, sec); err != nil {
-			return err
-		}
-		if _, err := data.WriteAt(c.raw, int64(r.dataOff+r.progress)); err != nil {
+		if _, err := data.WriteAt(c.plain, int64(r.dataOff+r.progress)); err != nil {
 			return fmt.Errorf("writing the hotzone at %d: %w", r.dataOff+r.progress, err)
 		}
 		r.progress += n

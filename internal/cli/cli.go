@@ -164,6 +164,8 @@ var errorExitCodes = []struct {
 	{"ErrReadOnly", blkcrypt.ErrReadOnly, ExitUsage},
 	{"ErrOutOfRange", blkcrypt.ErrOutOfRange, ExitUsage},
 	{"ErrClosed", blkcrypt.ErrClosed, ExitUsage},
+	// A resume with no reencryption in progress: wrong parameters, as reencrypt --resume-only exits.
+	{"ErrNoReencryption", blkcrypt.ErrNoReencryption, ExitUsage},
 	{"fs.ErrNotExist", fs.ErrNotExist, ExitDevice},
 	{"EISDIR", syscall.EISDIR, ExitDevice},
 	{"ENOTDIR", syscall.ENOTDIR, ExitDevice},

@@ -76,6 +76,12 @@ func openShared(path string) (*blkcrypt.LockedFile, error) {
 // openVolume unlocks DEVICE per the flags and returns the decrypted view:
 // the flags become blkcrypt.OpenOptions, the library does the rest.
 func openVolume(ctx context.Context, env *Env, p *parsed, path string, readOnly bool) (*blkcrypt.Volume, error) {
+	return openVolumeWith(ctx, env, p, path, readOnly, nil)
+}
+
+// openVolumeWith is openVolume with a last say on the options (serve
+// --reencrypt adds its reencryption).
+func openVolumeWith(ctx context.Context, env *Env, p *parsed, path string, readOnly bool, adjust func(*blkcrypt.OpenOptions)) (*blkcrypt.Volume, error) {
 	if !blkcrypt.IsURI(path) {
 		f, err := openDevice(path, true)
 		if err != nil {
@@ -134,6 +140,9 @@ func openVolume(ctx context.Context, env *Env, p *parsed, path string, readOnly 
 		}
 	default:
 		return nil, usageErr("unknown or unsupported --type %q", typ)
+	}
+	if adjust != nil {
+		adjust(&o)
 	}
 	v, err := blkcrypt.Open(ctx, path, o)
 	if err != nil {

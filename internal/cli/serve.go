@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/nbd"
 )
 
@@ -90,6 +91,9 @@ func serveListen(env *Env, p *parsed, addr string, tcfg *tls.Config) (net.Listen
 // --exports it is a gateway for many volumes instead (serve_exports.go).
 func runServe(ctx context.Context, env *Env, p *parsed) error {
 	if p.has("export") || p.has("exports") {
+		if p.bool("reencrypt") {
+			return usageErr("--reencrypt serves one DEVICE, not --export/--exports")
+		}
 		return runGateway(ctx, env, p)
 	}
 	dev, err := oneDevice(p)
@@ -108,8 +112,12 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
+	ro, err := serveReencryptOptions(p, dev)
+	if err != nil {
+		return err
+	}
 	hardenProcess()
-	v, err := openVolume(ctx, env, p, dev, p.bool("read-only"))
+	v, err := openVolumeWith(ctx, env, p, dev, p.bool("read-only"), func(o *blkcrypt.OpenOptions) { o.Reencrypt = ro })
 	if err != nil {
 		return err
 	}
@@ -129,6 +137,13 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 		IdleTimeout:   idle,
 	})
 	fmt.Fprintf(env.Stderr, "blkcrypt: serving %s (%d bytes) on %s\n", dev, v.Size(), l.Addr())
+	reencWait := func() error { return nil }
+	if ro != nil {
+		var stopServing context.CancelFunc
+		ctx, stopServing = context.WithCancel(ctx)
+		defer stopServing()
+		reencWait = startServeReencrypt(ctx, env, p, dev, v, stopServing)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ctx, l) }()
 	serving := true
@@ -145,6 +160,10 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 		// Serve flushes the volume after a cancel too: it must be done
 		// before the volume is closed.
 		err = <-errc
+	}
+	// The reencryption has seen ctx end (or failed and ended it).
+	if rerr := reencWait(); rerr != nil {
+		return rerr
 	}
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, net.ErrClosed) {
 		return err

@@ -1,0 +1,140 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/kdf"
+	"github.com/blkcrypt/blkcrypt/luks2"
+)
+
+// serveHotzone is serve --reencrypt's default hotzone: a step holds the
+// range locks of its hotzone, and 256 stripes of 64 KiB cover 16 MiB, so
+// the offline default (32 MiB) would pause every request for each step.
+const serveHotzone = 4 << 20
+
+// serveReencryptOptions reads serve --reencrypt and cryptsetup
+// reencrypt's flags with it (--cipher, --key-size, --sector-size and
+// --hash are the new values, as cryptsetup reencrypt reads them), or
+// returns nil without --reencrypt.
+func serveReencryptOptions(p *parsed, dev string) (*blkcrypt.ReencryptOptions, error) {
+	if !p.bool("reencrypt") {
+		for _, f := range []string{"resilience", "hotzone-size", "resume-only"} {
+			if p.has(f) {
+				return nil, usageErr("--%s is for serve --reencrypt", f)
+			}
+		}
+		return nil, nil
+	}
+	if p.bool("read-only") {
+		return nil, usageErr("--reencrypt needs the volume read-write (drop --read-only)")
+	}
+	if t := volumeType(p, dev); t != "luks2" && t != "luks" {
+		return nil, usageErr("--reencrypt is for LUKS2 volumes")
+	}
+	if p.str("volume-key-file") != "" {
+		return nil, usageErr("--reencrypt needs the passphrase (both volume keys come from keyslots), not --volume-key-file")
+	}
+	o := blkcrypt.ReencryptOptions{Cipher: p.str("cipher"), Resilience: p.str("resilience"), Hash: p.str("hash"), ResumeOnly: p.bool("resume-only")}
+	switch o.Resilience {
+	case "", "checksum", "journal", "none":
+	case "datashift":
+		return nil, usageErr("--resilience datashift is for reencrypt --encrypt, not serve --reencrypt")
+	default:
+		return nil, usageErr("unknown --resilience %q (checksum, journal or none)", o.Resilience)
+	}
+	if o.Hash != "" && o.Resilience != "" && o.Resilience != "checksum" {
+		return nil, usageErr("--hash is only for --resilience checksum")
+	}
+	var err error
+	if o.KeySize, o.SectorSize, o.HotzoneSize, err = serveReencSizes(p); err != nil {
+		return nil, err
+	}
+	if o.HotzoneSize == 0 {
+		o.HotzoneSize = serveHotzone
+	}
+	if o.ResumeOnly && (o.Cipher != "" || o.KeySize != 0 || o.SectorSize != 0) {
+		return nil, usageErr("--resume-only takes the cipher, key size and sector size from the reencryption in progress")
+	}
+	pk, err := pbkdfOptions(p)
+	if err != nil {
+		return nil, err
+	}
+	pk.Hash = "" // --hash is the checksum hash here, as in cryptsetup reencrypt
+	o.Keyslot = luks2.KeyslotOptions{PBKDF: kdf.Options(pk)}
+	return &o, nil
+}
+
+// serveReencSizes reads --key-size (returned in bytes), --sector-size and
+// --hotzone-size as reencrypt reads them. (The encdec branch factors the
+// same reading out of reencrypt.go as reencSizes; once both are merged
+// this should call that.)
+func serveReencSizes(p *parsed) (keySize, sectorSize int, hotzone uint64, err error) {
+	if p.has("key-size") {
+		bits := p.int("key-size", 0)
+		if bits <= 0 || bits%8 != 0 || bits > 4096 {
+			return 0, 0, 0, usageErr("invalid --key-size %d (bits, a multiple of 8)", bits)
+		}
+		keySize = int(bits / 8)
+	}
+	if p.has("sector-size") {
+		ss := p.int("sector-size", 0)
+		if ss < 512 || ss > 4096 || ss&(ss-1) != 0 {
+			return 0, 0, 0, usageErr("invalid --sector-size %d (512, 1024, 2048 or 4096)", ss)
+		}
+		sectorSize = int(ss)
+	}
+	if hz := p.str("hotzone-size"); hz != "" {
+		if hotzone, err = parseSize(hz); err != nil {
+			return 0, 0, 0, usageErr("--hotzone-size: %v", err)
+		}
+		if hotzone == 0 {
+			return 0, 0, 0, usageErr("--hotzone-size must not be zero")
+		}
+	}
+	return keySize, sectorSize, hotzone, nil
+}
+
+// startServeReencrypt runs the volume's reencryption while it is served,
+// as cryptsetup reencrypt does on an active device. It ends with ctx
+// (between hotzones, resumable by serve --reencrypt and by cryptsetup),
+// or calls fail when a step fails: the server must stop then, since the
+// hotzone of that step is unreadable until a reopen recovers it. wait
+// returns that failure, after the reencryption has stopped.
+func startServeReencrypt(ctx context.Context, env *Env, p *parsed, dev string, v *blkcrypt.Volume, fail func()) (wait func() error) {
+	done, total, ok := v.Reencrypting()
+	if !ok {
+		// The open found a reencryption with only its metadata left (all
+		// data under the new key) and finished that instead.
+		fmt.Fprintf(env.Stderr, "blkcrypt: the reencryption of %s in progress had only its metadata left and is finished; start serve --reencrypt again for a new one\n", dev)
+		return func() error { return nil }
+	}
+	if done > 0 {
+		fmt.Fprintf(env.Stderr, "blkcrypt: resuming the reencryption of %s at %d of %d bytes\n", dev, done, total)
+	}
+	pr := newProgress(env, p, dev, "reencrypted", total-done)
+	last := done
+	errc := make(chan error, 1)
+	go func() {
+		err := v.Reencrypt(ctx, func(d, total int64) {
+			pr.add(d - last)
+			last = d
+		})
+		switch {
+		case err == nil:
+			pr.finish()
+			fmt.Fprintf(env.Stderr, "blkcrypt: reencryption of %s finished\n", dev)
+		case ctx.Err() != nil && (errors.Is(err, ctx.Err()) || errors.Is(err, blkcrypt.ErrClosed)):
+			d, t, _ := v.Reencrypting()
+			fmt.Fprintf(env.Stderr, "blkcrypt: reencryption stopped at %d of %d bytes; serve --reencrypt (or cryptsetup reencrypt --resume-only) resumes it\n", d, t)
+			err = nil
+		default:
+			fmt.Fprintf(env.Stderr, "blkcrypt: reencryption failed: %v\n", err)
+			fail()
+		}
+		errc <- err
+	}()
+	return func() error { return <-errc }
+}
