@@ -4,6 +4,11 @@
 //
 // Several implementations exist; Impls lists those usable on this CPU:
 //
+//   - "vaes-avx512" (amd64 with AVX512F/BW, VAES and VPCLMULQDQ): XTS on ZMM
+//     registers, 32 blocks in flight with every round key and tweak in a
+//     register, the tweak encryption of a data unit in the same call; a
+//     multi-sector XTS kernel for sectors of 512 bytes and multiples.
+//     Everything else it does as "vaes".
 //   - "vaes" (amd64 with VAES, VPCLMULQDQ and AVX2; VEX-encoded YMM, no
 //     AVX-512 needed): 16 blocks in flight for ECB, CBC decryption and XTS;
 //     multi-buffer CBC encryption over 16 sectors (two per YMM register);
@@ -36,9 +41,12 @@ const (
 	implGeneric implID = iota
 	implAESNI
 	implVAES
+	// implVAES512 only names the implementation: its Blocks have impl
+	// implVAES (every non-XTS path is the YMM one) and zmm set.
+	implVAES512
 )
 
-var implNames = [...]string{implGeneric: "generic", implAESNI: "aesni", implVAES: "vaes"}
+var implNames = [...]string{implGeneric: "generic", implAESNI: "aesni", implVAES: "vaes", implVAES512: "vaes-avx512"}
 
 const (
 	xkDecOff = 16 * (maxRounds + 1) // offset of the decryption schedule in Block.xk
@@ -57,6 +65,7 @@ type Block struct {
 	dec    [4 * (maxRounds + 1)]uint32
 	rounds int
 	impl   implID
+	zmm    bool // XTS takes the ZMM kernels ("vaes-avx512")
 }
 
 // Impls lists the implementation names usable on this CPU, best first.
@@ -105,12 +114,20 @@ func newBlock(impl implID, key []byte) (*Block, error) {
 		return nil, errors.New("aes: invalid key size " + strconv.Itoa(len(key)))
 	}
 	b := &Block{impl: impl}
+	if impl == implVAES512 {
+		b.impl, b.zmm = implVAES, true
+	}
 	b.expandKey(key)
 	return b, nil
 }
 
 // Impl returns the name of the implementation used by b.
-func (b *Block) Impl() string { return implNames[b.impl] }
+func (b *Block) Impl() string {
+	if b.zmm {
+		return implNames[implVAES512]
+	}
+	return implNames[b.impl]
+}
 
 // BlockSize returns the AES block size, 16.
 func (b *Block) BlockSize() int { return 16 }
@@ -355,7 +372,7 @@ func NewXTS(data, tweak *Block) (*XTS, error) {
 	if data == nil || tweak == nil {
 		return nil, errors.New("aes: NewXTS: nil key")
 	}
-	if data.impl != tweak.impl {
+	if data.Impl() != tweak.Impl() {
 		return nil, errors.New("aes: NewXTS: data key uses " + data.Impl() + " but tweak key uses " + tweak.Impl())
 	}
 	return &XTS{data: data, tweak: tweak}, nil

@@ -13,6 +13,9 @@ import (
 var (
 	hasAESNI = cpu.X86.HasAES
 	hasVAES  bool
+	// The ZMM XTS kernels use EVEX VAES/VPCLMULQDQ and per-lane byte shifts
+	// (AVX512BW); x/sys/cpu reports these only if the OS saves ZMM state.
+	hasVAES512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VAES && cpu.X86.HasAVX512VPCLMULQDQ
 )
 
 const (
@@ -35,6 +38,8 @@ func init() {
 
 func archImpls() []implID {
 	switch {
+	case hasVAES && hasVAES512:
+		return []implID{implVAES512, implVAES, implAESNI}
 	case hasVAES:
 		return []implID{implVAES, implAESNI}
 	case hasAESNI:
@@ -50,6 +55,8 @@ func archMissing(impl string) string {
 		return "AES-NI"
 	case "vaes":
 		return "VAES, VPCLMULQDQ, PCLMULQDQ and AVX2 (with OS YMM support)"
+	case "vaes-avx512":
+		return "AVX512F, AVX512BW, VAES and VPCLMULQDQ (with OS ZMM support), besides what vaes needs"
 	}
 	return "unknown implementation"
 }
@@ -149,6 +156,18 @@ func xtsEncSectorsVAES(nr int, yk *byte, dst, src *byte, n, ips int, tws *byte)
 
 //go:noescape
 func xtsDecSectorsVAES(nr int, yk *byte, dst, src *byte, n, ips int, tws *byte)
+
+//go:noescape
+func xtsEncUnitZMM(nr int, xk *byte, tnr int, txk *byte, dst, src *byte, n int, iv, tweak *[16]byte)
+
+//go:noescape
+func xtsDecUnitZMM(nr int, xk *byte, tnr int, txk *byte, dst, src *byte, n int, iv, tweak *[16]byte)
+
+//go:noescape
+func xtsEncSectorsZMM(nr int, xk *byte, dst, src *byte, n, ips int, tws *byte)
+
+//go:noescape
+func xtsDecSectorsZMM(nr int, xk *byte, dst, src *byte, n, ips int, tws *byte)
 
 func (b *Block) xkEnc() *byte { return &b.xk[0] }
 func (b *Block) xkDec() *byte { return &b.xk[xkDecOff] }
@@ -284,6 +303,14 @@ func archXTS(b *Block, enc bool, dst, src []byte, t *[16]byte) {
 // this sector size.
 func archXTSSectors(b *Block, enc bool, dst, src []byte, ss int, tws []byte) bool {
 	n := len(src) / 16
+	if b.zmm && ss%512 == 0 {
+		if enc {
+			xtsEncSectorsZMM(b.rounds, b.xkEnc(), ptr(dst), ptr(src), n, ss/512, &tws[0])
+		} else {
+			xtsDecSectorsZMM(b.rounds, b.xkDec(), ptr(dst), ptr(src), n, ss/512, &tws[0])
+		}
+		return true
+	}
 	if b.impl == implAESNI && ss%256 == 0 {
 		if enc {
 			xtsEncSectorsAESNI(b.rounds, b.xkEnc(), ptr(dst), ptr(src), n, ss/128, &tws[0])
@@ -333,6 +360,16 @@ func archXTSUnitPrefix(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte)
 		n--
 	}
 	m := n &^ 15
+	if b.zmm && m > 0 {
+		// One call for a unit of any length: the ZMM loop has no start-up
+		// cost the YMM kernel's scalar tweak ring would amortize.
+		if enc {
+			xtsEncUnitZMM(b.rounds, b.xkEnc(), tk.rounds, tk.xkEnc(), ptr(dst), ptr(src), m, iv, t)
+		} else {
+			xtsDecUnitZMM(b.rounds, b.xkDec(), tk.rounds, tk.xkEnc(), ptr(dst), ptr(src), m, iv, t)
+		}
+		return 16 * m
+	}
 	if m == 0 || m >= 128 { // longer units go faster through xtsEncVAES
 		return 0
 	}
@@ -343,3 +380,5 @@ func archXTSUnitPrefix(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte)
 	}
 	return 16 * m
 }
+
+func archHasVAES512() bool { return hasVAES512 }

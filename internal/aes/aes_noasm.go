@@ -25,3 +25,5 @@ func archXTSSectors(b *Block, enc bool, dst, src []byte, ss int, tws []byte) boo
 func archDecCBCSectors(b *Block, dst, src []byte, ss int, ivs []byte) bool { return false }
 
 func archXTSUnitPrefix(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte) int { return 0 }
+
+func archHasVAES512() bool { return false }

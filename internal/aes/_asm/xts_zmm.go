@@ -1,0 +1,262 @@
+package main
+
+import "fmt"
+
+// AES-XTS on ZMM registers (EVEX: AVX512F, AVX512BW for the per-lane byte
+// shifts, VAES and VPCLMULQDQ), the "vaes-avx512" implementation.
+//
+// Why a second VAES kernel: on this Intel core a VAESENC on YMM has a
+// 3-cycle latency at 2 per cycle, so the YMM kernel's 8 registers in flight
+// reach only about 85% of the AES unit (the peers' clockaes measures 3.4 of
+// 4 blocks per cycle with 8 YMM accumulators). A ZMM VAESENC does the same
+// 4 blocks per cycle as one instruction, so 8 ZMM registers in flight (32
+// blocks, 512 bytes) saturate it with room to spare, and the 32 vector
+// registers hold every round key, the 32 tweaks of an iteration and the
+// states at once: the loop touches memory only for data.
+//
+// Register use in every kernel here:
+//
+//	Z0..Z7    states (block 4i..4i+3 of the iteration in Zi); scratch outside the rounds
+//	Z8..Z15   tweaks of those blocks (Z(8+i) lane l: tweak of block 4i+l)
+//	Z16       round key 0; Z(30-b) round key nr-b for b = 13..1; Z30 the last one
+//	Z31       scratch for the last round
+//
+// Two xors per block are folded away: the first (data ^ tweak ^ key 0) is
+// one VPTERNLOGQ, and the last (ciphertext ^ tweak) goes into the last
+// round's key, since AESENCLAST(s, k) ^ t = AESENCLAST(s, k ^ t) (likewise
+// AESDECLAST).
+
+// zkey is the register holding round key nr-back (back 0: the last key);
+// round key 0 is always Z16 whatever nr is.
+func zkey(back int) string { return fmt.Sprintf("Z%d", 30-back) }
+
+// zLoadKeys broadcasts the 128-bit round keys at k (nr in AX, ke = k +
+// 16*nr in R11) into their registers.
+func (g *gen) zLoadKeys(k string) {
+	l10, l12 := g.newLabel("zk10"), g.newLabel("zk12")
+	g.p("VBROADCASTI32X4 (%s), Z16", k)
+	g.p("CMPQ AX, $12")
+	g.p("JB %s", l10)
+	g.p("JEQ %s", l12)
+	for _, b := range []int{13, 12} {
+		g.p("VBROADCASTI32X4 -%d(R11), %s", 16*b, zkey(b))
+	}
+	g.lbl(l12)
+	for _, b := range []int{11, 10} {
+		g.p("VBROADCASTI32X4 -%d(R11), %s", 16*b, zkey(b))
+	}
+	g.lbl(l10)
+	for b := 9; b >= 1; b-- {
+		g.p("VBROADCASTI32X4 -%d(R11), %s", 16*b, zkey(b))
+	}
+	g.p("VBROADCASTI32X4 (R11), Z30")
+}
+
+// zIteration emits one pass over k (4 or 8) ZMM registers of data at SI:
+// whitening, nr rounds with the keys in registers, the last round with the
+// tweak folded into its key, and the store to DI.
+func (g *gen) zIteration(op string, k int) {
+	for i := 0; i < k; i++ {
+		g.p("VMOVDQU64 %d(SI), Z%d", 64*i, i)
+		g.p("VPTERNLOGQ $0x96, Z16, Z%d, Z%d", 8+i, i)
+	}
+	l10, l12 := g.newLabel("zr10"), g.newLabel("zr12")
+	round := func(b int) {
+		for i := 0; i < k; i++ {
+			g.p("V%s %s, Z%d, Z%d", op, zkey(b), i, i)
+		}
+	}
+	g.p("CMPQ AX, $12")
+	g.p("JB %s", l10)
+	g.p("JEQ %s", l12)
+	round(13)
+	round(12)
+	g.lbl(l12)
+	round(11)
+	round(10)
+	g.lbl(l10)
+	for b := 9; b >= 1; b-- {
+		round(b)
+	}
+	for i := 0; i < k; i++ {
+		g.p("VPXORQ Z30, Z%d, Z31", 8+i)
+		g.p("V%sLAST Z31, Z%d, Z%d", op, i, i)
+		g.p("VMOVDQU64 Z%d, %d(DI)", i, 64*i)
+	}
+}
+
+// zMulBytes emits dst = src * x^(8m) per 128-bit lane (1 <= m <= 7): a
+// left shift by m bytes, the bytes shifted out folded back by a carry-less
+// multiply by 0x87 (at most 8m+7 bits, so no second reduction).
+func (g *gen) zMulBytes(src, dst string, m int, tmp string) {
+	g.p("VPSRLDQ $%d, %s, %s", 16-m, src, tmp)
+	g.p("VPSLLDQ $%d, %s, %s", m, src, dst)
+	g.p("VPCLMULQDQ $0x00, xtsPoly512<>(SB), %s, %s", tmp, tmp)
+	g.p("VPXORQ %s, %s, %s", tmp, dst, dst)
+}
+
+// zMulBits emits dst = src * x^k per 128-bit lane (1 <= k <= 56), the shift
+// counts either immediates (cnt == "") or per-quadword from the memory
+// vectors cnt (k) and cnt+64 (64-k). dst must differ from src; t0, t1 are
+// clobbered.
+func (g *gen) zMulBits(src, dst string, k int, cnt string, t0, t1 string) {
+	if cnt == "" {
+		g.p("VPSRLQ $%d, %s, %s", 64-k, src, t0)
+		g.p("VPSLLQ $%d, %s, %s", k, src, dst)
+	} else {
+		g.p("VPSRLVQ %s+64(SB), %s, %s", cnt, src, t0)
+		g.p("VPSLLVQ %s+0(SB), %s, %s", cnt, src, dst)
+	}
+	g.p("VPSLLDQ $8, %s, %s", t0, t1) // low quadword's carry into the high one
+	g.p("VPSRLDQ $8, %s, %s", t0, t0) // the high quadword's, to reduce
+	g.p("VPCLMULQDQ $0x00, xtsPoly512<>(SB), %s, %s", t0, t0)
+	g.p("VPTERNLOGQ $0x96, %s, %s, %s", t1, t0, dst)
+}
+
+// zTweaks sets Z8..Z15 to the 32 tweaks T*x^0..T*x^31 from T broadcast in
+// all four lanes of Z0. Every value depends on T by a short chain (at most
+// three multiplications), so the first AES round waits little.
+func (g *gen) zTweaks() {
+	g.zMulBits("Z0", "Z8", 0, "xtsLaneShift<>", "Z1", "Z2") // [T, Tx, Tx^2, Tx^3]
+	g.zMulBits("Z8", "Z9", 4, "", "Z3", "Z4")
+	g.zMulBytes("Z8", "Z10", 1, "Z5")
+	g.zMulBytes("Z9", "Z11", 1, "Z6")
+	g.zMulBytes("Z8", "Z12", 2, "Z7")
+	g.zMulBytes("Z9", "Z13", 2, "Z1")
+	g.zMulBytes("Z8", "Z14", 3, "Z2")
+	g.zMulBytes("Z9", "Z15", 3, "Z3")
+}
+
+// zStep advances the 32 tweaks by x^32 (to the next iteration), using the
+// states as scratch.
+func (g *gen) zStep() {
+	for i := 0; i < 8; i++ {
+		g.zMulBytes(fmt.Sprintf("Z%d", 8+i), fmt.Sprintf("Z%d", 8+i), 4, fmt.Sprintf("Z%d", i))
+	}
+}
+
+// xtsUnitZMM: one data unit of n whole blocks (n a multiple of 16), the
+// tweak encryption included, 32 blocks per iteration and a 16-block tail.
+func (g *gen) xtsUnitZMM(name, op string) {
+	g.begin(name, 0, "XTS on n whole blocks (n a multiple of 16, >= 16) of a data unit with IV *iv: the\ntweak is E(txk, *iv) (txk: the tweak key's encryption schedule); *tweak receives\nthe tweak of block n. xk is the 128-bit schedule for op.",
+		"nr", "xk", "tnr", "txk", "dst", "src", "n", "iv", "tweak")
+	g.arg("tnr", "R8")
+	g.arg("txk", "R9")
+	g.arg("iv", "BX")
+	g.keyEnd("R10", "R9", "R8", 16)
+	g.p("VMOVDQU (BX), X0")
+	g.p("VPXOR (R9), X0, X0")
+	g.rounds("AESENC", []string{"X0"}, "R10", "R8", 16, "", true)
+	g.p("VSHUFI64X2 $0x00, Z0, Z0, Z0")
+	g.arg("nr", "AX")
+	g.arg("xk", "DX")
+	g.arg("dst", "DI")
+	g.arg("src", "SI")
+	g.arg("n", "CX")
+	g.keyEnd("R11", "DX", "AX", 16)
+	g.zTweaks()
+	g.zLoadKeys("DX")
+	loop, tail, done := g.newLabel("zloop"), g.newLabel("ztail"), g.newLabel("zdone")
+	g.lbl(loop)
+	g.p("CMPQ CX, $32")
+	g.p("JB %s", tail)
+	g.zIteration(op, 8)
+	g.zStep()
+	g.p("ADDQ $512, SI")
+	g.p("ADDQ $512, DI")
+	g.p("SUBQ $32, CX")
+	g.p("JMP %s", loop)
+	g.lbl(tail)
+	g.arg("tweak", "BX")
+	g.p("TESTQ CX, CX")
+	g.p("JEQ %s", done)
+	g.zIteration(op, 4)
+	g.p("VMOVDQU X12, (BX)")
+	g.p("VZEROUPPER")
+	g.p("RET")
+	g.lbl(done)
+	g.p("VMOVDQU X8, (BX)")
+	g.p("VZEROUPPER")
+	g.p("RET")
+}
+
+// xtsSectorsZMM: consecutive sectors of 512*ips bytes whose encrypted
+// tweaks are at tws. Each sector's 32 first tweaks are derived from its
+// entry (zTweaks, independent of the previous sector's, so out-of-order
+// execution overlaps them with that sector's rounds).
+func (g *gen) xtsSectorsZMM(name, op string) {
+	g.begin(name, 0, "XTS over n/(32*ips) consecutive sectors of 512*ips bytes (ips >= 1); tws holds the\nencrypted tweak of every sector. xk is the 128-bit schedule for op.",
+		"nr", "xk", "dst", "src", "n", "ips", "tws")
+	g.arg("nr", "AX")
+	g.arg("xk", "DX")
+	g.arg("dst", "DI")
+	g.arg("src", "SI")
+	g.arg("n", "CX")
+	g.arg("tws", "R13")
+	g.keyEnd("R11", "DX", "AX", 16)
+	g.zLoadKeys("DX")
+	sector, inner, next := g.newLabel("zsec"), g.newLabel("zin"), g.newLabel("znext")
+	g.lbl(sector)
+	g.p("VBROADCASTI32X4 (R13), Z0")
+	g.p("ADDQ $16, R13")
+	g.zTweaks()
+	g.arg("ips", "R12")
+	g.lbl(inner)
+	g.zIteration(op, 8)
+	g.p("ADDQ $512, SI")
+	g.p("ADDQ $512, DI")
+	g.p("SUBQ $32, CX")
+	g.p("DECQ R12")
+	g.p("JEQ %s", next)
+	g.zStep()
+	g.p("JMP %s", inner)
+	g.lbl(next)
+	g.p("TESTQ CX, CX")
+	g.p("JNE %s", sector)
+	g.p("VZEROUPPER")
+	g.p("RET")
+}
+
+func (g *gen) dataZMM() {
+	g.buf.WriteString(`
+// 0x87 in the low quadword of each of four 128-bit lanes, for VPCLMULQDQ on ZMM.
+DATA xtsPoly512<>+0(SB)/8, $0x87
+DATA xtsPoly512<>+8(SB)/8, $0
+DATA xtsPoly512<>+16(SB)/8, $0x87
+DATA xtsPoly512<>+24(SB)/8, $0
+DATA xtsPoly512<>+32(SB)/8, $0x87
+DATA xtsPoly512<>+40(SB)/8, $0
+DATA xtsPoly512<>+48(SB)/8, $0x87
+DATA xtsPoly512<>+56(SB)/8, $0
+GLOBL xtsPoly512<>(SB), RODATA|NOPTR, $64
+
+// Per-quadword shift counts l (lane l = 0..3), then 64-l: lane l of
+// T*x^l from T broadcast into every lane.
+DATA xtsLaneShift<>+0(SB)/8, $0
+DATA xtsLaneShift<>+8(SB)/8, $0
+DATA xtsLaneShift<>+16(SB)/8, $1
+DATA xtsLaneShift<>+24(SB)/8, $1
+DATA xtsLaneShift<>+32(SB)/8, $2
+DATA xtsLaneShift<>+40(SB)/8, $2
+DATA xtsLaneShift<>+48(SB)/8, $3
+DATA xtsLaneShift<>+56(SB)/8, $3
+DATA xtsLaneShift<>+64(SB)/8, $64
+DATA xtsLaneShift<>+72(SB)/8, $64
+DATA xtsLaneShift<>+80(SB)/8, $63
+DATA xtsLaneShift<>+88(SB)/8, $63
+DATA xtsLaneShift<>+96(SB)/8, $62
+DATA xtsLaneShift<>+104(SB)/8, $62
+DATA xtsLaneShift<>+112(SB)/8, $61
+DATA xtsLaneShift<>+120(SB)/8, $61
+GLOBL xtsLaneShift<>(SB), RODATA|NOPTR, $128
+`)
+}
+
+// genXTSZMM emits the data and every kernel of this file.
+func (g *gen) genXTSZMM() {
+	g.dataZMM()
+	g.xtsUnitZMM("xtsEncUnitZMM", "AESENC")
+	g.xtsUnitZMM("xtsDecUnitZMM", "AESDEC")
+	g.xtsSectorsZMM("xtsEncSectorsZMM", "AESENC")
+	g.xtsSectorsZMM("xtsDecSectorsZMM", "AESDEC")
+}

@@ -1,0 +1,96 @@
+package aes
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// The ZMM kernels have paths the short-length tests above do not reach: a
+// 32-block main loop with a 16-block tail, and per-sector tweak derivation
+// for sectors of 512*k bytes across batches longer than one tweak chunk.
+// These compare every implementation (vaes-avx512 first) with generic
+// there.
+
+func TestXTSLongUnitsVsGeneric(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, impl string) {
+		r := rand.New(rand.NewPCG(21, 22))
+		lens := []int{256, 512, 768, 4096, 4096 + 256, 4096 + 17, 8192 - 1, 65536, 65536 + 16*15 + 3}
+		for i := 0; i < 40; i++ {
+			lens = append(lens, 16+r.IntN(16384))
+		}
+		for _, n := range lens {
+			for _, ks := range []int{32, 48, 64} {
+				key := randBytes(r, ks)
+				x, gx := xtsPair(t, impl, key), xtsPair(t, "generic", key)
+				pt := randBytes(r, n)
+				iv := [16]byte(randBytes(r, 16))
+				want := make([]byte, n)
+				gx.Encrypt(want, pt, &iv)
+				got := make([]byte, n)
+				x.Encrypt(got, pt, &iv)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("len %d key %d: encrypt mismatch", n, ks)
+				}
+				x.Decrypt(got, got, &iv) // in place
+				if !bytes.Equal(got, pt) {
+					t.Fatalf("len %d key %d: decrypt mismatch", n, ks)
+				}
+			}
+		}
+	})
+}
+
+func TestXTSSectorBatchesVsGeneric(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, impl string) {
+		r := rand.New(rand.NewPCG(23, 24))
+		for _, ss := range []int{512, 1024, 2048, 4096, 4096 + 512} {
+			for _, ns := range []int{1, 2, 3, sectorChunk - 1, sectorChunk, sectorChunk + 1, 256} {
+				if ss*ns > 1<<20 {
+					continue
+				}
+				ks := []int{32, 48, 64}[r.IntN(3)]
+				key := randBytes(r, ks)
+				x, gx := xtsPair(t, impl, key), xtsPair(t, "generic", key)
+				pt := randBytes(r, ss*ns)
+				ivs := randBytes(r, 16*ns)
+				ivs0 := slices.Clone(ivs)
+				want := make([]byte, len(pt))
+				gx.EncryptSectors(want, pt, ss, ivs)
+				got := make([]byte, len(pt))
+				x.EncryptSectors(got, pt, ss, ivs)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("ss %d n %d key %d: encrypt mismatch", ss, ns, ks)
+				}
+				x.DecryptSectors(got, got, ss, ivs)
+				if !bytes.Equal(got, pt) {
+					t.Fatalf("ss %d n %d key %d: decrypt mismatch", ss, ns, ks)
+				}
+				if !bytes.Equal(ivs, ivs0) {
+					t.Fatalf("ss %d n %d: ivs modified", ss, ns)
+				}
+			}
+		}
+	})
+}
+
+// TestImplSelection checks that the ZMM implementation is offered exactly
+// when the CPU has what it needs, and is preferred then.
+func TestImplSelection(t *testing.T) {
+	impls := Impls()
+	has := slices.Contains(impls, "vaes-avx512")
+	if has != (archHasVAES512() && slices.Contains(impls, "vaes")) {
+		t.Fatalf("Impls() = %v with AVX-512 VAES support %v", impls, archHasVAES512())
+	}
+	if has && impls[0] != "vaes-avx512" {
+		t.Errorf("Impls() = %v, want vaes-avx512 first", impls)
+	}
+	if has {
+		b := mustNew(t, "vaes-avx512", make([]byte, 16))
+		v := mustNew(t, "vaes", make([]byte, 16))
+		if _, err := NewXTS(b, v); err == nil {
+			t.Error("NewXTS accepted vaes-avx512 with vaes")
+		}
+	}
+}
