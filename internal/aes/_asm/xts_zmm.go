@@ -1,6 +1,9 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // AES-XTS on ZMM registers (EVEX: AVX512F, AVX512BW for the per-lane byte
 // shifts, VAES and VPCLMULQDQ), the "vaes-avx512" implementation.
@@ -55,10 +58,19 @@ func (g *gen) zLoadKeys(k string) {
 // zIteration emits one pass over k (4 or 8) ZMM registers of data at SI:
 // whitening, nr rounds with the keys in registers, the last round with the
 // tweak folded into its key, and the store to DI.
-func (g *gen) zIteration(op string, k int) {
+func (g *gen) zIteration(op string, k int) { g.zIterationFrom(op, k, "", nil) }
+
+// zIterationFrom is zIteration with the tweaks read from memory at tw (a
+// base register; "" means Z8..Z15), calling after(b) once round key nr-b is
+// applied (b = 9..1) to interleave independent work.
+func (g *gen) zIterationFrom(op string, k int, tw string, after func(b int)) {
 	for i := 0; i < k; i++ {
 		g.p("VMOVDQU64 %d(SI), Z%d", 64*i, i)
-		g.p("VPTERNLOGQ $0x96, Z16, Z%d, Z%d", 8+i, i)
+		if tw == "" {
+			g.p("VPTERNLOGQ $0x96, Z16, Z%d, Z%d", 8+i, i)
+		} else {
+			g.p("VPTERNLOGQ $0x96, %d(%s), Z16, Z%d", 64*i, tw, i)
+		}
 	}
 	l10, l12 := g.newLabel("zr10"), g.newLabel("zr12")
 	round := func(b int) {
@@ -77,9 +89,16 @@ func (g *gen) zIteration(op string, k int) {
 	g.lbl(l10)
 	for b := 9; b >= 1; b-- {
 		round(b)
+		if after != nil {
+			after(b)
+		}
 	}
 	for i := 0; i < k; i++ {
-		g.p("VPXORQ Z30, Z%d, Z31", 8+i)
+		if tw == "" {
+			g.p("VPXORQ Z30, Z%d, Z31", 8+i)
+		} else {
+			g.p("VPXORQ %d(%s), Z30, Z31", 64*i, tw)
+		}
 		g.p("V%sLAST Z31, Z%d, Z%d", op, i, i)
 		g.p("VMOVDQU64 Z%d, %d(DI)", i, 64*i)
 	}
@@ -217,6 +236,77 @@ func (g *gen) xtsSectorsZMM(name, op string) {
 	g.p("RET")
 }
 
+// zTweaksTo writes the 32 tweaks of the sector whose encrypted tweak is at
+// (tw) to the 512 bytes at buf, with only Z8..Z15 as scratch, and returns
+// the instructions instead of emitting them, for interleaving.
+func zTweaksTo(tw, buf string) []string {
+	s := &gen{}
+	s.p("VBROADCASTI32X4 (%s), Z10", tw)
+	s.zMulBits("Z10", "Z8", 0, "xtsLaneShift<>", "Z11", "Z12")
+	s.p("VMOVDQU64 Z8, 0(%s)", buf)
+	s.zMulBits("Z8", "Z9", 4, "", "Z13", "Z14")
+	s.p("VMOVDQU64 Z9, 64(%s)", buf)
+	outs := []string{"Z10", "Z12", "Z14", "Z10", "Z12", "Z14"}
+	tmps := []string{"Z11", "Z13", "Z15", "Z11", "Z13", "Z15"}
+	for j := 0; j < 6; j++ {
+		src := []string{"Z8", "Z9"}[j%2]
+		s.zMulBytes(src, outs[j], 1+j/2, tmps[j])
+		s.p("VMOVDQU64 %s, %d(%s)", outs[j], 128+64*j, buf)
+	}
+	return strings.Split(strings.TrimSpace(s.buf.String()), "\n")
+}
+
+// xtsSectors512ZMM: sectors of exactly 512 bytes, one iteration each. Every
+// sector's tweaks differ, and deriving them takes a chain of dependent
+// multiplications; left to out-of-order execution they start too late (the
+// scheduler is full of the previous sector's AES rounds), so this kernel
+// software-pipelines them: during sector s's rounds it derives sector s+1's
+// 32 tweaks into the other half of a stack buffer, and the rounds read their
+// tweaks from memory (VPTERNLOGQ and the last-round xor take them as
+// operands). The last sector derives tweaks from the spare entry of tws and
+// discards them.
+func (g *gen) xtsSectors512ZMM(name, op string) {
+	g.begin(name, 1024+64, "XTS over n/32 consecutive 512-byte sectors; tws holds the encrypted tweak of every\nsector followed by one spare readable entry. xk is the 128-bit schedule for op.",
+		"nr", "xk", "dst", "src", "n", "tws")
+	g.arg("nr", "AX")
+	g.arg("xk", "DX")
+	g.arg("dst", "DI")
+	g.arg("src", "SI")
+	g.arg("n", "CX")
+	g.arg("tws", "R13")
+	g.keyEnd("R11", "DX", "AX", 16)
+	g.zLoadKeys("DX")
+	g.p("LEAQ 63(SP), R14")
+	g.p("ANDQ $-64, R14") // tweaks of this sector
+	g.p("LEAQ 512(R14), R9") // of the next one
+	for _, l := range zTweaksTo("R13", "R14") {
+		g.buf.WriteString(l + "\n")
+	}
+	g.p("ADDQ $16, R13")
+	loop := g.newLabel("z512")
+	g.lbl(loop)
+	next := zTweaksTo("R13", "R9")
+	g.zIterationFrom(op, 8, "R14", func(b int) {
+		// Spread over rounds 9..2 (every key size runs them).
+		if b < 2 {
+			return
+		}
+		per := (len(next) + 7) / 8
+		lo := (9 - b) * per
+		for j := lo; j < lo+per && j < len(next); j++ {
+			g.buf.WriteString(next[j] + "\n")
+		}
+	})
+	g.p("XCHGQ R14, R9")
+	g.p("ADDQ $16, R13")
+	g.p("ADDQ $512, SI")
+	g.p("ADDQ $512, DI")
+	g.p("SUBQ $32, CX")
+	g.p("JNE %s", loop)
+	g.p("VZEROUPPER")
+	g.p("RET")
+}
+
 func (g *gen) dataZMM() {
 	g.buf.WriteString(`
 // 0x87 in the low quadword of each of four 128-bit lanes, for VPCLMULQDQ on ZMM.
@@ -259,4 +349,6 @@ func (g *gen) genXTSZMM() {
 	g.xtsUnitZMM("xtsDecUnitZMM", "AESDEC")
 	g.xtsSectorsZMM("xtsEncSectorsZMM", "AESENC")
 	g.xtsSectorsZMM("xtsDecSectorsZMM", "AESDEC")
+	g.xtsSectors512ZMM("xtsEncSectors512ZMM", "AESENC")
+	g.xtsSectors512ZMM("xtsDecSectors512ZMM", "AESDEC")
 }
