@@ -277,7 +277,7 @@ func (g *gen) xtsSectors512ZMM(name, op string) {
 	g.keyEnd("R11", "DX", "AX", 16)
 	g.zLoadKeys("DX")
 	g.p("LEAQ 63(SP), R14")
-	g.p("ANDQ $-64, R14") // tweaks of this sector
+	g.p("ANDQ $-64, R14")    // tweaks of this sector
 	g.p("LEAQ 512(R14), R9") // of the next one
 	for _, l := range zTweaksTo("R13", "R14") {
 		g.buf.WriteString(l + "\n")
