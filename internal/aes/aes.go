@@ -472,7 +472,7 @@ func (b *Block) xtsUnit(enc bool, dst, src []byte, t *[16]byte) {
 
 // sectorChunk is how many tweaks are encrypted in one ECB pass by the
 // sector functions (bounded so the scratch buffer stays on the stack).
-const sectorChunk = 64
+const sectorChunk = 256
 
 // EncryptSectors encrypts n = len(src)/sectorSize sectors; sector i uses
 // the raw IV ivs[16*i:16*i+16]. sectorSize must be a positive multiple of 16.
@@ -492,7 +492,7 @@ func (x *XTS) sectors(enc bool, dst, src []byte, ss int, ivs []byte, n int) {
 	var tw [(sectorChunk + 1) * 16]byte // one spare entry for archXTSSectors
 	for s := 0; s < n; s += sectorChunk {
 		k := min(sectorChunk, n-s)
-		x.tweak.ecb(true, tw[:16*k], ivs[16*s:16*(s+k)])
+		archXTSTweaks(x.tweak, tw[:16*k], ivs[16*s:16*(s+k)])
 		o := s * ss
 		if x.data.impl != implGeneric && archXTSSectors(x.data, enc, dst[o:o+k*ss], src[o:o+k*ss], ss, tw[:]) {
 			continue

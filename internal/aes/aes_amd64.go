@@ -164,6 +164,9 @@ func xtsEncUnitZMM(nr int, xk *byte, tnr int, txk *byte, dst, src *byte, n int, 
 func xtsDecUnitZMM(nr int, xk *byte, tnr int, txk *byte, dst, src *byte, n int, iv, tweak *[16]byte)
 
 //go:noescape
+func encECBZMM(nr int, xk *byte, dst, src *byte, n int)
+
+//go:noescape
 func xtsEncSectors512ZMM(nr int, xk *byte, dst, src *byte, n int, tws *byte)
 
 //go:noescape
@@ -396,3 +399,18 @@ func archXTSUnitPrefix(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte)
 }
 
 func archHasVAES512() bool { return hasVAES512 }
+
+// archXTSTweaks encrypts the sector IVs of a batch into tws (len(ivs) a
+// multiple of 16) for archXTSSectors.
+func archXTSTweaks(tk *Block, tws, ivs []byte) {
+	n := len(ivs) / 16
+	if tk.zmm && n >= 4 {
+		m := n &^ 3
+		encECBZMM(tk.rounds, tk.xkEnc(), ptr(tws), ptr(ivs), m)
+		if m == n {
+			return
+		}
+		tws, ivs = tws[16*m:], ivs[16*m:]
+	}
+	tk.ecb(true, tws[:len(ivs)], ivs)
+}

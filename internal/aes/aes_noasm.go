@@ -27,3 +27,5 @@ func archDecCBCSectors(b *Block, dst, src []byte, ss int, ivs []byte) bool { ret
 func archXTSUnitPrefix(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte) int { return 0 }
 
 func archHasVAES512() bool { return false }
+
+func archXTSTweaks(tk *Block, tws, ivs []byte) { tk.ecb(true, tws[:len(ivs)], ivs) }
