@@ -199,12 +199,10 @@ func (g *gen) xtsUnitZMM(name, op string) {
 	g.p("JEQ %s", done)
 	g.zIteration(op, 4)
 	g.p("VMOVDQU X12, (BX)")
-	g.p("VZEROUPPER")
-	g.p("RET")
+	g.zRet()
 	g.lbl(done)
 	g.p("VMOVDQU X8, (BX)")
-	g.p("VZEROUPPER")
-	g.p("RET")
+	g.zRet()
 }
 
 // xtsSectorsZMM: consecutive sectors of 512*ips bytes whose encrypted
@@ -240,8 +238,7 @@ func (g *gen) xtsSectorsZMM(name, op string) {
 	g.lbl(next)
 	g.p("TESTQ CX, CX")
 	g.p("JNE %s", sector)
-	g.p("VZEROUPPER")
-	g.p("RET")
+	g.zRet()
 }
 
 // ecbNoTweak as zIterationFrom's tw makes the pass plain ECB.
@@ -279,6 +276,16 @@ func (g *gen) ecbZMM(name, op string) {
 	g.p("SUBQ $4, CX")
 	g.p("JMP %s", l1)
 	g.lbl(done)
+	g.zRet()
+}
+
+// zRet returns, clearing the key registers first: no Go code uses Z16..Z31,
+// so round keys left there would stay until the next AVX-512 kernel runs
+// (zero idioms, almost free); VZEROUPPER leaves X0..X15 as the other kernels do.
+func (g *gen) zRet() {
+	for r := 16; r <= 31; r++ {
+		g.p("VPXORQ Z%d, Z%d, Z%d", r, r, r)
+	}
 	g.p("VZEROUPPER")
 	g.p("RET")
 }
@@ -350,8 +357,7 @@ func (g *gen) xtsSectors512ZMM(name, op string) {
 	g.p("ADDQ $512, DI")
 	g.p("SUBQ $32, CX")
 	g.p("JNE %s", loop)
-	g.p("VZEROUPPER")
-	g.p("RET")
+	g.zRet()
 }
 
 func (g *gen) dataZMM() {
