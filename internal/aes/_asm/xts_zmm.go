@@ -61,7 +61,8 @@ func (g *gen) zLoadKeys(k string) {
 func (g *gen) zIteration(op string, k int) { g.zIterationFrom(op, k, "", nil) }
 
 // zIterationFrom is zIteration with the tweaks read from memory at tw (a
-// base register; "" means Z8..Z15), calling after(b) once round key nr-b is
+// base register; "" means Z8..Z15; "*reg": stored xored with the last
+// round key, and Z31 holding key 0 ^ the last key), calling after(b) once round key nr-b is
 // applied (b = 9..1) to interleave independent work.
 func (g *gen) zIterationFrom(op string, k int, tw string, after func(b int)) {
 	for i := 0; i < k; i++ {
@@ -71,6 +72,9 @@ func (g *gen) zIterationFrom(op string, k int, tw string, after func(b int)) {
 			g.p("VPTERNLOGQ $0x96, Z16, Z%d, Z%d", 8+i, i)
 		case ecbNoTweak:
 			g.p("VPXORQ Z16, Z%d, Z%d", i, i)
+		case "*" + tw[min(1, len(tw)):]:
+			// Tweaks stored as T ^ last key, Z31 = key 0 ^ last key.
+			g.p("VPTERNLOGQ $0x96, %d(%s), Z31, Z%d", 64*i, tw[1:], i)
 		default:
 			g.p("VPTERNLOGQ $0x96, %d(%s), Z16, Z%d", 64*i, tw, i)
 		}
@@ -102,6 +106,10 @@ func (g *gen) zIterationFrom(op string, k int, tw string, after func(b int)) {
 			g.p("VPXORQ Z30, Z%d, Z31", 8+i)
 		case ecbNoTweak:
 			g.p("V%sLAST Z30, Z%d, Z%d", op, i, i)
+			g.p("VMOVDQU64 Z%d, %d(DI)", i, 64*i)
+			continue
+		case "*" + tw[min(1, len(tw)):]:
+			g.p("V%sLAST %d(%s), Z%d, Z%d", op, 64*i, tw[1:], i, i)
 			g.p("VMOVDQU64 Z%d, %d(DI)", i, 64*i)
 			continue
 		default:
@@ -136,6 +144,20 @@ func (g *gen) zMulBits(src, dst string, k int, cnt string, t0, t1 string) {
 	}
 	g.p("VPSLLDQ $8, %s, %s", t0, t1) // low quadword's carry into the high one
 	g.p("VPSRLDQ $8, %s, %s", t0, t0) // the high quadword's, to reduce
+	g.p("VPCLMULQDQ $0x00, xtsPoly512<>(SB), %s, %s", t0, t0)
+	g.p("VPTERNLOGQ $0x96, %s, %s, %s", t1, t0, dst)
+}
+
+// zMulClmul is zMulBits for small k (<= 8), multiplying lane l by the
+// polynomial in the low quadword of lane l of the vector at mul. Where the
+// AES rounds keep port 0 busy this is cheaper than zMulBits: ZMM bit shifts
+// run only on port 0, with the AES unit, whereas carry-less multiplies and
+// byte shifts run on port 5.
+func (g *gen) zMulClmul(src, dst, mul string, t0, t1 string) {
+	g.p("VPCLMULQDQ $0x01, %s(SB), %s, %s", mul, src, t0) // high quadword * m
+	g.p("VPCLMULQDQ $0x00, %s(SB), %s, %s", mul, src, dst) // low quadword * m
+	g.p("VPSLLDQ $8, %s, %s", t0, t1)
+	g.p("VPSRLDQ $8, %s, %s", t0, t0)
 	g.p("VPCLMULQDQ $0x00, xtsPoly512<>(SB), %s, %s", t0, t0)
 	g.p("VPTERNLOGQ $0x96, %s, %s, %s", t1, t0, dst)
 }
@@ -291,20 +313,29 @@ func (g *gen) zRet() {
 }
 
 // zTweaksTo writes the 32 tweaks of the sector whose encrypted tweak is at
-// (tw) to the 512 bytes at buf, with only Z8..Z15 as scratch, and returns
-// the instructions instead of emitting them, for interleaving.
+// (tw) to the 512 bytes at buf, each xored with the last round key (Z30),
+// with only Z8..Z15 as scratch, and returns the instructions instead of
+// emitting them, for interleaving. Storing T ^ last key lets the last
+// round take its key straight from memory and saves the vector ports an
+// xor per register, ports the AES rounds share.
 func zTweaksTo(tw, buf string) []string {
 	s := &gen{}
 	s.p("VBROADCASTI32X4 (%s), Z10", tw)
-	s.zMulBits("Z10", "Z8", 0, "xtsLaneShift<>", "Z11", "Z12")
-	s.p("VMOVDQU64 Z8, 0(%s)", buf)
-	s.zMulBits("Z8", "Z9", 4, "", "Z13", "Z14")
-	s.p("VMOVDQU64 Z9, 64(%s)", buf)
+	s.zMulClmul("Z10", "Z8", "xtsLaneMul<>", "Z11", "Z12")
+	s.p("VPXORQ Z30, Z8, Z11")
+	s.p("VMOVDQU64 Z11, 0(%s)", buf)
+	s.zMulClmul("Z8", "Z9", "xtsLaneMul<>+64", "Z13", "Z14")
+	s.p("VPXORQ Z30, Z9, Z13")
+	s.p("VMOVDQU64 Z13, 64(%s)", buf)
 	outs := []string{"Z10", "Z12", "Z14", "Z10", "Z12", "Z14"}
 	tmps := []string{"Z11", "Z13", "Z15", "Z11", "Z13", "Z15"}
 	for j := 0; j < 6; j++ {
-		src := []string{"Z8", "Z9"}[j%2]
-		s.zMulBytes(src, outs[j], 1+j/2, tmps[j])
+		src, m, tmp := []string{"Z8", "Z9"}[j%2], 1+j/2, tmps[j]
+		// zMulBytes with the last key folded into its final xor.
+		s.p("VPSRLDQ $%d, %s, %s", 16-m, src, tmp)
+		s.p("VPSLLDQ $%d, %s, %s", m, src, outs[j])
+		s.p("VPCLMULQDQ $0x00, xtsPoly512<>(SB), %s, %s", tmp, tmp)
+		s.p("VPTERNLOGQ $0x96, Z30, %s, %s", tmp, outs[j])
 		s.p("VMOVDQU64 %s, %d(%s)", outs[j], 128+64*j, buf)
 	}
 	return strings.Split(strings.TrimSpace(s.buf.String()), "\n")
@@ -330,6 +361,7 @@ func (g *gen) xtsSectors512ZMM(name, op string) {
 	g.arg("tws", "R13")
 	g.keyEnd("R11", "DX", "AX", 16)
 	g.zLoadKeys("DX")
+	g.p("VPXORQ Z16, Z30, Z31")
 	g.p("LEAQ 63(SP), R14")
 	g.p("ANDQ $-64, R14")    // tweaks of this sector
 	g.p("LEAQ 512(R14), R9") // of the next one
@@ -340,7 +372,7 @@ func (g *gen) xtsSectors512ZMM(name, op string) {
 	loop := g.newLabel("z512")
 	g.lbl(loop)
 	next := zTweaksTo("R13", "R9")
-	g.zIterationFrom(op, 8, "R14", func(b int) {
+	g.zIterationFrom(op, 8, "*R14", func(b int) {
 		// Spread over rounds 9..2 (every key size runs them).
 		if b < 2 {
 			return
@@ -392,6 +424,25 @@ DATA xtsLaneShift<>+104(SB)/8, $62
 DATA xtsLaneShift<>+112(SB)/8, $61
 DATA xtsLaneShift<>+120(SB)/8, $61
 GLOBL xtsLaneShift<>(SB), RODATA|NOPTR, $128
+
+// x^l in lane l (l = 0..3), then x^4 in every lane, for zMulClmul.
+DATA xtsLaneMul<>+0(SB)/8, $1
+DATA xtsLaneMul<>+8(SB)/8, $0
+DATA xtsLaneMul<>+16(SB)/8, $2
+DATA xtsLaneMul<>+24(SB)/8, $0
+DATA xtsLaneMul<>+32(SB)/8, $4
+DATA xtsLaneMul<>+40(SB)/8, $0
+DATA xtsLaneMul<>+48(SB)/8, $8
+DATA xtsLaneMul<>+56(SB)/8, $0
+DATA xtsLaneMul<>+64(SB)/8, $16
+DATA xtsLaneMul<>+72(SB)/8, $0
+DATA xtsLaneMul<>+80(SB)/8, $16
+DATA xtsLaneMul<>+88(SB)/8, $0
+DATA xtsLaneMul<>+96(SB)/8, $16
+DATA xtsLaneMul<>+104(SB)/8, $0
+DATA xtsLaneMul<>+112(SB)/8, $16
+DATA xtsLaneMul<>+120(SB)/8, $0
+GLOBL xtsLaneMul<>(SB), RODATA|NOPTR, $128
 `)
 }
 
