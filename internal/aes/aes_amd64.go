@@ -167,12 +167,6 @@ func xtsDecUnitZMM(nr int, xk *byte, tnr int, txk *byte, dst, src *byte, n int, 
 func encECBZMM(nr int, xk *byte, dst, src *byte, n int)
 
 //go:noescape
-func xtsEncSectors512ZMM(nr int, xk *byte, dst, src *byte, n int, tws *byte)
-
-//go:noescape
-func xtsDecSectors512ZMM(nr int, xk *byte, dst, src *byte, n int, tws *byte)
-
-//go:noescape
 func xtsEncSectorsZMM(nr int, xk *byte, dst, src *byte, n, ips int, tws *byte)
 
 //go:noescape
@@ -312,14 +306,6 @@ func archXTS(b *Block, enc bool, dst, src []byte, t *[16]byte) {
 // this sector size.
 func archXTSSectors(b *Block, enc bool, dst, src []byte, ss int, tws []byte) bool {
 	n := len(src) / 16
-	if b.zmm && ss == 512 {
-		if enc {
-			xtsEncSectors512ZMM(b.rounds, b.xkEnc(), ptr(dst), ptr(src), n, &tws[0])
-		} else {
-			xtsDecSectors512ZMM(b.rounds, b.xkDec(), ptr(dst), ptr(src), n, &tws[0])
-		}
-		return true
-	}
 	if b.zmm && ss%512 == 0 {
 		if enc {
 			xtsEncSectorsZMM(b.rounds, b.xkEnc(), ptr(dst), ptr(src), n, ss/512, &tws[0])
