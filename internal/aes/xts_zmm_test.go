@@ -3,7 +3,10 @@ package aes
 import (
 	"bytes"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -76,9 +79,14 @@ func TestXTSSectorBatchesVsGeneric(t *testing.T) {
 }
 
 // TestImplSelection checks that the ZMM implementation is offered exactly
-// when the CPU has what it needs, and is preferred then.
+// when the CPU has what it needs, and is preferred then. Run by
+// TestForcedFallbacks with CPU features switched off, it checks the list
+// it was told to expect.
 func TestImplSelection(t *testing.T) {
 	impls := Impls()
+	if want := os.Getenv("BLKCRYPT_TEST_AES_IMPLS"); want != "" && strings.Join(impls, ",") != want {
+		t.Fatalf("GODEBUG=%s: Impls() = %v, want %s", os.Getenv("GODEBUG"), impls, want)
+	}
 	has := slices.Contains(impls, "vaes-avx512")
 	if has != (archHasVAES512() && slices.Contains(impls, "vaes")) {
 		t.Fatalf("Impls() = %v with AVX-512 VAES support %v", impls, archHasVAES512())
@@ -91,6 +99,42 @@ func TestImplSelection(t *testing.T) {
 		v := mustNew(t, "vaes", make([]byte, 16))
 		if _, err := NewXTS(b, v); err == nil {
 			t.Error("NewXTS accepted vaes-avx512 with vaes")
+		}
+	}
+}
+
+// TestForcedFallbacks reruns the XTS tests with CPU features switched off
+// through GODEBUG (golang.org/x/sys/cpu honours cpu.<feature>=off), so that
+// the selection falls back as it would on a CPU without AVX-512, without
+// AVX2 or without AES-NI, and checks that every implementation left still
+// agrees with generic. (The purego build tag covers the no-assembly build.)
+func TestForcedFallbacks(t *testing.T) {
+	if os.Getenv("BLKCRYPT_TEST_AES_IMPLS") != "" {
+		t.Skip("already the child")
+	}
+	if testing.Short() {
+		t.Skip("-short: skipping the three child runs")
+	}
+	have := Impls()
+	without := func(drop ...string) string {
+		var l []string
+		for _, i := range have {
+			if !slices.Contains(drop, i) {
+				l = append(l, i)
+			}
+		}
+		return strings.Join(l, ",")
+	}
+	for _, c := range []struct{ godebug, want string }{
+		{"cpu.avx512f=off", without("vaes-avx512")},
+		{"cpu.avx2=off", without("vaes-avx512", "vaes")},
+		{"cpu.aes=off", "generic"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run", "^(TestImplSelection|TestXTS|TestXTSSectors|TestXTSLongUnitsVsGeneric|TestXTSSectorBatchesVsGeneric|TestXTSStealingVsGeneric)$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "GODEBUG="+c.godebug, "BLKCRYPT_TEST_AES_IMPLS="+c.want)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("GODEBUG=%s: %v\n%s", c.godebug, err, out)
 		}
 	}
 }
