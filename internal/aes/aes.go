@@ -472,7 +472,7 @@ func (b *Block) xtsUnit(enc bool, dst, src []byte, t *[16]byte) {
 
 // sectorChunk is how many tweaks are encrypted in one ECB pass by the
 // sector functions (bounded so the scratch buffer stays on the stack).
-const sectorChunk = 256
+const sectorChunk = 64
 
 // EncryptSectors encrypts n = len(src)/sectorSize sectors; sector i uses
 // the raw IV ivs[16*i:16*i+16]. sectorSize must be a positive multiple of 16.
@@ -502,4 +502,5 @@ func (x *XTS) sectors(enc bool, dst, src []byte, ss int, ivs []byte, n int) {
 			x.data.xtsBlocks(enc, dst[o:o+ss], src[o:o+ss], (*[16]byte)(tw[16*j:]))
 		}
 	}
+	clear(tw[:16*min(n, sectorChunk)])
 }
