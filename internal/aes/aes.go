@@ -397,6 +397,12 @@ func (x *XTS) Decrypt(dst, src []byte, iv *[16]byte) {
 // stealing, continues from the tweak it leaves.
 func (x *XTS) unit(enc bool, dst, src []byte, iv *[16]byte) {
 	var t [16]byte
+	if x.data.zmm && len(src)%256 == 0 {
+		// The common data units (512 and 4096 bytes): one kernel call,
+		// none of the general path's steps (a few ns on a 50 ns unit).
+		archXTSUnitZMM(x.data, x.tweak, enc, dst, src, iv, &t)
+		return
+	}
 	done := 0
 	if x.data.impl != implGeneric {
 		done = archXTSUnitPrefix(x.data, x.tweak, enc, dst, src, iv, &t)

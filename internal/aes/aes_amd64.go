@@ -400,3 +400,13 @@ func archXTSTweaks(tk *Block, tws, ivs []byte) {
 	}
 	tk.ecb(true, tws[:len(ivs)], ivs)
 }
+
+// archXTSUnitZMM is a whole data unit of a multiple of 256 bytes with the
+// ZMM kernel (b.zmm set).
+func archXTSUnitZMM(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte) {
+	if enc {
+		xtsEncUnitZMM(b.rounds, b.xkEnc(), tk.rounds, tk.xkEnc(), ptr(dst), ptr(src), len(src)/16, iv, t)
+	} else {
+		xtsDecUnitZMM(b.rounds, b.xkDec(), tk.rounds, tk.xkEnc(), ptr(dst), ptr(src), len(src)/16, iv, t)
+	}
+}

@@ -29,3 +29,5 @@ func archXTSUnitPrefix(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte)
 func archHasVAES512() bool { return false }
 
 func archXTSTweaks(tk *Block, tws, ivs []byte) { tk.ecb(true, tws[:len(ivs)], ivs) }
+
+func archXTSUnitZMM(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte) { unreachable() }
