@@ -10035,7 +10035,7 @@ DATA xtsPoly512<>+56(SB)/8, $0
 GLOBL xtsPoly512<>(SB), RODATA|NOPTR, $64
 
 // Per-quadword shift counts l (lane l = 0..3), then 64-l: lane l of
-// T*x^l from T broadcast into every lane.
+// T*x^l from T broadcast into every lane; then the same for l = 4..7.
 DATA xtsLaneShift<>+0(SB)/8, $0
 DATA xtsLaneShift<>+8(SB)/8, $0
 DATA xtsLaneShift<>+16(SB)/8, $1
@@ -10052,7 +10052,23 @@ DATA xtsLaneShift<>+96(SB)/8, $62
 DATA xtsLaneShift<>+104(SB)/8, $62
 DATA xtsLaneShift<>+112(SB)/8, $61
 DATA xtsLaneShift<>+120(SB)/8, $61
-GLOBL xtsLaneShift<>(SB), RODATA|NOPTR, $128
+DATA xtsLaneShift<>+128(SB)/8, $4
+DATA xtsLaneShift<>+136(SB)/8, $4
+DATA xtsLaneShift<>+144(SB)/8, $5
+DATA xtsLaneShift<>+152(SB)/8, $5
+DATA xtsLaneShift<>+160(SB)/8, $6
+DATA xtsLaneShift<>+168(SB)/8, $6
+DATA xtsLaneShift<>+176(SB)/8, $7
+DATA xtsLaneShift<>+184(SB)/8, $7
+DATA xtsLaneShift<>+192(SB)/8, $60
+DATA xtsLaneShift<>+200(SB)/8, $60
+DATA xtsLaneShift<>+208(SB)/8, $59
+DATA xtsLaneShift<>+216(SB)/8, $59
+DATA xtsLaneShift<>+224(SB)/8, $58
+DATA xtsLaneShift<>+232(SB)/8, $58
+DATA xtsLaneShift<>+240(SB)/8, $57
+DATA xtsLaneShift<>+248(SB)/8, $57
+GLOBL xtsLaneShift<>(SB), RODATA|NOPTR, $256
 
 // x^l in lane l (l = 0..3), then x^4 in every lane, for zMulClmul.
 DATA xtsLaneMul<>+0(SB)/8, $1
@@ -10166,8 +10182,8 @@ zk10_224:
 	VPSRLDQ $8, Z1, Z1
 	VPCLMULQDQ $0x00, xtsPoly512<>(SB), Z1, Z1
 	VPTERNLOGQ $0x96, Z2, Z1, Z8
-	VPSRLQ $60, Z8, Z3
-	VPSLLQ $4, Z8, Z9
+	VPSRLVQ xtsLaneShift<>+192(SB), Z0, Z3
+	VPSLLVQ xtsLaneShift<>+128(SB), Z0, Z9
 	VPSLLDQ $8, Z3, Z4
 	VPSRLDQ $8, Z3, Z3
 	VPCLMULQDQ $0x00, xtsPoly512<>(SB), Z3, Z3
@@ -10590,8 +10606,8 @@ zk10_237:
 	VPSRLDQ $8, Z1, Z1
 	VPCLMULQDQ $0x00, xtsPoly512<>(SB), Z1, Z1
 	VPTERNLOGQ $0x96, Z2, Z1, Z8
-	VPSRLQ $60, Z8, Z3
-	VPSLLQ $4, Z8, Z9
+	VPSRLVQ xtsLaneShift<>+192(SB), Z0, Z3
+	VPSLLVQ xtsLaneShift<>+128(SB), Z0, Z9
 	VPSLLDQ $8, Z3, Z4
 	VPSRLDQ $8, Z3, Z3
 	VPCLMULQDQ $0x00, xtsPoly512<>(SB), Z3, Z3

@@ -144,15 +144,20 @@ func (g *gen) zMulBytesXor(src, dst string, m int, tmp, c string) {
 
 // zMulBits emits dst = src * x^k per 128-bit lane (1 <= k <= 56), the shift
 // counts either immediates (cnt == "") or per-quadword from the memory
-// vectors cnt (k) and cnt+64 (64-k). dst must differ from src; t0, t1 are
+// vectors cnt (k) and cnt+64 (64-k) (cnt: "sym<>" or "sym<>+offset"). dst must differ from src; t0, t1 are
 // clobbered.
 func (g *gen) zMulBits(src, dst string, k int, cnt string, t0, t1 string) {
 	if cnt == "" {
 		g.p("VPSRLQ $%d, %s, %s", 64-k, src, t0)
 		g.p("VPSLLQ $%d, %s, %s", k, src, dst)
 	} else {
-		g.p("VPSRLVQ %s+64(SB), %s, %s", cnt, src, t0)
-		g.p("VPSLLVQ %s+0(SB), %s, %s", cnt, src, dst)
+		sym, off, _ := strings.Cut(cnt, "+")
+		o := 0
+		if off != "" {
+			fmt.Sscan(off, &o)
+		}
+		g.p("VPSRLVQ %s+%d(SB), %s, %s", sym, o+64, src, t0)
+		g.p("VPSLLVQ %s+%d(SB), %s, %s", sym, o, src, dst)
 	}
 	g.p("VPSLLDQ $8, %s, %s", t0, t1) // low quadword's carry into the high one
 	g.p("VPSRLDQ $8, %s, %s", t0, t0) // the high quadword's, to reduce
@@ -183,8 +188,8 @@ func (g *gen) zMulClmul(src, dst, mul string, t0, t1 string) {
 // fewer instructions on the vector ports, which the AES rounds share.
 // zConsts must have run (zIteration and zStep rely on it).
 func (g *gen) zTweaks() {
-	g.zMulBits("Z0", "Z8", 0, "xtsLaneShift<>", "Z1", "Z2") // [T, Tx, Tx^2, Tx^3]
-	g.zMulBits("Z8", "Z9", 4, "", "Z3", "Z4")
+	g.zMulBits("Z0", "Z8", 0, "xtsLaneShift<>", "Z1", "Z2")     // [T, Tx, Tx^2, Tx^3]
+	g.zMulBits("Z0", "Z9", 0, "xtsLaneShift<>+128", "Z3", "Z4") // [Tx^4 .. Tx^7], not from Z8: a shorter chain
 	g.zMulBytesXor("Z8", "Z10", 1, "Z5", "Z30")
 	g.zMulBytesXor("Z9", "Z11", 1, "Z6", "Z30")
 	g.zMulBytesXor("Z8", "Z12", 2, "Z7", "Z30")
@@ -480,7 +485,7 @@ DATA xtsPoly512<>+56(SB)/8, $0
 GLOBL xtsPoly512<>(SB), RODATA|NOPTR, $64
 
 // Per-quadword shift counts l (lane l = 0..3), then 64-l: lane l of
-// T*x^l from T broadcast into every lane.
+// T*x^l from T broadcast into every lane; then the same for l = 4..7.
 DATA xtsLaneShift<>+0(SB)/8, $0
 DATA xtsLaneShift<>+8(SB)/8, $0
 DATA xtsLaneShift<>+16(SB)/8, $1
@@ -497,7 +502,23 @@ DATA xtsLaneShift<>+96(SB)/8, $62
 DATA xtsLaneShift<>+104(SB)/8, $62
 DATA xtsLaneShift<>+112(SB)/8, $61
 DATA xtsLaneShift<>+120(SB)/8, $61
-GLOBL xtsLaneShift<>(SB), RODATA|NOPTR, $128
+DATA xtsLaneShift<>+128(SB)/8, $4
+DATA xtsLaneShift<>+136(SB)/8, $4
+DATA xtsLaneShift<>+144(SB)/8, $5
+DATA xtsLaneShift<>+152(SB)/8, $5
+DATA xtsLaneShift<>+160(SB)/8, $6
+DATA xtsLaneShift<>+168(SB)/8, $6
+DATA xtsLaneShift<>+176(SB)/8, $7
+DATA xtsLaneShift<>+184(SB)/8, $7
+DATA xtsLaneShift<>+192(SB)/8, $60
+DATA xtsLaneShift<>+200(SB)/8, $60
+DATA xtsLaneShift<>+208(SB)/8, $59
+DATA xtsLaneShift<>+216(SB)/8, $59
+DATA xtsLaneShift<>+224(SB)/8, $58
+DATA xtsLaneShift<>+232(SB)/8, $58
+DATA xtsLaneShift<>+240(SB)/8, $57
+DATA xtsLaneShift<>+248(SB)/8, $57
+GLOBL xtsLaneShift<>(SB), RODATA|NOPTR, $256
 
 // x^l in lane l (l = 0..3), then x^4 in every lane, for zMulClmul.
 DATA xtsLaneMul<>+0(SB)/8, $1
