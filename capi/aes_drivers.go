@@ -4,6 +4,7 @@ import (
 	"crypto/cipher"
 	"crypto/sha256"
 	"encoding/binary"
+	"slices"
 
 	"github.com/blkcrypt/blkcrypt/internal/aes"
 )
@@ -26,6 +27,13 @@ var implPriority = map[string]struct{ cipher, mode, fused int }{
 var xtsOnly = map[string]bool{"vaes-avx512": true}
 
 func init() {
+	if impls := aes.Impls(); slices.Index(impls, "vaes-avx512") > slices.Index(impls, "vaes") && slices.Contains(impls, "vaes") {
+		// A CPU that lowers its clock under zmm code (aes orders vaes
+		// first there): the kernel's exclusion list ranks avx10_512 low too.
+		p := implPriority["vaes-avx512"]
+		p.mode = PriorityVAES - 10
+		implPriority["vaes-avx512"] = p
+	}
 	base := map[string]*Alg{}
 	for _, impl := range aes.Impls() {
 		if impl == "vaes" || xtsOnly[impl] { // single blocks gain nothing from wide registers

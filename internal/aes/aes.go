@@ -8,7 +8,9 @@
 //     registers, 32 blocks in flight with every round key and tweak in a
 //     register, the tweak encryption of a data unit in the same call; a
 //     multi-sector XTS kernel for sectors of 512 bytes and multiples.
-//     Everything else it does as "vaes".
+//     Everything else it does as "vaes". It is listed after "vaes" on the
+//     Intel models that lower their clock under ZMM code (Ice Lake, Tiger
+//     Lake), as the Linux kernel ranks its zmm AES code there.
 //   - "vaes" (amd64 with VAES, VPCLMULQDQ and AVX2; VEX-encoded YMM, no
 //     AVX-512 needed): 16 blocks in flight for ECB, CBC decryption and XTS;
 //     multi-buffer CBC encryption over 16 sectors (two per YMM register);

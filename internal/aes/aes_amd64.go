@@ -3,6 +3,7 @@
 package aes
 
 import (
+	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -16,7 +17,29 @@ var (
 	// The ZMM XTS kernels use EVEX VAES/VPCLMULQDQ and per-lane byte shifts
 	// (AVX512BW); x/sys/cpu reports these only if the OS saves ZMM state.
 	hasVAES512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VAES && cpu.X86.HasAVX512VPCLMULQDQ
+	// preferYMM: the CPU lowers its clock under ZMM code, so vaes-avx512
+	// ranks below vaes (it stays available by name).
+	preferYMM bool
 )
+
+// zmmDownclockModels are the Intel family-6 models with VAES on which the
+// Linux kernel prefers its ymm AES code because zmm code lowers the clock
+// (its X86_FEATURE_PREFER_YMM list: Ice Lake server, client and NNPI, Tiger
+// Lake; Skylake-X is on it too but has no VAES). Sapphire Rapids, Rocket
+// Lake and later and AMD Zen 4 and later run zmm at full speed.
+var zmmDownclockModels = []uint32{0x6a, 0x6c, 0x7d, 0x7e, 0x9d, 0x8c, 0x8d}
+
+func intelFamily6Model() (uint32, bool) {
+	_, b, c, d := cpuid(0, 0)
+	if b != 0x756e6547 || d != 0x49656e69 || c != 0x6c65746e { // "GenuineIntel"
+		return 0, false
+	}
+	a, _, _, _ := cpuid(1, 0)
+	if (a>>8)&0xf != 6 {
+		return 0, false
+	}
+	return (a>>4)&0xf | (a>>16)&0xf<<4, true
+}
 
 const (
 	cpuidVAES       = 1 << 9  // CPUID.(EAX=7,ECX=0):ECX
@@ -34,10 +57,15 @@ func init() {
 			hasVAES = ecx&cpuidVAES != 0 && ecx&cpuidVPCLMULQDQ != 0
 		}
 	}
+	if m, ok := intelFamily6Model(); ok {
+		preferYMM = slices.Contains(zmmDownclockModels, m)
+	}
 }
 
 func archImpls() []implID {
 	switch {
+	case hasVAES && hasVAES512 && preferYMM:
+		return []implID{implVAES, implVAES512, implAESNI}
 	case hasVAES && hasVAES512:
 		return []implID{implVAES512, implVAES, implAESNI}
 	case hasVAES:
@@ -386,6 +414,8 @@ func archXTSUnitPrefix(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte)
 
 func archHasVAES512() bool { return hasVAES512 }
 
+func archPreferYMM() bool { return preferYMM }
+
 // archXTSTweaks encrypts the sector IVs of a batch into tws (len(ivs) a
 // multiple of 16) for archXTSSectors.
 func archXTSTweaks(tk *Block, tws, ivs []byte) {
@@ -410,3 +440,5 @@ func archXTSUnitZMM(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte) {
 		xtsDecUnitZMM(b.rounds, b.xkDec(), tk.rounds, tk.xkEnc(), ptr(dst), ptr(src), len(src)/16, iv, t)
 	}
 }
+
+func archFamily6Model() (uint32, bool) { return intelFamily6Model() }

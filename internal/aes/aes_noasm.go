@@ -31,3 +31,7 @@ func archHasVAES512() bool { return false }
 func archXTSTweaks(tk *Block, tws, ivs []byte) { tk.ecb(true, tws[:len(ivs)], ivs) }
 
 func archXTSUnitZMM(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte) { unreachable() }
+
+func archPreferYMM() bool { return false }
+
+func archFamily6Model() (uint32, bool) { return 0, false }
