@@ -17,17 +17,19 @@ import (
 // registers hold every round key, the 32 tweaks of an iteration and the
 // states at once: the loop touches memory only for data.
 //
-// Register use in every kernel here:
+// Register use:
 //
-//	Z0..Z7    states (block 4i..4i+3 of the iteration in Zi); scratch outside the rounds
-//	Z8..Z15   tweaks of those blocks (Z(8+i) lane l: tweak of block 4i+l)
-//	Z16       round key 0; Z(30-b) round key nr-b for b = 13..1; Z30 the last one
-//	Z31       scratch for the last round
+//	Z0..Z7    states (blocks 4i..4i+3 of the iteration in Zi); scratch outside the rounds
+//	Z8..Z15   the unit kernel: tweaks of those blocks (Z(8+i) lane l: block 4i+l);
+//	          the sector kernel: scratch for the next iteration's tweaks
+//	Z17..Z29  round key nr-b in Z(30-b) for b = 13..1; Z30 the last round key
+//	Z16, Z31  key 0 at load time, then constants (zConsts, zMemSetup)
 //
-// Two xors per block are folded away: the first (data ^ tweak ^ key 0) is
-// one VPTERNLOGQ, and the last (ciphertext ^ tweak) goes into the last
-// round's key, since AESENCLAST(s, k) ^ t = AESENCLAST(s, k ^ t) (likewise
-// AESDECLAST).
+// Two xors per block are folded away. Tweaks are kept xored with the last
+// round key: the last round takes that as its key, since
+// AESENCLAST(s, k) ^ t = AESENCLAST(s, k ^ t) (likewise AESDECLAST), and
+// the whitening (data ^ tweak ^ key 0) is one VPTERNLOGQ with the constant
+// key 0 ^ last key.
 
 // zkey is the register holding round key nr-back (back 0: the last key);
 // round key 0 is always Z16 whatever nr is.
@@ -63,10 +65,11 @@ func (g *gen) zLoadKeysNr(k, ke, nr string) {
 // tweak folded into its key, and the store to DI.
 func (g *gen) zIteration(op string, k int) { g.zIterationFrom(op, k, "", nil) }
 
-// zIterationFrom is zIteration with the tweaks read from memory at tw (a
-// base register; "" means Z8..Z15; "*reg": stored xored with the last
-// round key, and Z31 holding key 0 ^ the last key), calling after(b) once round key nr-b is
-// applied (b = 9..1) to interleave independent work.
+// zIterationFrom is zIteration with the tweaks taken from tw: "" means
+// Z8..Z15 with Z16 = key 0 ^ last key (zConsts); "*reg" the 512 bytes at
+// reg with Z31 = key 0 ^ last key (zMemSetup); ecbNoTweak none (plain ECB,
+// key 0 in Z16). It calls after(b) once round key nr-b is applied
+// (b = 9..1), to interleave independent work.
 func (g *gen) zIterationFrom(op string, k int, tw string, after func(b int)) {
 	for i := 0; i < k; i++ {
 		g.p("VMOVDQU64 %d(SI), Z%d", 64*i, i)
@@ -75,11 +78,8 @@ func (g *gen) zIterationFrom(op string, k int, tw string, after func(b int)) {
 			g.p("VPTERNLOGQ $0x96, Z16, Z%d, Z%d", 8+i, i)
 		case ecbNoTweak:
 			g.p("VPXORQ Z16, Z%d, Z%d", i, i)
-		case "*" + tw[min(1, len(tw)):]:
-			// Tweaks stored as T ^ last key, Z31 = key 0 ^ last key.
-			g.p("VPTERNLOGQ $0x96, %d(%s), Z31, Z%d", 64*i, tw[1:], i)
 		default:
-			g.p("VPTERNLOGQ $0x96, %d(%s), Z16, Z%d", 64*i, tw, i)
+			g.p("VPTERNLOGQ $0x96, %d(%s), Z31, Z%d", 64*i, tw[1:], i)
 		}
 	}
 	l10, l12 := g.newLabel("zr10"), g.newLabel("zr12")
@@ -108,29 +108,20 @@ func (g *gen) zIterationFrom(op string, k int, tw string, after func(b int)) {
 		case "":
 			g.p("V%sLAST Z%d, Z%d, Z%d", op, 8+i, i, i)
 			g.p("VMOVDQU64 Z%d, %d(DI)", i, 64*i)
-			continue
 		case ecbNoTweak:
 			g.p("V%sLAST Z30, Z%d, Z%d", op, i, i)
 			g.p("VMOVDQU64 Z%d, %d(DI)", i, 64*i)
-			continue
-		case "*" + tw[min(1, len(tw)):]:
+		default:
 			g.p("V%sLAST %d(%s), Z%d, Z%d", op, 64*i, tw[1:], i, i)
 			g.p("VMOVDQU64 Z%d, %d(DI)", i, 64*i)
-			continue
-		default:
-			g.p("VPXORQ %d(%s), Z30, Z31", 64*i, tw)
 		}
-		g.p("V%sLAST Z31, Z%d, Z%d", op, i, i)
-		g.p("VMOVDQU64 Z%d, %d(DI)", i, 64*i)
 	}
 }
 
-// zMulBytes emits dst = src * x^(8m) per 128-bit lane (1 <= m <= 7): a
+// zMulBytesXor emits dst = src * x^(8m) per 128-bit lane (1 <= m <= 7): a
 // left shift by m bytes, the bytes shifted out folded back by a carry-less
 // multiply by 0x87 (at most 8m+7 bits, so no second reduction).
-func (g *gen) zMulBytes(src, dst string, m int, tmp string) { g.zMulBytesXor(src, dst, m, tmp, "") }
-
-// zMulBytesXor is zMulBytes that also xors in the register c (if not "").
+// With c not "", the register c is xored into the result as well.
 func (g *gen) zMulBytesXor(src, dst string, m int, tmp, c string) {
 	g.p("VPSRLDQ $%d, %s, %s", 16-m, src, tmp)
 	g.p("VPSLLDQ $%d, %s, %s", m, src, dst)
