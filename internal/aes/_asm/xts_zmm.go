@@ -276,20 +276,15 @@ func zTweaksTo(tw, buf string) []string {
 	outs := []string{"Z10", "Z12", "Z14", "Z10", "Z12", "Z14"}
 	tmps := []string{"Z11", "Z13", "Z15", "Z11", "Z13", "Z15"}
 	for j := 0; j < 6; j++ {
-		src, m, tmp := []string{"Z8", "Z9"}[j%2], 1+j/2, tmps[j]
-		// zMulBytes with the last key folded into its final xor.
-		s.p("VPSRLDQ $%d, %s, %s", 16-m, src, tmp)
-		s.p("VPSLLDQ $%d, %s, %s", m, src, outs[j])
-		s.p("VPCLMULQDQ $0x00, xtsPoly512<>(SB), %s, %s", tmp, tmp)
-		s.p("VPTERNLOGQ $0x96, Z30, %s, %s", tmp, outs[j])
+		s.zMulBytesXor([]string{"Z8", "Z9"}[j%2], outs[j], 1+j/2, tmps[j], "Z30")
 		s.p("VMOVDQU64 %s, %d(%s)", outs[j], 128+64*j, buf)
 	}
 	return strings.Split(strings.TrimSpace(s.buf.String()), "\n")
 }
 
 // zStepTo returns the instructions that write the tweaks at cur times
-// x^32 to next (both stored xored with the last key, Z16 = last key * x^32
-// ^ last key, see zConsts), with only Z8..Z15 as scratch.
+// x^32 to next (both stored xored with the last key; Z16 = last key * x^32
+// ^ last key, from zMemSetup), with only Z8..Z15 as scratch.
 func zStepTo(cur, next string) []string {
 	s := &gen{}
 	for i := 0; i < 8; i++ {
