@@ -164,15 +164,8 @@ func (m aesXTS) Decrypt(dst, src, iv []byte) {
 	m.x.Decrypt(dst, src, &v)
 }
 
-func (m aesXTS) EncryptPlain64(dst, src []byte, n uint64) {
-	v := plain64IV(n)
-	m.x.Encrypt(dst, src, &v)
-}
-
-func (m aesXTS) DecryptPlain64(dst, src []byte, n uint64) {
-	v := plain64IV(n)
-	m.x.Decrypt(dst, src, &v)
-}
+func (m aesXTS) EncryptPlain64(dst, src []byte, n uint64) { m.x.EncryptPlain64(dst, src, n) }
+func (m aesXTS) DecryptPlain64(dst, src []byte, n uint64) { m.x.DecryptPlain64(dst, src, n) }
 
 // A batch of one sector takes the single-request kernel, which encrypts
 // the tweak in the same pass instead of a separate ECB call.

@@ -32,6 +32,7 @@
 package aes
 
 import (
+	"encoding/binary"
 	"errors"
 	"strconv"
 	"unsafe"
@@ -392,6 +393,34 @@ func (x *XTS) Encrypt(dst, src []byte, iv *[16]byte) {
 func (x *XTS) Decrypt(dst, src []byte, iv *[16]byte) {
 	dst = checkXTS("Decrypt", dst, src)
 	x.unit(false, dst, src, iv)
+}
+
+// EncryptPlain64 is Encrypt with the IV dm-crypt's plain64 gives sector
+// (its 64-bit little-endian number, zero-extended). Taking the number by
+// value lets the ZMM kernel build the IV in registers: a 16-byte IV array
+// written just before the call cannot be forwarded to the kernel's load,
+// which would then wait for the previous unit to finish.
+func (x *XTS) EncryptPlain64(dst, src []byte, sector uint64) {
+	dst = checkXTS("EncryptPlain64", dst, src)
+	x.plain64(true, dst, src, sector)
+}
+
+// DecryptPlain64 is Decrypt with the plain64 IV of sector; see
+// EncryptPlain64.
+func (x *XTS) DecryptPlain64(dst, src []byte, sector uint64) {
+	dst = checkXTS("DecryptPlain64", dst, src)
+	x.plain64(false, dst, src, sector)
+}
+
+func (x *XTS) plain64(enc bool, dst, src []byte, sector uint64) {
+	if x.data.zmm && len(src)%256 == 0 {
+		var t [16]byte
+		archXTSUnit64ZMM(x.data, x.tweak, enc, dst, src, sector, &t)
+		return
+	}
+	var iv [16]byte
+	binary.LittleEndian.PutUint64(iv[:], sector)
+	x.unit(enc, dst, src, &iv)
 }
 
 // unit processes one data unit: a fused kernel may take the leading whole

@@ -192,6 +192,12 @@ func xtsEncUnitZMM(nr int, xk *byte, tnr int, txk *byte, dst, src *byte, n int, 
 func xtsDecUnitZMM(nr int, xk *byte, tnr int, txk *byte, dst, src *byte, n int, iv, tweak *[16]byte)
 
 //go:noescape
+func xtsEncUnit64ZMM(nr int, xk *byte, tnr int, txk *byte, dst, src *byte, n int, sector uint64, tweak *[16]byte)
+
+//go:noescape
+func xtsDecUnit64ZMM(nr int, xk *byte, tnr int, txk *byte, dst, src *byte, n int, sector uint64, tweak *[16]byte)
+
+//go:noescape
 func encECBZMM(nr int, xk *byte, dst, src *byte, n int)
 
 //go:noescape
@@ -442,3 +448,12 @@ func archXTSUnitZMM(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte) {
 }
 
 func archFamily6Model() (uint32, bool) { return intelFamily6Model() }
+
+// archXTSUnit64ZMM is archXTSUnitZMM with the plain64 IV of sector.
+func archXTSUnit64ZMM(b, tk *Block, enc bool, dst, src []byte, sector uint64, t *[16]byte) {
+	if enc {
+		xtsEncUnit64ZMM(b.rounds, b.xkEnc(), tk.rounds, tk.xkEnc(), ptr(dst), ptr(src), len(src)/16, sector, t)
+	} else {
+		xtsDecUnit64ZMM(b.rounds, b.xkDec(), tk.rounds, tk.xkEnc(), ptr(dst), ptr(src), len(src)/16, sector, t)
+	}
+}

@@ -345,19 +345,38 @@ func (g *gen) zMemSetup() {
 // iteration cannot wait for a round trip through memory, and measured on
 // 512- and 4096-byte units the pipelined form was slower (AES-128 at 4096
 // bytes: 21.8 against 23.7 GB/s).
-func (g *gen) xtsUnitZMM(name, op string) {
-	g.begin(name, 0, "XTS on n whole blocks (n a multiple of 16, >= 16) of a data unit with IV *iv: the\ntweak is E(txk, *iv) (txk: the tweak key's encryption schedule); *tweak receives\nthe tweak of block n. xk is the 128-bit schedule for op.",
-		"nr", "xk", "tnr", "txk", "dst", "src", "n", "iv", "tweak")
+//
+// With plain64 set the IV is the 64-bit little-endian number sector (the
+// dm-crypt plain64 IV) passed by value: the caller's IV would otherwise be
+// a 16-byte array written as a zeroing and an 8-byte store, which a 16-byte
+// load cannot take from the store buffer; that load, the head of the chain
+// every block waits for, would wait until those stores retire, after the
+// previous unit's last instruction, and consecutive units could not overlap.
+func (g *gen) xtsUnitZMM(name, op string, plain64 bool) {
+	ivArg, ivDoc := "iv", "IV *iv"
+	if plain64 {
+		ivArg, ivDoc = "sector", "the plain64 IV of sector"
+	}
+	g.begin(name, 0, "XTS on n whole blocks (n a multiple of 16, >= 16) of a data unit with "+ivDoc+": the\ntweak is E(txk, IV) (txk: the tweak key's encryption schedule); *tweak receives\nthe tweak of block n. xk is the 128-bit schedule for op.",
+		"nr", "xk", "tnr", "txk", "dst", "src", "n", ivArg, "tweak")
 	g.arg("tnr", "R8")
 	g.arg("txk", "R9")
-	g.arg("iv", "BX")
+	if !plain64 {
+		g.arg("iv", "BX")
+	}
 	g.keyEnd("R10", "R9", "R8", 16)
 	// The tweak is encrypted in all four lanes at once, with the tweak key
 	// in the key registers for a moment: no lane broadcast (3 cycles) on
 	// the path every block waits for. The data key's loads rename the
 	// registers, so they need not wait for these rounds.
 	g.zLoadKeysNr("R9", "R10", "R8")
-	g.p("VBROADCASTI32X4 (BX), Z0")
+	if plain64 {
+		g.p("VPBROADCASTQ sector+%d(FP), Z0", g.args["sector"])
+		g.p("VPXORQ Z1, Z1, Z1")
+		g.p("VPUNPCKLQDQ Z1, Z0, Z0") // [sector, 0] in every lane
+	} else {
+		g.p("VBROADCASTI32X4 (BX), Z0")
+	}
 	g.p("VPXORQ Z16, Z0, Z0")
 	{
 		l10, l12 := g.newLabel("zt10"), g.newLabel("zt12")
@@ -530,8 +549,10 @@ GLOBL xtsLaneMul<>(SB), RODATA|NOPTR, $128
 // genXTSZMM emits the data and every kernel of this file.
 func (g *gen) genXTSZMM() {
 	g.dataZMM()
-	g.xtsUnitZMM("xtsEncUnitZMM", "AESENC")
-	g.xtsUnitZMM("xtsDecUnitZMM", "AESDEC")
+	g.xtsUnitZMM("xtsEncUnitZMM", "AESENC", false)
+	g.xtsUnitZMM("xtsDecUnitZMM", "AESDEC", false)
+	g.xtsUnitZMM("xtsEncUnit64ZMM", "AESENC", true)
+	g.xtsUnitZMM("xtsDecUnit64ZMM", "AESDEC", true)
 	g.xtsSectorsZMM("xtsEncSectorsZMM", "AESENC")
 	g.xtsSectorsZMM("xtsDecSectorsZMM", "AESDEC")
 	g.ecbZMM("encECBZMM", "AESENC")
