@@ -4,6 +4,13 @@
 //
 // Several implementations exist; Impls lists those usable on this CPU:
 //
+//   - "vaes-avx512" (amd64 with AVX512F/BW, VAES and VPCLMULQDQ): XTS on ZMM
+//     registers, 32 blocks in flight with every round key and tweak in a
+//     register, the tweak encryption of a data unit in the same call; a
+//     multi-sector XTS kernel for sectors of 512 bytes and multiples.
+//     Everything else it does as "vaes". It is listed after "vaes" on the
+//     Intel models that lower their clock under ZMM code (Ice Lake, Tiger
+//     Lake), as the Linux kernel ranks its zmm AES code there.
 //   - "vaes" (amd64 with VAES, VPCLMULQDQ and AVX2; VEX-encoded YMM, no
 //     AVX-512 needed): 16 blocks in flight for ECB, CBC decryption and XTS;
 //     multi-buffer CBC encryption over 16 sectors (two per YMM register);
@@ -25,6 +32,7 @@
 package aes
 
 import (
+	"encoding/binary"
 	"errors"
 	"strconv"
 	"unsafe"
@@ -36,9 +44,12 @@ const (
 	implGeneric implID = iota
 	implAESNI
 	implVAES
+	// implVAES512 only names the implementation: its Blocks have impl
+	// implVAES (every non-XTS path is the YMM one) and zmm set.
+	implVAES512
 )
 
-var implNames = [...]string{implGeneric: "generic", implAESNI: "aesni", implVAES: "vaes"}
+var implNames = [...]string{implGeneric: "generic", implAESNI: "aesni", implVAES: "vaes", implVAES512: "vaes-avx512"}
 
 const (
 	xkDecOff = 16 * (maxRounds + 1) // offset of the decryption schedule in Block.xk
@@ -57,6 +68,7 @@ type Block struct {
 	dec    [4 * (maxRounds + 1)]uint32
 	rounds int
 	impl   implID
+	zmm    bool // XTS takes the ZMM kernels ("vaes-avx512")
 }
 
 // Impls lists the implementation names usable on this CPU, best first.
@@ -105,12 +117,20 @@ func newBlock(impl implID, key []byte) (*Block, error) {
 		return nil, errors.New("aes: invalid key size " + strconv.Itoa(len(key)))
 	}
 	b := &Block{impl: impl}
+	if impl == implVAES512 {
+		b.impl, b.zmm = implVAES, true
+	}
 	b.expandKey(key)
 	return b, nil
 }
 
 // Impl returns the name of the implementation used by b.
-func (b *Block) Impl() string { return implNames[b.impl] }
+func (b *Block) Impl() string {
+	if b.zmm {
+		return implNames[implVAES512]
+	}
+	return implNames[b.impl]
+}
 
 // BlockSize returns the AES block size, 16.
 func (b *Block) BlockSize() int { return 16 }
@@ -355,7 +375,7 @@ func NewXTS(data, tweak *Block) (*XTS, error) {
 	if data == nil || tweak == nil {
 		return nil, errors.New("aes: NewXTS: nil key")
 	}
-	if data.impl != tweak.impl {
+	if data.Impl() != tweak.Impl() {
 		return nil, errors.New("aes: NewXTS: data key uses " + data.Impl() + " but tweak key uses " + tweak.Impl())
 	}
 	return &XTS{data: data, tweak: tweak}, nil
@@ -375,11 +395,45 @@ func (x *XTS) Decrypt(dst, src []byte, iv *[16]byte) {
 	x.unit(false, dst, src, iv)
 }
 
+// EncryptPlain64 is Encrypt with the IV dm-crypt's plain64 gives sector
+// (its 64-bit little-endian number, zero-extended). Taking the number by
+// value lets the ZMM kernel build the IV in registers: a 16-byte IV array
+// written just before the call cannot be forwarded to the kernel's load,
+// which would then wait for the previous unit to finish.
+func (x *XTS) EncryptPlain64(dst, src []byte, sector uint64) {
+	dst = checkXTS("EncryptPlain64", dst, src)
+	x.plain64(true, dst, src, sector)
+}
+
+// DecryptPlain64 is Decrypt with the plain64 IV of sector; see
+// EncryptPlain64.
+func (x *XTS) DecryptPlain64(dst, src []byte, sector uint64) {
+	dst = checkXTS("DecryptPlain64", dst, src)
+	x.plain64(false, dst, src, sector)
+}
+
+func (x *XTS) plain64(enc bool, dst, src []byte, sector uint64) {
+	if x.data.zmm && len(src)%256 == 0 {
+		var t [16]byte
+		archXTSUnit64ZMM(x.data, x.tweak, enc, dst, src, sector, &t)
+		return
+	}
+	var iv [16]byte
+	binary.LittleEndian.PutUint64(iv[:], sector)
+	x.unit(enc, dst, src, &iv)
+}
+
 // unit processes one data unit: a fused kernel may take the leading whole
 // blocks (computing the tweak itself); the rest, including ciphertext
 // stealing, continues from the tweak it leaves.
 func (x *XTS) unit(enc bool, dst, src []byte, iv *[16]byte) {
 	var t [16]byte
+	if x.data.zmm && len(src)%256 == 0 {
+		// The common data units (512 and 4096 bytes): one kernel call,
+		// none of the general path's steps (a few ns on a 50 ns unit).
+		archXTSUnitZMM(x.data, x.tweak, enc, dst, src, iv, &t)
+		return
+	}
 	done := 0
 	if x.data.impl != implGeneric {
 		done = archXTSUnitPrefix(x.data, x.tweak, enc, dst, src, iv, &t)
@@ -475,7 +529,7 @@ func (x *XTS) sectors(enc bool, dst, src []byte, ss int, ivs []byte, n int) {
 	var tw [(sectorChunk + 1) * 16]byte // one spare entry for archXTSSectors
 	for s := 0; s < n; s += sectorChunk {
 		k := min(sectorChunk, n-s)
-		x.tweak.ecb(true, tw[:16*k], ivs[16*s:16*(s+k)])
+		archXTSTweaks(x.tweak, tw[:16*k], ivs[16*s:16*(s+k)])
 		o := s * ss
 		if x.data.impl != implGeneric && archXTSSectors(x.data, enc, dst[o:o+k*ss], src[o:o+k*ss], ss, tw[:]) {
 			continue
@@ -485,4 +539,5 @@ func (x *XTS) sectors(enc bool, dst, src []byte, ss int, ivs []byte, n int) {
 			x.data.xtsBlocks(enc, dst[o:o+ss], src[o:o+ss], (*[16]byte)(tw[16*j:]))
 		}
 	}
+	clear(tw[:16*min(n, sectorChunk)])
 }

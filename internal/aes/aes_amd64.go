@@ -3,6 +3,7 @@
 package aes
 
 import (
+	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -13,7 +14,32 @@ import (
 var (
 	hasAESNI = cpu.X86.HasAES
 	hasVAES  bool
+	// The ZMM XTS kernels use EVEX VAES/VPCLMULQDQ and per-lane byte shifts
+	// (AVX512BW); x/sys/cpu reports these only if the OS saves ZMM state.
+	hasVAES512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VAES && cpu.X86.HasAVX512VPCLMULQDQ
+	// preferYMM: the CPU lowers its clock under ZMM code, so vaes-avx512
+	// ranks below vaes (it stays available by name).
+	preferYMM bool
 )
+
+// zmmDownclockModels are the Intel family-6 models with VAES on which the
+// Linux kernel prefers its ymm AES code because zmm code lowers the clock
+// (its X86_FEATURE_PREFER_YMM list: Ice Lake server, client and NNPI, Tiger
+// Lake; Skylake-X is on it too but has no VAES). Sapphire Rapids, Rocket
+// Lake and later and AMD Zen 4 and later run zmm at full speed.
+var zmmDownclockModels = []uint32{0x6a, 0x6c, 0x7d, 0x7e, 0x9d, 0x8c, 0x8d}
+
+func intelFamily6Model() (uint32, bool) {
+	_, b, c, d := cpuid(0, 0)
+	if b != 0x756e6547 || d != 0x49656e69 || c != 0x6c65746e { // "GenuineIntel"
+		return 0, false
+	}
+	a, _, _, _ := cpuid(1, 0)
+	if (a>>8)&0xf != 6 {
+		return 0, false
+	}
+	return (a>>4)&0xf | (a>>16)&0xf<<4, true
+}
 
 const (
 	cpuidVAES       = 1 << 9  // CPUID.(EAX=7,ECX=0):ECX
@@ -31,10 +57,17 @@ func init() {
 			hasVAES = ecx&cpuidVAES != 0 && ecx&cpuidVPCLMULQDQ != 0
 		}
 	}
+	if m, ok := intelFamily6Model(); ok {
+		preferYMM = slices.Contains(zmmDownclockModels, m)
+	}
 }
 
 func archImpls() []implID {
 	switch {
+	case hasVAES && hasVAES512 && preferYMM:
+		return []implID{implVAES, implVAES512, implAESNI}
+	case hasVAES && hasVAES512:
+		return []implID{implVAES512, implVAES, implAESNI}
 	case hasVAES:
 		return []implID{implVAES, implAESNI}
 	case hasAESNI:
@@ -50,6 +83,8 @@ func archMissing(impl string) string {
 		return "AES-NI"
 	case "vaes":
 		return "VAES, VPCLMULQDQ, PCLMULQDQ and AVX2 (with OS YMM support)"
+	case "vaes-avx512":
+		return "AVX512F, AVX512BW, VAES and VPCLMULQDQ (with OS ZMM support), besides what vaes needs"
 	}
 	return "unknown implementation"
 }
@@ -149,6 +184,27 @@ func xtsEncSectorsVAES(nr int, yk *byte, dst, src *byte, n, ips int, tws *byte)
 
 //go:noescape
 func xtsDecSectorsVAES(nr int, yk *byte, dst, src *byte, n, ips int, tws *byte)
+
+//go:noescape
+func xtsEncUnitZMM(nr int, xk *byte, tnr int, txk *byte, dst, src *byte, n int, iv, tweak *[16]byte)
+
+//go:noescape
+func xtsDecUnitZMM(nr int, xk *byte, tnr int, txk *byte, dst, src *byte, n int, iv, tweak *[16]byte)
+
+//go:noescape
+func xtsEncUnit64ZMM(nr int, xk *byte, tnr int, txk *byte, dst, src *byte, n int, sector uint64, tweak *[16]byte)
+
+//go:noescape
+func xtsDecUnit64ZMM(nr int, xk *byte, tnr int, txk *byte, dst, src *byte, n int, sector uint64, tweak *[16]byte)
+
+//go:noescape
+func encECBZMM(nr int, xk *byte, dst, src *byte, n int)
+
+//go:noescape
+func xtsEncSectorsZMM(nr int, xk *byte, dst, src *byte, n, ips int, tws *byte)
+
+//go:noescape
+func xtsDecSectorsZMM(nr int, xk *byte, dst, src *byte, n, ips int, tws *byte)
 
 func (b *Block) xkEnc() *byte { return &b.xk[0] }
 func (b *Block) xkDec() *byte { return &b.xk[xkDecOff] }
@@ -284,6 +340,14 @@ func archXTS(b *Block, enc bool, dst, src []byte, t *[16]byte) {
 // this sector size.
 func archXTSSectors(b *Block, enc bool, dst, src []byte, ss int, tws []byte) bool {
 	n := len(src) / 16
+	if b.zmm && ss%512 == 0 {
+		if enc {
+			xtsEncSectorsZMM(b.rounds, b.xkEnc(), ptr(dst), ptr(src), n, ss/512, &tws[0])
+		} else {
+			xtsDecSectorsZMM(b.rounds, b.xkDec(), ptr(dst), ptr(src), n, ss/512, &tws[0])
+		}
+		return true
+	}
 	if b.impl == implAESNI && ss%256 == 0 {
 		if enc {
 			xtsEncSectorsAESNI(b.rounds, b.xkEnc(), ptr(dst), ptr(src), n, ss/128, &tws[0])
@@ -333,6 +397,16 @@ func archXTSUnitPrefix(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte)
 		n--
 	}
 	m := n &^ 15
+	if b.zmm && m > 0 {
+		// One call for a unit of any length: the ZMM loop has no start-up
+		// cost the YMM kernel's scalar tweak ring would amortize.
+		if enc {
+			xtsEncUnitZMM(b.rounds, b.xkEnc(), tk.rounds, tk.xkEnc(), ptr(dst), ptr(src), m, iv, t)
+		} else {
+			xtsDecUnitZMM(b.rounds, b.xkDec(), tk.rounds, tk.xkEnc(), ptr(dst), ptr(src), m, iv, t)
+		}
+		return 16 * m
+	}
 	if m == 0 || m >= 128 { // longer units go faster through xtsEncVAES
 		return 0
 	}
@@ -342,4 +416,44 @@ func archXTSUnitPrefix(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte)
 		xtsDecUnitVAES(b.rounds, b.ykDec(), tk.rounds, tk.xkEnc(), ptr(dst), ptr(src), m, iv, t)
 	}
 	return 16 * m
+}
+
+func archHasVAES512() bool { return hasVAES512 }
+
+func archPreferYMM() bool { return preferYMM }
+
+// archXTSTweaks encrypts the sector IVs of a batch into tws (len(ivs) a
+// multiple of 16) for archXTSSectors.
+func archXTSTweaks(tk *Block, tws, ivs []byte) {
+	n := len(ivs) / 16
+	if tk.zmm && n >= 4 {
+		m := n &^ 3
+		encECBZMM(tk.rounds, tk.xkEnc(), ptr(tws), ptr(ivs), m)
+		if m == n {
+			return
+		}
+		tws, ivs = tws[16*m:], ivs[16*m:]
+	}
+	tk.ecb(true, tws[:len(ivs)], ivs)
+}
+
+// archXTSUnitZMM is a whole data unit of a multiple of 256 bytes with the
+// ZMM kernel (b.zmm set).
+func archXTSUnitZMM(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte) {
+	if enc {
+		xtsEncUnitZMM(b.rounds, b.xkEnc(), tk.rounds, tk.xkEnc(), ptr(dst), ptr(src), len(src)/16, iv, t)
+	} else {
+		xtsDecUnitZMM(b.rounds, b.xkDec(), tk.rounds, tk.xkEnc(), ptr(dst), ptr(src), len(src)/16, iv, t)
+	}
+}
+
+func archFamily6Model() (uint32, bool) { return intelFamily6Model() }
+
+// archXTSUnit64ZMM is archXTSUnitZMM with the plain64 IV of sector.
+func archXTSUnit64ZMM(b, tk *Block, enc bool, dst, src []byte, sector uint64, t *[16]byte) {
+	if enc {
+		xtsEncUnit64ZMM(b.rounds, b.xkEnc(), tk.rounds, tk.xkEnc(), ptr(dst), ptr(src), len(src)/16, sector, t)
+	} else {
+		xtsDecUnit64ZMM(b.rounds, b.xkDec(), tk.rounds, tk.xkEnc(), ptr(dst), ptr(src), len(src)/16, sector, t)
+	}
 }

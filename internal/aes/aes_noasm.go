@@ -25,3 +25,17 @@ func archXTSSectors(b *Block, enc bool, dst, src []byte, ss int, tws []byte) boo
 func archDecCBCSectors(b *Block, dst, src []byte, ss int, ivs []byte) bool { return false }
 
 func archXTSUnitPrefix(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte) int { return 0 }
+
+func archHasVAES512() bool { return false }
+
+func archXTSTweaks(tk *Block, tws, ivs []byte) { tk.ecb(true, tws[:len(ivs)], ivs) }
+
+func archXTSUnitZMM(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte) { unreachable() }
+
+func archPreferYMM() bool { return false }
+
+func archFamily6Model() (uint32, bool) { return 0, false }
+
+func archXTSUnit64ZMM(b, tk *Block, enc bool, dst, src []byte, sector uint64, t *[16]byte) {
+	unreachable()
+}

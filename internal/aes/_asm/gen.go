@@ -1300,6 +1300,7 @@ func main() {
 	g.xtsVAES("xtsDecSectorsVAES", "AESDEC", true)
 	g.xtsUnitVAES("xtsEncUnitVAES", "AESENC")
 	g.xtsUnitVAES("xtsDecUnitVAES", "AESDEC")
+	g.genXTSZMM()
 	if err := os.WriteFile(*out, g.buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
