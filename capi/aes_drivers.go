@@ -16,12 +16,19 @@ var implPriority = map[string]struct{ cipher, mode, fused int }{
 	"generic": {PriorityGeneric, PriorityGeneric + 10, PriorityGeneric + 20},
 	"aesni":   {PriorityAESNI, PriorityModeNI, PriorityFused},
 	"vaes":    {PriorityAESNI + 10, PriorityVAES, PriorityFused + 100},
+	// Only its XTS differs from vaes (ZMM kernels), so only xts(aes) is
+	// registered for it, above xts-aes-vaes, as the kernel prefers
+	// xts-aes-vaes-avx10_512 where it has AVX-512.
+	"vaes-avx512": {mode: PriorityVAES + 10},
 }
+
+// xtsOnly lists the implementations registered only for xts(aes).
+var xtsOnly = map[string]bool{"vaes-avx512": true}
 
 func init() {
 	base := map[string]*Alg{}
 	for _, impl := range aes.Impls() {
-		if impl == "vaes" { // single blocks gain nothing from wide registers
+		if impl == "vaes" || xtsOnly[impl] { // single blocks gain nothing from wide registers
 			continue
 		}
 		impl := impl
@@ -31,10 +38,16 @@ func init() {
 		mustRegister(base[impl])
 	}
 	base["vaes"] = base["aesni"]
+	base["vaes-avx512"] = base["aesni"]
 	for _, impl := range aes.Impls() {
 		impl := impl
 		pr := implPriority[impl]
 		newBlock := func(k []byte) (*aes.Block, error) { return aes.NewImpl(impl, k) }
+		if xtsOnly[impl] {
+			mustRegister(xtsAlg(impl, base[impl], pr.mode, newBlock))
+			registerZMMCBC(impl, base[impl], newBlock)
+			continue
+		}
 		mustRegister(&Alg{Name: "ecb(aes)", Driver: "ecb-aes-" + impl, Base: base[impl], Priority: pr.mode, Type: TypeSkcipher,
 			BlockSize: 16, KeySizes: aesKeySizes,
 			NewSkcipher: func(k []byte) (Skcipher, error) {
@@ -47,21 +60,7 @@ func init() {
 				b, err := newBlock(k)
 				return aesCBC{b}, err
 			}})
-		mustRegister(&Alg{Name: "xts(aes)", Driver: "xts-aes-" + impl, Base: base[impl], Priority: pr.mode, Type: TypeSkcipher,
-			BlockSize: 16, MinLen: 16, IVSize: 16, KeySizes: []int{32, 48, 64},
-			NewSkcipher: func(k []byte) (Skcipher, error) {
-				h := len(k) / 2
-				d, err := newBlock(k[:h])
-				if err != nil {
-					return nil, err
-				}
-				t, err := newBlock(k[h:])
-				if err != nil {
-					return nil, err
-				}
-				x, err := aes.NewXTS(d, t)
-				return aesXTS{x, d, t}, err
-			}})
+		mustRegister(xtsAlg(impl, base[impl], pr.mode, newBlock))
 		mustRegister(&Alg{Name: "essiv(cbc(aes),sha256)", Driver: "essiv-cbc-aes-sha256-" + impl, Base: base[impl], Priority: pr.fused,
 			Type: TypeSkcipher, Fused: true, BlockSize: 16, IVSize: 16, KeySizes: aesKeySizes,
 			NewSkcipher: func(k []byte) (Skcipher, error) {
@@ -75,6 +74,26 @@ func init() {
 				return &aesESSIV{b, iv}, err
 			}})
 	}
+}
+
+// xtsAlg is the xts(aes) driver of one implementation: the key's halves
+// are the data and the tweak key.
+func xtsAlg(impl string, base *Alg, priority int, newBlock func([]byte) (*aes.Block, error)) *Alg {
+	return &Alg{Name: "xts(aes)", Driver: "xts-aes-" + impl, Base: base, Priority: priority, Type: TypeSkcipher,
+		BlockSize: 16, MinLen: 16, IVSize: 16, KeySizes: []int{32, 48, 64},
+		NewSkcipher: func(k []byte) (Skcipher, error) {
+			h := len(k) / 2
+			d, err := newBlock(k[:h])
+			if err != nil {
+				return nil, err
+			}
+			t, err := newBlock(k[h:])
+			if err != nil {
+				return nil, err
+			}
+			x, err := aes.NewXTS(d, t)
+			return aesXTS{x, d, t}, err
+		}}
 }
 
 // plain64IV is the IV the Plain64Skcipher methods stand for.
@@ -193,8 +212,7 @@ func (m *aesESSIV) DecryptPlain64(dst, src []byte, n uint64) {
 }
 
 func (m *aesESSIV) EncryptSectors(dst, src []byte, ss int, ivs []byte) {
-	m.iv.EncryptECB(ivs, ivs)
-	m.b.EncryptCBCSectors(dst, src, ss, ivs)
+	m.b.EncryptESSIVCBCSectors(m.iv, dst, src, ss, ivs)
 }
 
 func (m *aesESSIV) DecryptSectors(dst, src []byte, ss int, ivs []byte) {

@@ -1294,6 +1294,8 @@ func main() {
 	g.cbcDecVAES("decCBCSectorsVAES", true)
 	g.cbcMBVAES("encCBCMB16VAES")
 	g.cbcMBStagedVAES("encCBCMB16StagedVAES")
+	g.cbcMBZMM("encCBCMB16ZMM", false)
+	g.cbcMBZMM("encESSIVCBCMB16ZMM", true)
 	g.xtsVAES("xtsEncVAES", "AESENC", false)
 	g.xtsVAES("xtsDecVAES", "AESDEC", false)
 	g.xtsVAES("xtsEncSectorsVAES", "AESENC", true)
