@@ -264,23 +264,25 @@ func archEncCBCSectors(b *Block, dst, src []byte, ss int, ivs []byte) {
 		// multiple of 64, true for every dm-crypt sector size). It is at
 		// least as fast as the direct one everywhere and avoids L1 set
 		// thrashing when ss is a multiple of 1-2 KiB.
-		mb16 := encCBCMB16VAES
-		if ss%64 == 0 {
-			mb16 = encCBCMB16StagedVAES
-		}
+		// (Direct calls, not a func value: an indirect call would make
+		// the buffers escape, and callers pass stack IVs.)
 		for ; n-i >= 16; i += 16 {
-			mb16(b.rounds, b.ykEnc(), &dst[i*ss], &src[i*ss], ss, &ivs[16*i])
+			if ss%64 == 0 {
+				encCBCMB16StagedVAES(b.rounds, b.ykEnc(), &dst[i*ss], &src[i*ss], ss, &ivs[16*i])
+			} else {
+				encCBCMB16VAES(b.rounds, b.ykEnc(), &dst[i*ss], &src[i*ss], ss, &ivs[16*i])
+			}
 		}
 	}
 	// With 8 lanes the direct kernel only thrashes L1 when lanes are 2 KiB
 	// multiples apart (out of place); the staged one is a little slower
 	// elsewhere.
-	mb8 := encCBCMB8AESNI
-	if ss%2048 == 0 {
-		mb8 = encCBCMB8StagedAESNI
-	}
 	for ; n-i >= 8; i += 8 {
-		mb8(b.rounds, b.xkEnc(), &dst[i*ss], &src[i*ss], ss, &ivs[16*i])
+		if ss%2048 == 0 {
+			encCBCMB8StagedAESNI(b.rounds, b.xkEnc(), &dst[i*ss], &src[i*ss], ss, &ivs[16*i])
+		} else {
+			encCBCMB8AESNI(b.rounds, b.xkEnc(), &dst[i*ss], &src[i*ss], ss, &ivs[16*i])
+		}
 	}
 	if n-i >= 4 {
 		encCBCMB4AESNI(b.rounds, b.xkEnc(), &dst[i*ss], &src[i*ss], ss, &ivs[16*i])
