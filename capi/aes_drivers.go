@@ -63,17 +63,21 @@ func init() {
 		mustRegister(xtsAlg(impl, base[impl], pr.mode, newBlock))
 		mustRegister(&Alg{Name: "essiv(cbc(aes),sha256)", Driver: "essiv-cbc-aes-sha256-" + impl, Base: base[impl], Priority: pr.fused,
 			Type: TypeSkcipher, Fused: true, BlockSize: 16, IVSize: 16, KeySizes: aesKeySizes,
-			NewSkcipher: func(k []byte) (Skcipher, error) {
-				b, err := newBlock(k)
-				if err != nil {
-					return nil, err
-				}
-				salt := sha256.Sum256(k)
-				iv, err := newBlock(salt[:])
-				clear(salt[:])
-				return &aesESSIV{b, iv}, err
-			}})
+			NewSkcipher: func(k []byte) (Skcipher, error) { return newAESESSIV(newBlock, k) }})
 	}
+}
+
+// newAESESSIV keys the fused ESSIV driver: the data key, and the IV key
+// SHA-256(key).
+func newAESESSIV(newBlock func([]byte) (*aes.Block, error), k []byte) (Skcipher, error) {
+	b, err := newBlock(k)
+	if err != nil {
+		return nil, err
+	}
+	salt := sha256.Sum256(k)
+	iv, err := newBlock(salt[:])
+	clear(salt[:])
+	return &aesESSIV{b, iv}, err
 }
 
 // xtsAlg is the xts(aes) driver of one implementation: the key's halves

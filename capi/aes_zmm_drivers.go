@@ -1,10 +1,6 @@
 package capi
 
-import (
-	"crypto/sha256"
-
-	"github.com/blkcrypt/blkcrypt/internal/aes"
-)
+import "github.com/blkcrypt/blkcrypt/internal/aes"
 
 // registerZMMCBC adds the CBC drivers of an implementation that
 // aes_drivers.go registers for xts(aes) only: vaes-avx512 has its own
@@ -21,14 +17,5 @@ func registerZMMCBC(impl string, base *Alg, newBlock func([]byte) (*aes.Block, e
 		}})
 	mustRegister(&Alg{Name: "essiv(cbc(aes),sha256)", Driver: "essiv-cbc-aes-sha256-" + impl, Base: base, Priority: PriorityFused + 110,
 		Type: TypeSkcipher, Fused: true, BlockSize: 16, IVSize: 16, KeySizes: aesKeySizes,
-		NewSkcipher: func(k []byte) (Skcipher, error) {
-			b, err := newBlock(k)
-			if err != nil {
-				return nil, err
-			}
-			salt := sha256.Sum256(k)
-			iv, err := newBlock(salt[:])
-			clear(salt[:])
-			return &aesESSIV{b, iv}, err
-		}})
+		NewSkcipher: func(k []byte) (Skcipher, error) { return newAESESSIV(newBlock, k) }})
 }
