@@ -140,6 +140,9 @@ func decECBVAES(nr int, yk *byte, dst, src *byte, n int)
 func decCBCVAES(nr int, yk *byte, dst, src *byte, n int, iv *[16]byte)
 
 //go:noescape
+func decESSIVCBCVAES(nr int, yk *byte, ivnr int, ivxk *byte, dst, src *byte, n int, iv *[16]byte)
+
+//go:noescape
 func encCBCMB16VAES(nr int, yk *byte, dst, src *byte, ss int, ivs *byte)
 
 //go:noescape
@@ -216,9 +219,15 @@ func archEncESSIVCBC(b, ivKey *Block, dst, src []byte, iv *[16]byte) {
 func archDecESSIVCBC(b, ivKey *Block, dst, src []byte, iv *[16]byte) {
 	n := len(src) / 16
 	if b.impl == implVAES && n >= 16 {
+		m := n &^ 15
 		var civ [16]byte
-		encBlockAESNI(ivKey.rounds, ivKey.xkEnc(), &civ[0], &iv[0])
-		archDecCBC(b, dst, src, &civ)
+		if m < n { // the chain of the rest, read before an in-place call overwrites it
+			copy(civ[:], src[16*m-16:16*m])
+		}
+		decESSIVCBCVAES(b.rounds, b.ykDec(), ivKey.rounds, ivKey.xkEnc(), ptr(dst), ptr(src), m, iv)
+		if m < n {
+			decCBCAESNI(b.rounds, b.xkDec(), &dst[16*m], &src[16*m], n-m, &civ)
+		}
 		return
 	}
 	decESSIVCBCAESNI(b.rounds, b.xkDec(), ivKey.rounds, ivKey.xkEnc(), ptr(dst), ptr(src), n, iv)

@@ -756,11 +756,18 @@ func (g *gen) ecbVAES(name, op string) {
 }
 
 // cbcDecVAES: CBC decryption, 16 blocks in flight; n must be a multiple of 16.
-func (g *gen) cbcDecVAES(name string, sectors bool) {
-	if sectors {
+// With essiv the chain starts from E(ivxk, *iv): that encryption (xmm, keys
+// from memory) does not feed the first iteration's rounds, only their final
+// xor, so it overlaps them instead of preceding the call.
+func (g *gen) cbcDecVAES(name string, sectors, essiv bool) {
+	switch {
+	case sectors:
 		g.begin(name, 0, "CBC decryption of n/(16*ips) consecutive sectors of 256*ips bytes; sector i\nstarts from the IV at ivs+16*i. 16 blocks in flight across sector boundaries.",
 			"nr", "yk", "dst", "src", "n", "ips", "ivs")
-	} else {
+	case essiv:
+		g.begin(name, 0, "CBC decryption of n blocks (n a multiple of 16), 16 in flight, with IV = E(ivxk, *iv);\n*iv is not modified.",
+			"nr", "yk", "ivnr", "ivxk", "dst", "src", "n", "iv")
+	default:
 		g.begin(name, 0, "CBC decryption of n blocks (n a multiple of 16), 16 in flight; *iv is updated.",
 			"nr", "yk", "dst", "src", "n", "iv")
 	}
@@ -777,6 +784,13 @@ func (g *gen) cbcDecVAES(name string, sectors bool) {
 	} else {
 		g.arg("iv", "BX")
 		g.p("VMOVDQU (BX), X9")
+	}
+	if essiv {
+		g.arg("ivnr", "R8")
+		g.arg("ivxk", "R9")
+		g.keyEnd("R10", "R9", "R8", 16)
+		g.p("VPXOR (R9), X9, X9")
+		g.rounds("AESENC", []string{"X9"}, "R10", "R8", 16, "", true)
 	}
 	loop, done := g.newLabel("loop16"), g.newLabel("done")
 	g.lbl(loop)
@@ -813,7 +827,7 @@ func (g *gen) cbcDecVAES(name string, sectors bool) {
 	g.p("SUBQ $16, CX")
 	g.p("JMP %s", loop)
 	g.lbl(done)
-	if !sectors {
+	if !sectors && !essiv {
 		g.p("VMOVDQU X9, (BX)")
 	}
 	g.p("VZEROUPPER")
@@ -1290,8 +1304,9 @@ func main() {
 	g.xtsRingAESNI("xtsDecSectorsAESNI", "AESDEC", true)
 	g.ecbVAES("encECBVAES", "AESENC")
 	g.ecbVAES("decECBVAES", "AESDEC")
-	g.cbcDecVAES("decCBCVAES", false)
-	g.cbcDecVAES("decCBCSectorsVAES", true)
+	g.cbcDecVAES("decCBCVAES", false, false)
+	g.cbcDecVAES("decESSIVCBCVAES", false, true)
+	g.cbcDecVAES("decCBCSectorsVAES", true, false)
 	g.cbcMBVAES("encCBCMB16VAES")
 	g.cbcMBStagedVAES("encCBCMB16StagedVAES")
 	g.cbcMBZMM("encCBCMB16ZMM", false)
