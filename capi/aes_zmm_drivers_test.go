@@ -12,15 +12,17 @@ import (
 
 const envNoAVX512Child = "BLKCRYPT_TEST_NOAVX512_CHILD"
 
-// TestZMMCBCDrivers: where vaes-avx512 exists it provides the best CBC and
-// fused ESSIV drivers.
+// TestZMMCBCDrivers: where vaes-avx512 exists its CBC and fused ESSIV
+// drivers are the best, unless internal/aes ranks vaes first on this CPU.
 func TestZMMCBCDrivers(t *testing.T) {
-	if !slices.Contains(aes.Impls(), "vaes-avx512") {
-		t.Skipf("no vaes-avx512 here (Impls %v)", aes.Impls())
+	impls := aes.Impls()
+	if !slices.Contains(impls, "vaes-avx512") {
+		t.Skipf("no vaes-avx512 here (Impls %v)", impls)
 	}
+	best := impls[0]
 	for name, want := range map[string]string{
-		"cbc(aes)":               "cbc-aes-vaes-avx512",
-		"essiv(cbc(aes),sha256)": "essiv-cbc-aes-sha256-vaes-avx512",
+		"cbc(aes)":               "cbc-aes-" + best,
+		"essiv(cbc(aes),sha256)": "essiv-cbc-aes-sha256-" + best,
 	} {
 		a, err := Lookup(name)
 		if err != nil {
