@@ -10,14 +10,15 @@ import (
 )
 
 // TestESSIVCBCSectors checks the fused ESSIV batch against crypto/aes for
-// the lane groupings of the multi-buffer kernels (16 per call, remainders)
+// the lane groupings of the multi-buffer kernels (groups of 16, up to 4
+// groups per ESSIV call, remainders)
 // and the sector sizes that change their memory pattern (4 KiB multiples
 // delay half the lanes; 4160 does not).
 func TestESSIVCBCSectors(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, impl string) {
 		r := rand.New(rand.NewPCG(27, 28))
 		for _, ss := range []int{16, 512, 2048, 4096, 4160, 8192} {
-			for _, nsec := range []int{1, 15, 16, 17, 32, 33, 48} {
+			for _, nsec := range []int{1, 15, 16, 17, 32, 33, 48, 64, 80, 97} {
 				key := randBytes(r, keySizes[nsec%3])
 				ivKeyBytes := randBytes(r, keySizes[(nsec+ss/16)%3])
 				b := mustNew(t, impl, key)
