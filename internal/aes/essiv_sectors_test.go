@@ -10,8 +10,7 @@ import (
 )
 
 // TestESSIVCBCSectors checks the fused ESSIV batch against crypto/aes for
-// the lane groupings of the multi-buffer kernels (groups of 16, up to 4
-// groups per ESSIV call, remainders)
+// the lane groupings of the multi-buffer kernels (16 per call, remainders)
 // and the sector sizes that change their memory pattern (4 KiB multiples
 // delay half the lanes; 4160 does not).
 func TestESSIVCBCSectors(t *testing.T) {
