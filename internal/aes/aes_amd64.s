@@ -7785,7 +7785,7 @@ nofill_197:
 
 // func encCBCMB16ZMM(nr, xk, dst, src, ss, ivs, lag)
 // CBC encryption of 16 consecutive sectors of ss bytes (ss > 0, multiple of 16),
-// four sectors per ZMM register; ivs holds the 16 IVs; lag is 0 or 64.
+// four sectors per ZMM register; ivs holds the 16 IVs; lag is 0 or 128.
 TEXT ·encCBCMB16ZMM(SB), NOSPLIT, $0-56
 	MOVQ dst+16(FP), DI
 	MOVQ src+24(FP), SI
@@ -7973,7 +7973,7 @@ skiphi_205:
 // func encESSIVCBCMB16ZMM(nr, xk, dst, src, ss, ivs, lag, ivnr, ivxk)
 // ESSIV-CBC encryption of 16 consecutive sectors of ss bytes (ss > 0, multiple of 16):
 // the CBC IVs are the 16 IVs at ivs encrypted with ivxk (ivnr rounds); ivs is not
-// modified. Four sectors per ZMM register; lag is 0 or 64.
+// modified. Four sectors per ZMM register; lag is 0 or 128.
 TEXT ·encESSIVCBCMB16ZMM(SB), NOSPLIT, $0-72
 	MOVQ dst+16(FP), DI
 	MOVQ src+24(FP), SI

@@ -74,10 +74,11 @@ func (g *gen) zmmRounds(op string, state []string, nr string) {
 // VINSERTI32X4 and scattered with VEXTRACTI32X4 on the shuffle port, which
 // the AES rounds do not use).
 //
-// lag (0 or 64 bytes) delays sectors 8..15 by that many bytes. With sectors
-// 4 KiB apart every lane's current cache line falls into the same L1 set,
-// and 16 lines overflow its 12 ways: each store then misses. A lag of one
-// line halves the lines per set, at the cost of lag/16 extra steps in which
+// lag (0 or 128 bytes) delays sectors 8..15 by that many bytes. With
+// sectors 4 KiB apart every lane's current cache line falls into the same
+// L1 set, and 16 lines overflow its 12 ways: each store then misses. A lag
+// of two lines keeps at most 8 per set (one line measured far slower: the
+// lines in use overlap in time), at the cost of lag/16 extra steps in which
 // one half computes a result that is thrown away (its loads stay inside the
 // batch: the neighbouring half's sectors).
 //
@@ -94,10 +95,10 @@ func (g *gen) zmmRounds(op string, state []string, nr string) {
 // in registers, so a batch needs no separate ECB pass over its IVs.
 func (g *gen) cbcMBZMM(name string, essiv bool) {
 	args := []string{"nr", "xk", "dst", "src", "ss", "ivs", "lag"}
-	doc := "CBC encryption of 16 consecutive sectors of ss bytes (ss > 0, multiple of 16),\nfour sectors per ZMM register; ivs holds the 16 IVs; lag is 0 or 64."
+	doc := "CBC encryption of 16 consecutive sectors of ss bytes (ss > 0, multiple of 16),\nfour sectors per ZMM register; ivs holds the 16 IVs; lag is 0 or 128."
 	if essiv {
 		args = append(args, "ivnr", "ivxk")
-		doc = "ESSIV-CBC encryption of 16 consecutive sectors of ss bytes (ss > 0, multiple of 16):\nthe CBC IVs are the 16 IVs at ivs encrypted with ivxk (ivnr rounds); ivs is not\nmodified. Four sectors per ZMM register; lag is 0 or 64."
+		doc = "ESSIV-CBC encryption of 16 consecutive sectors of ss bytes (ss > 0, multiple of 16):\nthe CBC IVs are the 16 IVs at ivs encrypted with ivxk (ivnr rounds); ivs is not\nmodified. Four sectors per ZMM register; lag is 0 or 128."
 	}
 	g.begin(name, 0, doc, args...)
 	g.arg("dst", "DI")
