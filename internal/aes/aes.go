@@ -348,8 +348,10 @@ func (b *Block) EncryptCBCSectors(dst, src []byte, sectorSize int, ivs []byte) {
 
 // EncryptESSIVCBCSectors CBC-encrypts n = len(src)/sectorSize independent
 // sectors with ESSIV, sector i with the CBC IV ivKey.Encrypt(ivs[16*i:]).
-// ivs is not modified. It is EncryptCBCSectors over the encrypted IVs, in
-// one pass where a kernel can encrypt the IVs of its lanes itself.
+// It is EncryptCBCSectors over the encrypted IVs, in one pass where a
+// kernel can encrypt the IVs of its lanes itself; the IVs of the sectors
+// it cannot take are encrypted in place, so ivs is scratch: on return it
+// holds raw or encrypted IVs.
 func (b *Block) EncryptESSIVCBCSectors(ivKey *Block, dst, src []byte, sectorSize int, ivs []byte) {
 	dst, n := checkSectors("EncryptESSIVCBCSectors", dst, src, sectorSize, ivs)
 	if n == 0 {
@@ -359,14 +361,15 @@ func (b *Block) EncryptESSIVCBCSectors(ivKey *Block, dst, src []byte, sectorSize
 	if b.impl != implGeneric && ivKey.impl != implGeneric {
 		done = archEncESSIVCBCSectors(b, ivKey, dst, src, sectorSize, ivs[:16*n])
 	}
-	var civ [16 * sectorChunk]byte
-	for s := done; s < n; s += sectorChunk {
-		k := min(sectorChunk, n-s)
-		ivKey.ecb(true, civ[:16*k], ivs[16*s:16*(s+k)])
-		o, e := s*sectorSize, (s+k)*sectorSize
-		b.EncryptCBCSectors(dst[o:e], src[o:e], sectorSize, civ[:16*k])
+	if done < n {
+		// In place rather than into a stack copy: the YMM staged kernel
+		// is sensitive to where its stack buffers fall (4 KiB aliasing
+		// with the data), and a deeper stack measured 9% slower at 4 KiB
+		// sectors.
+		o, v := done*sectorSize, ivs[16*done:16*n]
+		ivKey.ecb(true, v, v)
+		b.EncryptCBCSectors(dst[o:], src[o:], sectorSize, v)
 	}
-	clear(civ[:])
 }
 
 // DecryptCBCSectors CBC-decrypts n = len(src)/sectorSize independent

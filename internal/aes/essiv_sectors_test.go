@@ -26,7 +26,6 @@ func TestESSIVCBCSectors(t *testing.T) {
 				ivRef, _ := stdaes.NewCipher(ivKeyBytes)
 				pt := randBytes(r, ss*nsec)
 				ivs := randBytes(r, 16*nsec)
-				ivsCopy := slices.Clone(ivs)
 				want := make([]byte, len(pt))
 				for s := 0; s < nsec; s++ {
 					var civ [16]byte
@@ -35,12 +34,9 @@ func TestESSIVCBCSectors(t *testing.T) {
 				}
 				for _, inPlace := range []bool{false, true} {
 					dst, src := buffers(r, pt, inPlace)
-					b.EncryptESSIVCBCSectors(ivKey, dst, src, ss, ivs)
+					b.EncryptESSIVCBCSectors(ivKey, dst, src, ss, slices.Clone(ivs)) // ivs is scratch
 					if !bytes.Equal(dst, want) {
 						t.Fatalf("EncryptESSIVCBCSectors %d sectors of %d, in place %v: mismatch", nsec, ss, inPlace)
-					}
-					if !bytes.Equal(ivs, ivsCopy) {
-						t.Fatal("ivs modified")
 					}
 				}
 			}
@@ -57,11 +53,11 @@ func TestESSIVCBCSectorsMixedImpls(t *testing.T) {
 	pt := randBytes(r, 512*32)
 	ivs := randBytes(r, 16*32)
 	want := make([]byte, len(pt))
-	mustNew(t, "generic", key).EncryptESSIVCBCSectors(mustNew(t, "generic", ivKeyBytes), want, pt, 512, ivs)
+	mustNew(t, "generic", key).EncryptESSIVCBCSectors(mustNew(t, "generic", ivKeyBytes), want, pt, 512, slices.Clone(ivs))
 	for _, a := range impls {
 		for _, c := range impls {
 			got := make([]byte, len(pt))
-			mustNew(t, a, key).EncryptESSIVCBCSectors(mustNew(t, c, ivKeyBytes), got, pt, 512, ivs)
+			mustNew(t, a, key).EncryptESSIVCBCSectors(mustNew(t, c, ivKeyBytes), got, pt, 512, slices.Clone(ivs))
 			if !bytes.Equal(got, want) {
 				t.Errorf("data key %s, IV key %s: mismatch", a, c)
 			}
