@@ -143,10 +143,7 @@ func decCBCVAES(nr int, yk *byte, dst, src *byte, n int, iv *[16]byte)
 func decESSIVCBCVAES(nr int, yk *byte, ivnr int, ivxk *byte, dst, src *byte, n int, iv *[16]byte)
 
 //go:noescape
-func encCBCMB16VAES(nr int, yk *byte, dst, src *byte, ss int, ivs *byte)
-
-//go:noescape
-func encCBCMB16StagedVAES(nr int, yk *byte, dst, src *byte, ss int, ivs *byte)
+func encCBCMB16VAES(nr int, yk *byte, dst, src *byte, ss int, ivs *byte, lag int)
 
 //go:noescape
 func encCBCMB16ZMM(nr int, xk *byte, dst, src *byte, ss int, ivs *byte, lag int)
@@ -233,12 +230,12 @@ func archDecESSIVCBC(b, ivKey *Block, dst, src []byte, iv *[16]byte) {
 	decESSIVCBCAESNI(b.rounds, b.xkDec(), ivKey.rounds, ivKey.xkEnc(), ptr(dst), ptr(src), n, iv)
 }
 
-// zmmLag is the delay of the second half of the lanes of encCBCMB16ZMM:
-// with sectors a multiple of 4 KiB apart the 16 lanes' cache lines share one
-// L1 set, and a lag of two lines (measured best among 0..512 bytes at 4 KiB
-// sectors: 0 runs at a third of the speed) keeps at most 8 of them per set
-// for 8 extra steps per call.
-func zmmLag(ss int) int {
+// cbcLag is the delay of the second half of the lanes of encCBCMB16ZMM and
+// encCBCMB16VAES: with sectors a multiple of 4 KiB apart the 16 lanes' cache
+// lines share one L1 set, and a lag of two lines (measured best among 0..512
+// bytes at 4 KiB sectors: 0 runs at a third of the speed) keeps at most 8 of
+// them per set for 8 extra steps per call. Other sizes run best without.
+func cbcLag(ss int) int {
 	if ss%4096 == 0 {
 		return 128
 	}
@@ -252,7 +249,7 @@ func archEncESSIVCBCSectors(b, ivKey *Block, dst, src []byte, ss int, ivs []byte
 		return 0
 	}
 	n := len(src) / ss &^ 15
-	lag := zmmLag(ss)
+	lag := cbcLag(ss)
 	for i := 0; i < n; i += 16 {
 		encESSIVCBCMB16ZMM(b.rounds, b.xkEnc(), &dst[i*ss], &src[i*ss], ss, &ivs[16*i], lag, ivKey.rounds, ivKey.xkEnc())
 	}
@@ -263,24 +260,17 @@ func archEncCBCSectors(b *Block, dst, src []byte, ss int, ivs []byte) {
 	n := len(src) / ss
 	i := 0
 	if b.zmm {
-		lag := zmmLag(ss)
+		lag := cbcLag(ss)
 		for ; n-i >= 16; i += 16 {
 			encCBCMB16ZMM(b.rounds, b.xkEnc(), &dst[i*ss], &src[i*ss], ss, &ivs[16*i], lag)
 		}
 	}
 	if b.impl == implVAES {
-		// The staged kernel needs whole cache lines per lane (ss a
-		// multiple of 64, true for every dm-crypt sector size). It is at
-		// least as fast as the direct one everywhere and avoids L1 set
-		// thrashing when ss is a multiple of 1-2 KiB.
 		// (Direct calls, not a func value: an indirect call would make
 		// the buffers escape, and callers pass stack IVs.)
+		lag := cbcLag(ss)
 		for ; n-i >= 16; i += 16 {
-			if ss%64 == 0 {
-				encCBCMB16StagedVAES(b.rounds, b.ykEnc(), &dst[i*ss], &src[i*ss], ss, &ivs[16*i])
-			} else {
-				encCBCMB16VAES(b.rounds, b.ykEnc(), &dst[i*ss], &src[i*ss], ss, &ivs[16*i])
-			}
+			encCBCMB16VAES(b.rounds, b.ykEnc(), &dst[i*ss], &src[i*ss], ss, &ivs[16*i], lag)
 		}
 	}
 	// With 8 lanes the direct kernel only thrashes L1 when lanes are 2 KiB

@@ -87,9 +87,10 @@ func (g *gen) zmmRounds(op string, state []string, nr string) {
 // registers (no key load per round as in the YMM kernels). The whitening XOR
 // of key 0, the plaintext and the chaining value is one VPTERNLOGD. With
 // four registers in flight each chain's next round issues four cycles after
-// its previous one, above the three-cycle VAESENC latency. Staging through
-// the stack (cbcMBStagedVAES) measured slower here: its copies cost more
-// than the lane shuffles, which run on a port the rounds leave idle.
+// its previous one, above the three-cycle VAESENC latency. Staging cache
+// lines through the stack instead of the lag measured slower: the copies
+// cost more than the lane shuffles, which run on a port the rounds leave
+// idle.
 //
 // With essiv the 16 IVs are first encrypted with the ESSIV key (ivnr/ivxk),
 // in registers, so a batch needs no separate ECB pass over its IVs.
