@@ -362,10 +362,8 @@ func (b *Block) EncryptESSIVCBCSectors(ivKey *Block, dst, src []byte, sectorSize
 		done = archEncESSIVCBCSectors(b, ivKey, dst, src, sectorSize, ivs[:16*n])
 	}
 	if done < n {
-		// In place rather than into a stack copy: the YMM staged kernel
-		// is sensitive to where its stack buffers fall (4 KiB aliasing
-		// with the data), and a deeper stack measured 9% slower at 4 KiB
-		// sectors.
+		// In place: the callers' IVs are scratch (the sector layer's),
+		// and a stack copy would be one more buffer to fill and clear.
 		o, v := done*sectorSize, ivs[16*done:16*n]
 		ivKey.ecb(true, v, v)
 		b.EncryptCBCSectors(dst[o:], src[o:], sectorSize, v)
