@@ -861,17 +861,16 @@ func (g *gen) cbcMBVAES(name string) {
 		g.p("VMOVDQU %d(R13), Y%d", 32*i, i)
 	}
 	g.p("VMOVDQU (R12), Y15")
-	{
-		// R12: the lag in steps; R13 counts steps up, R14 down.
-		g.arg("lag", "R12")
-		g.p("SUBQ R12, R9")
-		g.p("SUBQ R12, R10")
-		g.p("SHRQ $4, R12")
-		g.p("ADDQ R12, R14")
-		g.p("XORQ R13, R13")
-		for i := 4; i < 8; i++ {
-			g.p("VMOVDQA Y%d, Y%d", i, i+6)
-		}
+	// R12: the lag in steps; R13 counts steps up, R14 down. Y10..Y13 keep
+	// the IVs of the delayed half.
+	g.arg("lag", "R12")
+	g.p("SUBQ R12, R9")
+	g.p("SUBQ R12, R10")
+	g.p("SHRQ $4, R12")
+	g.p("ADDQ R12, R14")
+	g.p("XORQ R13, R13")
+	for i := 4; i < 8; i++ {
+		g.p("VMOVDQA Y%d, Y%d", i, i+6)
 	}
 	lane := func(src, hi string, j int) string {
 		if j < 8 {
@@ -881,15 +880,14 @@ func (g *gen) cbcMBVAES(name string) {
 	}
 	loop := g.newLabel("loop")
 	g.lbl(loop)
-	{
-		norestore := g.newLabel("norestore")
-		g.p("CMPQ R13, R12")
-		g.p("JNE %s", norestore)
-		for i := 4; i < 8; i++ {
-			g.p("VMOVDQA Y%d, Y%d", i+6, i)
-		}
-		g.lbl(norestore)
+	// The delayed half starts from its IVs once its real data begins.
+	norestore := g.newLabel("norestore")
+	g.p("CMPQ R13, R12")
+	g.p("JNE %s", norestore)
+	for i := 4; i < 8; i++ {
+		g.p("VMOVDQA Y%d, Y%d", i+6, i)
 	}
+	g.lbl(norestore)
 	for i := 0; i < 8; i++ {
 		g.p("VMOVDQU %s, X9", lane("SI", "R9", 2*i))
 		g.p("VINSERTI128 $1, %s, Y9, Y9", lane("SI", "R9", 2*i+1))
