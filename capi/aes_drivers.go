@@ -53,6 +53,7 @@ func init() {
 		newBlock := func(k []byte) (*aes.Block, error) { return aes.NewImpl(impl, k) }
 		if xtsOnly[impl] {
 			mustRegister(xtsAlg(impl, base[impl], pr.mode, newBlock))
+			registerZMMCBC(impl, base[impl], newBlock)
 			continue
 		}
 		mustRegister(&Alg{Name: "ecb(aes)", Driver: "ecb-aes-" + impl, Base: base[impl], Priority: pr.mode, Type: TypeSkcipher,
@@ -70,17 +71,21 @@ func init() {
 		mustRegister(xtsAlg(impl, base[impl], pr.mode, newBlock))
 		mustRegister(&Alg{Name: "essiv(cbc(aes),sha256)", Driver: "essiv-cbc-aes-sha256-" + impl, Base: base[impl], Priority: pr.fused,
 			Type: TypeSkcipher, Fused: true, BlockSize: 16, IVSize: 16, KeySizes: aesKeySizes,
-			NewSkcipher: func(k []byte) (Skcipher, error) {
-				b, err := newBlock(k)
-				if err != nil {
-					return nil, err
-				}
-				salt := sha256.Sum256(k)
-				iv, err := newBlock(salt[:])
-				clear(salt[:])
-				return &aesESSIV{b, iv}, err
-			}})
+			NewSkcipher: func(k []byte) (Skcipher, error) { return newAESESSIV(newBlock, k) }})
 	}
+}
+
+// newAESESSIV keys the fused ESSIV driver: the data key, and the IV key
+// SHA-256(key).
+func newAESESSIV(newBlock func([]byte) (*aes.Block, error), k []byte) (Skcipher, error) {
+	b, err := newBlock(k)
+	if err != nil {
+		return nil, err
+	}
+	salt := sha256.Sum256(k)
+	iv, err := newBlock(salt[:])
+	clear(salt[:])
+	return &aesESSIV{b, iv}, err
 }
 
 // xtsAlg is the xts(aes) driver of one implementation: the key's halves
@@ -212,8 +217,7 @@ func (m *aesESSIV) DecryptPlain64(dst, src []byte, n uint64) {
 }
 
 func (m *aesESSIV) EncryptSectors(dst, src []byte, ss int, ivs []byte) {
-	m.iv.EncryptECB(ivs, ivs)
-	m.b.EncryptCBCSectors(dst, src, ss, ivs)
+	m.b.EncryptESSIVCBCSectors(m.iv, dst, src, ss, ivs)
 }
 
 func (m *aesESSIV) DecryptSectors(dst, src []byte, ss int, ivs []byte) {

@@ -24,6 +24,8 @@ func archXTSSectors(b *Block, enc bool, dst, src []byte, ss int, tws []byte) boo
 
 func archDecCBCSectors(b *Block, dst, src []byte, ss int, ivs []byte) bool { return false }
 
+func archEncESSIVCBCSectors(b, ivKey *Block, dst, src []byte, ss int, ivs []byte) int { return 0 }
+
 func archXTSUnitPrefix(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte) int { return 0 }
 
 func archHasVAES512() bool { return false }

@@ -486,20 +486,21 @@ func TestAllocs(t *testing.T) {
 		odd := make([]byte, 1000)
 		var iv [16]byte
 		ops := map[string]func(){
-			"Encrypt":           func() { b.Encrypt(buf, buf) },
-			"Decrypt":           func() { b.Decrypt(buf, buf) },
-			"EncryptECB":        func() { b.EncryptECB(buf, buf) },
-			"DecryptECB":        func() { b.DecryptECB(buf, buf) },
-			"EncryptCBC":        func() { b.EncryptCBC(buf, buf, &iv) },
-			"DecryptCBC":        func() { b.DecryptCBC(buf, buf, &iv) },
-			"EncryptESSIVCBC":   func() { b.EncryptESSIVCBC(ivk, buf, buf, &iv) },
-			"DecryptESSIVCBC":   func() { b.DecryptESSIVCBC(ivk, buf, buf, &iv) },
-			"EncryptCBCSectors": func() { b.EncryptCBCSectors(buf, buf, ss, ivs) },
-			"DecryptCBCSectors": func() { b.DecryptCBCSectors(buf, buf, ss, ivs) },
-			"XTS.Encrypt":       func() { x.Encrypt(odd, odd, &iv) },
-			"XTS.Decrypt":       func() { x.Decrypt(odd, odd, &iv) },
-			"XTS.EncryptSect":   func() { x.EncryptSectors(buf, buf, ss, ivs) },
-			"XTS.DecryptSect":   func() { x.DecryptSectors(buf, buf, ss, ivs) },
+			"Encrypt":                func() { b.Encrypt(buf, buf) },
+			"Decrypt":                func() { b.Decrypt(buf, buf) },
+			"EncryptECB":             func() { b.EncryptECB(buf, buf) },
+			"DecryptECB":             func() { b.DecryptECB(buf, buf) },
+			"EncryptCBC":             func() { b.EncryptCBC(buf, buf, &iv) },
+			"DecryptCBC":             func() { b.DecryptCBC(buf, buf, &iv) },
+			"EncryptESSIVCBC":        func() { b.EncryptESSIVCBC(ivk, buf, buf, &iv) },
+			"DecryptESSIVCBC":        func() { b.DecryptESSIVCBC(ivk, buf, buf, &iv) },
+			"EncryptCBCSectors":      func() { b.EncryptCBCSectors(buf, buf, ss, ivs) },
+			"DecryptCBCSectors":      func() { b.DecryptCBCSectors(buf, buf, ss, ivs) },
+			"EncryptESSIVCBCSectors": func() { b.EncryptESSIVCBCSectors(ivk, buf, buf, ss, ivs) },
+			"XTS.Encrypt":            func() { x.Encrypt(odd, odd, &iv) },
+			"XTS.Decrypt":            func() { x.Decrypt(odd, odd, &iv) },
+			"XTS.EncryptSect":        func() { x.EncryptSectors(buf, buf, ss, ivs) },
+			"XTS.DecryptSect":        func() { x.DecryptSectors(buf, buf, ss, ivs) },
 		}
 		for name, f := range ops {
 			if a := testing.AllocsPerRun(20, f); a != 0 {

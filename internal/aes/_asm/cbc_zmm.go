@@ -1,0 +1,197 @@
+package main
+
+import "fmt"
+
+// CBC kernels of the vaes-avx512 implementation: EVEX-encoded VAES on ZMM
+// registers, four blocks per register, with every round key held in a
+// register (AVX-512 has 32 of them). They read the plain 128-bit schedule
+// (xk) and broadcast each round key to the four lanes once per call.
+
+func zr(i int) string { return fmt.Sprintf("Z%d", i) }
+
+// zmmKeyReg is the register holding the round key `back` rounds before the
+// last one (back = 0..13); round key 0 is always in Z31 so that the whitening
+// step does not depend on the key size.
+func zmmKeyReg(back int) string { return zr(16 + back) }
+
+// zmmKeys broadcasts the schedule at k (nr rounds, ke = k + 16*nr) into
+// Z31 (round key 0) and Z16.. (see zmmKeyReg). Only the keys the key size has
+// are read: the 128-bit schedule is not padded in front.
+func (g *gen) zmmKeys(k, ke, nr string) {
+	l10, l12 := g.newLabel("k10"), g.newLabel("k12")
+	g.p("VBROADCASTI32X4 (%s), Z31", k)
+	g.p("CMPQ %s, $12", nr)
+	g.p("JB %s", l10)
+	g.p("JEQ %s", l12)
+	for _, back := range []int{13, 12} {
+		g.p("VBROADCASTI32X4 %d(%s), %s", -16*back, ke, zmmKeyReg(back))
+	}
+	g.lbl(l12)
+	for _, back := range []int{11, 10} {
+		g.p("VBROADCASTI32X4 %d(%s), %s", -16*back, ke, zmmKeyReg(back))
+	}
+	g.lbl(l10)
+	for back := 9; back >= 1; back-- {
+		g.p("VBROADCASTI32X4 %d(%s), %s", -16*back, ke, zmmKeyReg(back))
+	}
+	g.p("VBROADCASTI32X4 (%s), %s", ke, zmmKeyReg(0))
+}
+
+// zmmRounds emits rounds 1..nr on the ZMM states with the keys of zmmKeys,
+// calling g.afterRound as rounds does.
+func (g *gen) zmmRounds(op string, state []string, nr string) {
+	l10, l12 := g.newLabel("r10"), g.newLabel("r12")
+	round := func(back int) {
+		o := "V" + op
+		if back == 0 {
+			o += "LAST"
+		}
+		for _, s := range state {
+			g.p("%s %s, %s, %s", o, zmmKeyReg(back), s, s)
+		}
+	}
+	g.p("CMPQ %s, $12", nr)
+	g.p("JB %s", l10)
+	g.p("JEQ %s", l12)
+	round(13)
+	round(12)
+	g.lbl(l12)
+	round(11)
+	round(10)
+	g.lbl(l10)
+	for back := 9; back >= 1; back-- {
+		round(back)
+		if g.afterRound != nil {
+			g.afterRound(back)
+		}
+	}
+	round(0)
+}
+
+// cbcMBZMM is multi-buffer CBC encryption of 16 consecutive sectors with
+// ZMM register i (i < 4) carrying sectors 4i..4i+3, reading and writing the
+// sectors in place (one 16-byte block per lane per step, gathered with
+// VINSERTI32X4 and scattered with VEXTRACTI32X4 on the shuffle port, which
+// the AES rounds do not use).
+//
+// lag (0 or 128 bytes) delays sectors 8..15 by that many bytes. With
+// sectors 4 KiB apart every lane's current cache line falls into the same
+// L1 set, and 16 lines overflow its 12 ways: each store then misses. A lag
+// of two lines keeps at most 8 per set (one line measured far slower: the
+// lines in use overlap in time), at the cost of lag/16 extra steps in which
+// one half computes a result that is thrown away (its loads stay inside the
+// batch: the neighbouring half's sectors).
+//
+// Why ZMM: a ZMM VAESENC does four blocks in one uop on one port, so the 16
+// chains need only four AES uops per round and the round keys stay in
+// registers (no key load per round as in the YMM kernels). The whitening XOR
+// of key 0, the plaintext and the chaining value is one VPTERNLOGD. With
+// four registers in flight each chain's next round issues four cycles after
+// its previous one, above the three-cycle VAESENC latency. Staging cache
+// lines through the stack instead of the lag measured slower: the copies
+// cost more than the lane shuffles, which run on a port the rounds leave
+// idle.
+//
+// With essiv the 16 IVs are first encrypted with the ESSIV key (ivnr/ivxk),
+// in registers, so a batch needs no separate ECB pass over its IVs.
+func (g *gen) cbcMBZMM(name string, essiv bool) {
+	args := []string{"nr", "xk", "dst", "src", "ss", "ivs", "lag"}
+	doc := "CBC encryption of 16 consecutive sectors of ss bytes (ss > 0, multiple of 16),\nfour sectors per ZMM register; ivs holds the 16 IVs; lag is 0 or 128."
+	if essiv {
+		args = append(args, "ivnr", "ivxk")
+		doc = "ESSIV-CBC encryption of 16 consecutive sectors of ss bytes (ss > 0, multiple of 16):\nthe CBC IVs are the 16 IVs at ivs encrypted with ivxk (ivnr rounds); ivs is not\nmodified. Four sectors per ZMM register; lag is 0 or 128."
+	}
+	g.begin(name, 0, doc, args...)
+	g.arg("dst", "DI")
+	g.arg("src", "SI")
+	g.arg("ivs", "R13")
+	for i := 0; i < 4; i++ {
+		g.p("VMOVDQU64 %d(R13), Z%d", 64*i, i)
+	}
+	if essiv {
+		g.arg("ivnr", "AX")
+		g.arg("ivxk", "R12")
+		g.keyEnd("R11", "R12", "AX", 16)
+		g.zmmKeys("R12", "R11", "AX")
+		for i := 0; i < 4; i++ {
+			g.p("VPXORD Z31, Z%d, Z%d", i, i)
+		}
+		g.zmmRounds("AESENC", regs(zr, 0, 4), "AX")
+	}
+	g.p("VMOVDQA64 Z2, Z4")
+	g.p("VMOVDQA64 Z3, Z5")
+	g.arg("nr", "AX")
+	g.arg("xk", "R12")
+	g.keyEnd("R11", "R12", "AX", 16)
+	g.zmmKeys("R12", "R11", "AX")
+	g.laneSetup()
+	// R9/R10: sector 8 of src/dst, lag bytes early. R12: the lag in
+	// steps; R11 counts steps up, R14 down from ss/16 + lag/16.
+	g.arg("lag", "R12")
+	g.p("LEAQ (SI)(BX*8), R9")
+	g.p("LEAQ (DI)(BX*8), R10")
+	g.p("SUBQ R12, R9")
+	g.p("SUBQ R12, R10")
+	g.p("SHRQ $4, R12")
+	g.p("MOVQ BX, R14")
+	g.p("SHRQ $4, R14")
+	g.p("ADDQ R12, R14")
+	g.p("XORQ R11, R11")
+	base := func(i int, lo, hi string) (string, int) {
+		if i < 2 {
+			return lo, 4 * i
+		}
+		return hi, 4 * (i - 2)
+	}
+	loop, norestore := g.newLabel("loop"), g.newLabel("norestore")
+	g.lbl(loop)
+	// The delayed half starts from its IVs once its real data begins.
+	g.p("CMPQ R11, R12")
+	g.p("JNE %s", norestore)
+	g.p("VMOVDQA64 Z4, Z2")
+	g.p("VMOVDQA64 Z5, Z3")
+	g.lbl(norestore)
+	for i := 0; i < 4; i++ {
+		b, j := base(i, "SI", "R9")
+		t := 6 + i
+		g.p("VMOVDQU %s, X%d", laneAddr(b, j), t)
+		for h := 1; h < 4; h++ {
+			g.p("VINSERTI32X4 $%d, %s, Z%d, Z%d", h, laneAddr(b, j+h), t, t)
+		}
+		g.p("VPTERNLOGD $0x96, Z%d, Z31, Z%d", t, i)
+	}
+	g.zmmRounds("AESENC", regs(zr, 0, 4), "AX")
+	skipA, skipB := g.newLabel("skiplo"), g.newLabel("skiphi")
+	store := func(i int) {
+		b, j := base(i, "DI", "R10")
+		g.p("VMOVDQU X%d, %s", i, laneAddr(b, j))
+		for h := 1; h < 4; h++ {
+			g.p("VEXTRACTI32X4 $%d, Z%d, %s", h, i, laneAddr(b, j+h))
+		}
+	}
+	// Sectors 0..7 are done once R14 <= lag steps remain.
+	g.p("CMPQ R14, R12")
+	g.p("JLE %s", skipA)
+	store(0)
+	store(1)
+	g.lbl(skipA)
+	g.p("CMPQ R11, R12")
+	g.p("JB %s", skipB)
+	store(2)
+	store(3)
+	g.lbl(skipB)
+	g.p("ADDQ $16, SI")
+	g.p("ADDQ $16, DI")
+	g.p("ADDQ $16, R9")
+	g.p("ADDQ $16, R10")
+	g.p("INCQ R11")
+	g.p("DECQ R14")
+	g.p("JNE %s", loop)
+	// No Go code uses Z16..Z31: round keys left there would stay until
+	// the next AVX-512 kernel, so clear them (zero idioms, almost free).
+	for r := 16; r <= 31; r++ {
+		g.p("VPXORQ Z%d, Z%d, Z%d", r, r, r)
+	}
+	g.p("VZEROUPPER")
+	g.p("RET")
+}
