@@ -319,7 +319,7 @@ func cipherTables() {
 	}
 	fmt.Fprintln(out)
 	fmt.Fprintln(out)
-	for _, impl := range []string{"aesni", "vaes"} {
+	for _, impl := range []string{"aesni", "vaes", "vaes-avx512"} {
 		f, t := res["essiv-cbc-aes-sha256-"+impl], res["essiv(cbc-aes-"+impl+",aes-aesni,sha256-generic)"]
 		if len(f) > 0 && len(t) > 0 {
 			if t[0] > 0 {
