@@ -238,6 +238,12 @@ func Reencrypt(ctx context.Context, dev Device, passphrase []byte, opts Reencryp
 		if opts.InitOnly {
 			return fmt.Errorf("%w: cannot initialise it again", ErrReencryptInProgress)
 		}
+		if mode := h.reencMode(); mode == "encrypt" || mode == "decrypt" {
+			if opts.Cipher != "" || opts.KeySize != 0 || opts.SectorSize != 0 {
+				return fmt.Errorf("%w: %w: an %s in progress keeps its cipher, key size and sector size", ErrInvalidOptions, ErrReencryptInProgress, mode)
+			}
+			return h.resumeModal(ctx, dev, data, passphrase, modalOpts{opts.HotzoneSize, opts.Slot, opts.StopAfter, opts.Progress, opts.Resilience, opts.Hash})
+		}
 		if err := h.checkResumeOptions(opts); err != nil {
 			return err
 		}
