@@ -9,6 +9,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/internal/volspec"
@@ -142,6 +143,7 @@ type ReencryptStatus struct {
 	Hash                        string // checksum resilience only
 	HashBlock                   int    // bytes per checksum ("Hash data")
 	Crashed                     bool   // an in-reencryption hotzone needs recovery
+	ShiftSize                   uint64 // datashift resilience only
 }
 
 // ReencryptionStatus reports the stored reencryption, or nil.
@@ -158,6 +160,9 @@ func (h *Header) ReencryptionStatus() *ReencryptStatus {
 		if v := area.get("sector_size"); v != nil && v.kind == jNum {
 			st.HashBlock = int(v.getInt64())
 		}
+	}
+	if strings.HasPrefix(st.Resilience, "datashift") {
+		st.ShiftSize, _ = strconv.ParseUint(jsGet(area, "shift_size"), 10, 64)
 	}
 	for _, s := range h.md.segments {
 		if contains1(s.Flags, flagInReencrypt) {

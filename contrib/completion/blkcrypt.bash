@@ -79,8 +79,8 @@ _blkcrypt() {
         valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --length --offset --offset-bytes --output -o --progress-frequency --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
         fileopts="--header --key-file -d --output -o --tcrypt-keyfiles --volume-key-file" ;;
     reencrypt)
-        opts="--batch-mode -q --cipher -c --decrypt --encrypt --force-offline-reencrypt --hash -h --header --help --hotzone-size --init-only --iter-time -i --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --progress-frequency --progress-json --resilience --resume-only --sector-size --type"
-        valopts="--cipher -c --hash -h --header --hotzone-size --iter-time -i --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --progress-frequency --resilience --sector-size --type"
+        opts="--batch-mode -q --cipher -c --decrypt --encrypt --force-offline-reencrypt --hash -h --header --help --hotzone-size --init-only --iter-time -i --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --label --offset --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --progress-frequency --progress-json --reduce-device-size --resilience --resume-only --sector-size --type --uuid"
+        valopts="--cipher -c --hash -h --header --hotzone-size --iter-time -i --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --label --offset --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --progress-frequency --reduce-device-size --resilience --sector-size --type --uuid"
         fileopts="--header --key-file -d" ;;
     remove-key|luksRemoveKey)
         opts="--batch-mode -q --header --help --key-file -d --key-slot -S --keyfile-offset --keyfile-size -l --type"
