@@ -1080,16 +1080,17 @@ func (h *Header) modalRun(ctx context.Context, dev, data Device, m *modal, o mod
 	return h.modalFinish(dev, data, m)
 }
 
-// modalFinish wipes the moved plaintext copy (random data, synced), then
-// drops the reencryption metadata in one commit (for decryption also the
-// keyslots and digests: the header then describes plaintext), then wipes
-// the dropped keyslot areas.
+// modalFinish drops the reencryption metadata in one commit (for
+// decryption also the keyslots and digests: the header then describes
+// plaintext), then overwrites the moved plaintext copy with random data
+// and wipes the dropped keyslot areas.
+//
+// The last hotzone of a data shift is not committed as done: until this
+// commit its metadata names it in reencryption, with the moved copy as its
+// source, which either tool recovers (cryptsetup 2.6.1 cannot resume the
+// state after a committed last hotzone, its own included). So the copy is
+// wiped only after the commit; a cut in between leaves it on the device.
 func (h *Header) modalFinish(dev, data Device, m *modal) error {
-	if m.moved != nil && m.mode == "encrypt" {
-		if err := randomFill(data, m.movedOff, m.movedLen); err != nil {
-			return fmt.Errorf("wiping the moved plaintext copy: %w", err)
-		}
-	}
 	root := h.md.root.clone()
 	segs := jobj()
 	fin := m.fin.clone()
@@ -1119,6 +1120,11 @@ func (h *Header) modalFinish(dev, data Device, m *modal) error {
 	setRequirement(root, false)
 	if err := h.commit(dev, root); err != nil {
 		return err
+	}
+	if m.moved != nil && m.mode == "encrypt" {
+		if err := randomFill(data, m.movedOff, m.movedLen); err != nil {
+			return fmt.Errorf("wiping the moved plaintext copy: %w", err)
+		}
 	}
 	for _, w := range wipe {
 		if w[1] > 0 && w[1] <= MaxKeyslotsSize {

@@ -1,0 +1,276 @@
+package luks2_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/blkcrypt/blkcrypt/internal/luksutil/lukstest"
+	"github.com/blkcrypt/blkcrypt/internal/powercut"
+	"github.com/blkcrypt/blkcrypt/luks2"
+	"github.com/blkcrypt/blkcrypt/sector"
+)
+
+// A datashift run small enough to sweep: a 512 KiB shift and 1.25 MiB of
+// plaintext (hotzones of 512, 256 and 512 KiB, the last from the copy).
+// csEvery: cryptsetup judges every csEvery-th image (1: all).
+var csEvery = 7
+
+const (
+	pcsShift = 512 << 10
+	pcsData  = 1<<20 + 256<<10
+	pcsDev   = pcsData + 2*pcsShift
+)
+
+// plainOf decrypts n bytes of the finished volume in img (header and data
+// in one file, or the header in hdr) with the key pass opens.
+func plainOf(hdr, data string, pass []byte, n int) ([]byte, error) {
+	hf, err := os.Open(hdr)
+	if err != nil {
+		return nil, err
+	}
+	defer hf.Close()
+	h, err := luks2.Read(luks2.File{File: hf})
+	if err != nil {
+		return nil, err
+	}
+	if h.ReencryptionStatus() != nil {
+		return nil, errors.New("the reencryption is not finished")
+	}
+	key, _, err := h.Unlock(luks2.File{File: hf}, pass, luks2.AnySlot)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(key)
+	c, err := sector.New(h.Cipher(), key, sector.Options{SectorSize: h.SectorSize(), IVOffset: h.IVTweak()})
+	if err != nil {
+		return nil, err
+	}
+	raw, err := os.ReadFile(data)
+	if err != nil {
+		return nil, err
+	}
+	if int(h.DataOffset())+n > len(raw) {
+		return nil, errors.New("data device too short")
+	}
+	out := make([]byte, n)
+	return out, c.DecryptSectors(out, raw[h.DataOffset():h.DataOffset()+int64(n)], 0)
+}
+
+// TestEncryptDatashiftPowerCut cuts the power after every write and sync
+// of a whole --encrypt --reduce-device-size run (the copy of the first
+// shift bytes to the end, the header, three hotzones, the wipe of the copy
+// and the finish). At every cut:
+//   - with a LUKS2 header on the device, blkcrypt resumes to a volume
+//     holding the original plaintext (and cryptsetup, on a copy of every
+//     7th image, does too);
+//   - before the header exists, the plaintext after the shift is in place
+//     and its first shift bytes are in place or in the synced copy at the
+//     end of the device (cryptsetup has the same window; see
+//     docs/security.md).
+func TestEncryptDatashiftPowerCut(t *testing.T) {
+	cs := lukstest.NeedCryptsetup(t)
+	pass := []byte("power cut encrypt")
+	base := make([]byte, pcsDev)
+	rand.Read(base)
+	orig := append([]byte(nil), base...)
+	op := func(dev *powercut.Device) error {
+		return luks2.Encrypt(context.Background(), dev, pass, luks2.EncryptOptions{ReduceDeviceSize: 2 * pcsShift, Keyslot: reencKDF})
+	}
+	csDir := t.TempDir()
+	n, headerless := 0, 0
+	st := lukstest.Sweep{Seed: 151, Random: 4}.Run(t, base, op, func(t *testing.T, img, what string) {
+		n++
+		raw, err := os.ReadFile(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rerr := luks2.Read(luks2.File{File: f})
+		f.Close()
+		if rerr != nil {
+			headerless++
+			moved := raw[pcsDev-pcsShift:]
+			if !bytes.Equal(raw[pcsShift:pcsData], orig[pcsShift:pcsData]) ||
+				!bytes.Equal(raw[:pcsShift], orig[:pcsShift]) && !bytes.Equal(moved, orig[:pcsShift]) {
+				t.Fatalf("%s: no LUKS2 header (%v) and the plaintext is not recoverable", what, rerr)
+			}
+			return
+		}
+		if n%csEvery == 1%csEvery {
+			cp := lukstest.CopyFile(t, img, csDir)
+			csFinish(t, cs, pass, what, cp, cp)
+			got, err := plainOf(cp, cp, pass, pcsData)
+			if err != nil || !bytes.Equal(got, orig[:pcsData]) {
+				t.Fatalf("%s: after cryptsetup resumed, the plaintext differs (%v)", what, err)
+			}
+			os.Remove(cp)
+		}
+		if err := luks2.Reencrypt(context.Background(), openRW(t, img), pass, luks2.ReencryptOptions{ResumeOnly: true, Slot: luks2.AnySlot}); err != nil && !errors.Is(err, luks2.ErrNoReencryption) {
+			t.Fatalf("%s: blkcrypt resume: %v", what, err)
+		}
+		got, err := plainOf(img, img, pass, pcsData)
+		if err != nil || !bytes.Equal(got, orig[:pcsData]) {
+			t.Fatalf("%s: after resuming, the plaintext differs (%v)", what, err)
+		}
+	})
+	if st.Ops < 30 || headerless == 0 || headerless == n {
+		t.Fatalf("%d operations, %d of %d images without a header: not a whole run", st.Ops, headerless, n)
+	}
+}
+
+// csFinish has cryptsetup finish whatever run the header hdr (data on
+// data) holds, as a user would: repair a crashed hotzone, then resume.
+func csFinish(t *testing.T, cs *lukstest.Cryptsetup, pass []byte, what, hdr, data string) {
+	t.Helper()
+	var hd []string
+	if hdr != data {
+		hd = []string{"--header", hdr}
+	}
+	out, err := cs.Run(append(append([]string{"luksDump"}, hd...), data)...)
+	if err != nil {
+		t.Fatalf("%s: cryptsetup luksDump: %v\n%s", what, err, out)
+	}
+	if strings.Contains(out, "in-reencryption") {
+		if out, err := cs.Run(append(append([]string{"repair", "--batch-mode", "--key-file", cs.KeyFile(pass)}, hd...), data)...); err != nil {
+			t.Fatalf("%s: cryptsetup repair: %v\n%s", what, err, out)
+		}
+	}
+	if out, _ := cs.Run(append(append([]string{"luksDump"}, hd...), data)...); strings.Contains(out, "online-reencrypt") {
+		if out, err := cs.Run(append(append([]string{"reencrypt", "--resume-only", "--force-offline-reencrypt", "--batch-mode", "--key-file", cs.KeyFile(pass)}, hd...), data)...); err != nil {
+			t.Fatalf("%s: cryptsetup reencrypt --resume-only: %v\n%s", what, err, out)
+		}
+	}
+}
+
+// part is a window [off, off+n) of a device: a detached header and its
+// data device on one power-cut disk.
+type part struct {
+	d      luks2.Device
+	off, n int64
+}
+
+func (p part) ReadAt(b []byte, off int64) (int, error) {
+	if off+int64(len(b)) > p.n {
+		b = b[:max(0, p.n-off)]
+	}
+	return p.d.ReadAt(b, p.off+off)
+}
+
+func (p part) WriteAt(b []byte, off int64) (int, error) {
+	if off+int64(len(b)) > p.n {
+		return 0, errors.New("write beyond the part")
+	}
+	return p.d.WriteAt(b, p.off+off)
+}
+
+func (p part) Sync() error           { return p.d.Sync() }
+func (p part) Size() (int64, error) { return p.n, nil }
+
+// TestDecryptPowerCut sweeps a whole --decrypt --header run (checksum
+// resilience, 512-byte sectors, four hotzones). The header and the data
+// share one power-cut disk, so a sync of either syncs both: the sweep
+// checks the order of the writes, not that the data device is synced
+// before the header names it (modalRun does both in that order). Every
+// cut resumes, by blkcrypt (every image) and cryptsetup (every 7th), to
+// the original plaintext.
+func TestDecryptPowerCut(t *testing.T) {
+	cs := lukstest.NeedCryptsetup(t)
+	dir := t.TempDir()
+	pass := []byte("power cut decrypt")
+	const dataLen = 1 << 20
+	img, plain := plainImage(t, dir, "data.img", dataLen)
+	hdr := filepath.Join(dir, "hdr")
+	cs.MustRun(append([]string{"luksFormat", "--type", "luks2", "--batch-mode", "--header", hdr, "--luks2-keyslots-size", "512k", "--sector-size", "512", "--key-file", cs.KeyFile(pass)}, append(csFast, img)...)...)
+	_, h := readImage(t, hdr)
+	c, err := sector.New(h.Cipher(), cs.VolumeKey(hdr, pass), sector.Options{SectorSize: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct := make([]byte, dataLen)
+	if err := c.EncryptSectors(ct, plain, 0); err != nil {
+		t.Fatal(err)
+	}
+	hb, _ := os.ReadFile(hdr)
+	hl := int64(len(hb))
+	base := append(hb, ct...)
+	op := func(dev *powercut.Device) error {
+		return luks2.Decrypt(context.Background(), part{dev, 0, hl}, part{dev, hl, dataLen}, pass, luks2.DecryptOptions{Slot: luks2.AnySlot, Keyslot: reencKDF, HotzoneSize: 256 << 10})
+	}
+	n := 0
+	csDir := t.TempDir()
+	st := lukstest.Sweep{Seed: 152, Random: 4}.Run(t, base, op, func(t *testing.T, cut, what string) {
+		n++
+		raw, err := os.ReadFile(cut)
+		if err != nil {
+			t.Fatal(err)
+		}
+		split := func(d string) (string, string) {
+			hp, dp := filepath.Join(d, "h"), filepath.Join(d, "d")
+			if os.WriteFile(hp, raw[:hl], 0o600) != nil || os.WriteFile(dp, raw[hl:], 0o600) != nil {
+				t.Fatal("writing the split images")
+			}
+			return hp, dp
+		}
+		check := func(who, d string) {
+			if got, _ := os.ReadFile(d); !bytes.Equal(got, plain) {
+				t.Fatalf("%s: after %s resumed, the data is not the original plaintext", what, who)
+			}
+		}
+		hp, dp := split(t.TempDir())
+		if n%csEvery == 1%csEvery {
+			ch, cd := split(csDir)
+			who := "cryptsetup"
+			if _, h := readImage(t, ch); h.ReencryptionStatus() == nil && h.Segments()[0].Type == "crypt" {
+				cs.MustRun("reencrypt", "--decrypt", "--force-offline-reencrypt", "--batch-mode", "--header", ch, "--key-file", cs.KeyFile(pass), cd)
+			} else if lastHotzoneOfDecrypt(h) {
+				// cryptsetup 2.6.1's repair of the last hotzone leaves one
+				// linear segment, which its resume takes for the start of
+				// the run and decrypts the plaintext again. blkcrypt
+				// finishes that repaired state.
+				cs.MustRun("repair", "--batch-mode", "--header", ch, "--key-file", cs.KeyFile(pass), cd)
+				if err := luks2.Decrypt(context.Background(), openRW(t, ch), openRW(t, cd), pass, luks2.DecryptOptions{Slot: luks2.AnySlot}); err != nil {
+					t.Fatalf("%s: blkcrypt after cryptsetup repair: %v", what, err)
+				}
+				who = "cryptsetup repair and blkcrypt"
+			} else {
+				csFinish(t, cs, pass, what, ch, cd)
+			}
+			check(who, cd)
+		}
+		err = luks2.Decrypt(context.Background(), openRW(t, hp), openRW(t, dp), pass, luks2.DecryptOptions{Slot: luks2.AnySlot, Keyslot: reencKDF, HotzoneSize: 256 << 10})
+		if err != nil {
+			if _, h := readImage(t, hp); h.Segments()[0].Type != "linear" {
+				t.Fatalf("%s: blkcrypt resume: %v", what, err)
+			}
+		}
+		check("blkcrypt", dp)
+	})
+	if st.Ops < 30 {
+		t.Fatalf("only %d operations recorded: not a whole run", st.Ops)
+	}
+}
+
+// lastHotzoneOfDecrypt reports a decryption cut in its last hotzone (the
+// one at offset 0, in reencryption).
+func lastHotzoneOfDecrypt(h *luks2.Header) bool {
+	st := h.ReencryptionStatus()
+	if st == nil || st.Mode != "decrypt" || !st.Crashed {
+		return false
+	}
+	s := h.Segments()[0]
+	for _, f := range s.Flags {
+		if f == "in-reencryption" {
+			return true
+		}
+	}
+	return false
+}
