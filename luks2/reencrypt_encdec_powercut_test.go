@@ -172,7 +172,7 @@ func (p part) WriteAt(b []byte, off int64) (int, error) {
 	return p.d.WriteAt(b, p.off+off)
 }
 
-func (p part) Sync() error           { return p.d.Sync() }
+func (p part) Sync() error          { return p.d.Sync() }
 func (p part) Size() (int64, error) { return p.n, nil }
 
 // TestDecryptPowerCut sweeps a whole --decrypt --header run (checksum
