@@ -943,63 +943,13 @@ func (r *reenc) protect(dev Device, raw []byte) error {
 
 // recoverHotzone puts the crashed hotzone into the new key.
 func (r *reenc) recoverHotzone(dev, data Device) error {
-	buf := make([]byte, r.hotLen)
-	defer clear(buf)
-	off := int64(r.dataOff + r.hotOff)
-	sec := r.hotOff / 512
-	switch r.resilience {
-	case "checksum":
-		hf, _ := hashByName(r.hash)
-		hs := hf().Size()
-		count := int(r.hotLen) / r.block
-		if uint64(count*hs) > r.areaSize {
-			return fmt.Errorf("%w: hotzone too large for the checksum area", ErrCorruptHeader)
-		}
-		sums := make([]byte, count*hs)
-		if _, err := dev.ReadAt(sums, int64(r.areaOff)); err != nil {
-			return fmt.Errorf("reading reencryption checksums: %w", err)
-		}
-		if _, err := readFull(data, buf, off); err != nil {
-			return fmt.Errorf("reading the hotzone: %w", err)
-		}
-		for i := 0; i < count; i++ {
-			blk := buf[i*r.block : (i+1)*r.block]
-			hh := hf()
-			hh.Write(blk)
-			if !luksutil.ConstantTimeEqual(hh.Sum(nil), sums[i*hs:(i+1)*hs]) {
-				continue // already new
-			}
-			s := sec + uint64(i*r.block/512)
-			if err := r.oldC.DecryptSectors(blk, blk, s); err != nil {
+	return recoverInPlace(dev, data, r.resilience, r.hash, r.block, r.areaOff, r.areaSize, int64(r.dataOff+r.hotOff), r.hotOff, r.hotLen,
+		func(b []byte, x uint64) error {
+			if err := r.oldC.DecryptSectors(b, b, x/512); err != nil {
 				return err
 			}
-			if err := r.newC.EncryptSectors(blk, blk, s); err != nil {
-				return err
-			}
-			if _, err := data.WriteAt(blk, off+int64(i*r.block)); err != nil {
-				return fmt.Errorf("recovering the hotzone: %w", err)
-			}
-		}
-	case "journal":
-		if r.hotLen > r.areaSize {
-			return fmt.Errorf("%w: hotzone larger than the journal", ErrCorruptHeader)
-		}
-		if _, err := readFull(dev, buf, int64(r.areaOff)); err != nil {
-			return fmt.Errorf("reading the reencryption journal: %w", err)
-		}
-		if err := r.oldC.DecryptSectors(buf, buf, sec); err != nil {
-			return err
-		}
-		if err := r.newC.EncryptSectors(buf, buf, sec); err != nil {
-			return err
-		}
-		if _, err := data.WriteAt(buf, off); err != nil {
-			return fmt.Errorf("recovering the hotzone: %w", err)
-		}
-	default:
-		return fmt.Errorf("%w: an interrupted hotzone with resilience %q cannot be recovered", ErrUnsupported, r.resilience)
-	}
-	return data.Sync()
+			return r.newC.EncryptSectors(b, b, x/512)
+		})
 }
 
 func readFull(d io.ReaderAt, b []byte, off int64) (int, error) {

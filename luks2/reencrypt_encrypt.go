@@ -356,6 +356,18 @@ func encryptShiftInit(data Device, passphrase []byte, o EncryptOptions) error {
 	if err != nil {
 		return err
 	}
+	return h.writeOut(mem, root, data, uint64(len(mem.Buf)), func() error {
+		if err := copyRange(data, 0, movedOff, shift); err != nil {
+			return fmt.Errorf("moving the first %d bytes of data: %w", shift, err)
+		}
+		return nil
+	})
+}
+
+// writeOut validates root into the memory header h was formatted in, then
+// runs before (when set) and copies the header's first end bytes to dst:
+// the keyslots area first, then the metadata, each synced.
+func (h *Header) writeOut(mem *luksutil.MemDevice, root *jval, dst Device, end uint64, before func() error) error {
 	p, err := h.prepare(root, h.bin)
 	if err != nil {
 		return err
@@ -363,14 +375,16 @@ func encryptShiftInit(data Device, passphrase []byte, o EncryptOptions) error {
 	if err := h.write(mem, p); err != nil {
 		return err
 	}
-	if err := copyRange(data, 0, movedOff, shift); err != nil {
-		return fmt.Errorf("moving the first %d bytes of data: %w", shift, err)
+	if before != nil {
+		if err := before(); err != nil {
+			return err
+		}
 	}
 	hs := 2 * h.bin.HdrSize
-	if err := luksutil.WriteSync(data, mem.Buf[hs:], int64(hs)); err != nil {
+	if err := luksutil.WriteSync(dst, mem.Buf[hs:end], int64(hs)); err != nil {
 		return fmt.Errorf("writing the keyslots area: %w", err)
 	}
-	if err := luksutil.WriteSync(data, mem.Buf[:hs], 0); err != nil {
+	if err := luksutil.WriteSync(dst, mem.Buf[:hs], 0); err != nil {
 		return fmt.Errorf("writing the LUKS2 metadata: %w", err)
 	}
 	return nil
@@ -434,22 +448,7 @@ func encryptDetachedInit(hdev, data Device, passphrase []byte, o EncryptOptions)
 	if err != nil {
 		return err
 	}
-	p, err := h.prepare(root, h.bin)
-	if err != nil {
-		return err
-	}
-	if err := h.write(mem, p); err != nil {
-		return err
-	}
-	hs := 2 * h.bin.HdrSize
-	end := h.HeaderSize()
-	if err := luksutil.WriteSync(hdev, mem.Buf[hs:end], int64(hs)); err != nil {
-		return fmt.Errorf("writing the keyslots area: %w", err)
-	}
-	if err := luksutil.WriteSync(hdev, mem.Buf[:hs], 0); err != nil {
-		return fmt.Errorf("writing the LUKS2 metadata: %w", err)
-	}
-	return nil
+	return h.writeOut(mem, root, hdev, h.HeaderSize(), nil)
 }
 
 // modalOpts are the run-time options of a resumed encryption or
@@ -904,63 +903,75 @@ func (m *modal) protect(dev Device, raw []byte) error {
 
 // recoverHotzone finishes a crashed hotzone from its resilience data.
 func (m *modal) recoverHotzone(dev, data Device) error {
+	if m.res != "datashift" {
+		return recoverInPlace(dev, data, m.res, m.hash, m.block, m.areaOff, m.areaSize, int64(m.dataOff+m.hotOff), m.hotOff, m.hotLen, m.transform)
+	}
 	buf := make([]byte, m.hotLen)
 	defer clear(buf)
-	switch m.res {
-	case "datashift":
-		if _, err := readFull(data, buf, int64(m.src(m.hotOff))); err != nil {
-			return fmt.Errorf("reading the hotzone: %w", err)
-		}
-		if err := m.transform(buf, m.hotOff); err != nil {
-			return err
-		}
-		if _, err := data.WriteAt(buf, int64(m.dataOff+m.hotOff)); err != nil {
-			return fmt.Errorf("recovering the hotzone: %w", err)
-		}
+	if _, err := readFull(data, buf, int64(m.src(m.hotOff))); err != nil {
+		return fmt.Errorf("reading the hotzone: %w", err)
+	}
+	if err := m.transform(buf, m.hotOff); err != nil {
+		return err
+	}
+	if _, err := data.WriteAt(buf, int64(m.dataOff+m.hotOff)); err != nil {
+		return fmt.Errorf("recovering the hotzone: %w", err)
+	}
+	return data.Sync()
+}
+
+// recoverInPlace finishes a crashed in-place hotzone of n bytes at
+// physical offset off (logical lo) from its checksums (a block still
+// matching the old data's checksum is redone) or its journal (all of it
+// redone from the old data), then syncs. fix turns old data of logical
+// offset x into new, in place.
+func recoverInPlace(dev, data Device, res, hash string, block int, areaOff, areaSize uint64, off int64, lo, n uint64, fix func(b []byte, x uint64) error) error {
+	buf := make([]byte, n)
+	defer clear(buf)
+	switch res {
 	case "checksum":
-		hf, _ := hashByName(m.hash)
+		hf, _ := hashByName(hash)
 		hs := hf().Size()
-		count := int(m.hotLen) / m.block
-		if uint64(count*hs) > m.areaSize {
+		count := int(n) / block
+		if uint64(count*hs) > areaSize {
 			return fmt.Errorf("%w: hotzone too large for the checksum area", ErrCorruptHeader)
 		}
 		sums := make([]byte, count*hs)
-		if _, err := dev.ReadAt(sums, int64(m.areaOff)); err != nil {
+		if _, err := dev.ReadAt(sums, int64(areaOff)); err != nil {
 			return fmt.Errorf("reading reencryption checksums: %w", err)
 		}
-		off := int64(m.dataOff + m.hotOff)
 		if _, err := readFull(data, buf, off); err != nil {
 			return fmt.Errorf("reading the hotzone: %w", err)
 		}
 		for i := 0; i < count; i++ {
-			blk := buf[i*m.block : (i+1)*m.block]
+			blk := buf[i*block : (i+1)*block]
 			hh := hf()
 			hh.Write(blk)
 			if !luksutil.ConstantTimeEqual(hh.Sum(nil), sums[i*hs:(i+1)*hs]) {
 				continue // already new
 			}
-			if err := m.transform(blk, m.hotOff+uint64(i*m.block)); err != nil {
+			if err := fix(blk, lo+uint64(i*block)); err != nil {
 				return err
 			}
-			if _, err := data.WriteAt(blk, off+int64(i*m.block)); err != nil {
+			if _, err := data.WriteAt(blk, off+int64(i*block)); err != nil {
 				return fmt.Errorf("recovering the hotzone: %w", err)
 			}
 		}
 	case "journal":
-		if m.hotLen > m.areaSize {
+		if n > areaSize {
 			return fmt.Errorf("%w: hotzone larger than the journal", ErrCorruptHeader)
 		}
-		if _, err := readFull(dev, buf, int64(m.areaOff)); err != nil {
+		if _, err := readFull(dev, buf, int64(areaOff)); err != nil {
 			return fmt.Errorf("reading the reencryption journal: %w", err)
 		}
-		if err := m.transform(buf, m.hotOff); err != nil {
+		if err := fix(buf, lo); err != nil {
 			return err
 		}
-		if _, err := data.WriteAt(buf, int64(m.dataOff+m.hotOff)); err != nil {
+		if _, err := data.WriteAt(buf, off); err != nil {
 			return fmt.Errorf("recovering the hotzone: %w", err)
 		}
 	default:
-		return fmt.Errorf("%w: an interrupted hotzone with resilience %q cannot be recovered", ErrUnsupported, m.res)
+		return fmt.Errorf("%w: an interrupted hotzone with resilience %q cannot be recovered", ErrUnsupported, res)
 	}
 	return data.Sync()
 }
