@@ -124,7 +124,17 @@ func runReencrypt(ctx context.Context, env *Env, p *parsed) error {
 		defer df.Close()
 		o.Data = luks2.File{File: df}
 	}
-	unlockReenc, err := luks2.LockReencryption(h2.UUID())
+	return lockedRun(ctx, env, p, path, h2.UUID(), func(pass []byte, progress func(done, total uint64)) error {
+		o.Progress = progress
+		return luks2.Reencrypt(ctx, hdev, pass, o)
+	})
+}
+
+// lockedRun takes cryptsetup's reencryption lock of the volume uuid, reads
+// the passphrase and runs do with it and a progress callback; the error is
+// mapped as reencErr maps it.
+func lockedRun(ctx context.Context, env *Env, p *parsed, path, uuid string, do func(pass []byte, progress func(done, total uint64)) error) error {
+	unlockReenc, err := luks2.LockReencryption(uuid)
 	if err != nil {
 		return err
 	}
@@ -134,10 +144,8 @@ func runReencrypt(ctx context.Context, env *Env, p *parsed) error {
 		return err
 	}
 	defer clear(pass)
-	var finish func()
-	o.Progress, finish = reencProgress(env, p, path)
-	err = luks2.Reencrypt(ctx, hdev, pass, o)
-	if err == nil {
+	progress, finish := reencProgress(env, p, path)
+	if err = do(pass, progress); err == nil {
 		finish()
 	}
 	return reencErr(ctx, err)
@@ -407,24 +415,12 @@ func runDecrypt(ctx context.Context, env *Env, p *parsed, path string) error {
 		return err
 	}
 	defer df.Close()
-	unlockReenc, err := luks2.LockReencryption(h2.UUID())
-	if err != nil {
+	return lockedRun(ctx, env, p, path, h2.UUID(), func(pass []byte, progress func(done, total uint64)) error {
+		o.Progress = progress
+		err := luks2.Decrypt(ctx, hdev, luks2.File{File: df}, pass, o)
+		if errors.Is(err, luks2.ErrDecryptAttached) {
+			return usageErr("LUKS2 decryption is supported with detached header device only (with data offset set to 0)")
+		}
 		return err
-	}
-	defer unlockReenc()
-	pass, _, err := readSecret(env, p, "Enter passphrase for "+path+": ")
-	if err != nil {
-		return err
-	}
-	defer clear(pass)
-	var finish func()
-	o.Progress, finish = reencProgress(env, p, path)
-	err = luks2.Decrypt(ctx, hdev, luks2.File{File: df}, pass, o)
-	if err == nil {
-		finish()
-	}
-	if errors.Is(err, luks2.ErrDecryptAttached) {
-		return usageErr("LUKS2 decryption is supported with detached header device only (with data offset set to 0)")
-	}
-	return reencErr(ctx, err)
+	})
 }
