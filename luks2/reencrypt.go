@@ -807,20 +807,9 @@ func (h *Header) loadReenc(ctx context.Context, dev, data Device, passphrase []b
 	if r.digNew == r.digOld {
 		nk = nil
 	}
-	vd, err := verificationData(r.oldKey, nk, ks, prev, fin, nil)
-	if err != nil {
+	if err := h.checkReencDigest(r.digReenc, r.oldKey, nk, ks, prev, fin, nil); err != nil {
 		r.wipe()
 		return nil, err
-	}
-	defer clear(vd)
-	d := h.md.digests[r.digReenc]
-	if d == nil {
-		r.wipe()
-		return nil, fmt.Errorf("%w: the reencryption digest is missing (repair it with cryptsetup reencrypt --repair)", ErrCorruptHeader)
-	}
-	if ok, err := digestOK(d, vd); err != nil || !ok {
-		r.wipe()
-		return nil, fmt.Errorf("%w: reencryption metadata is invalid (its digest does not match)", ErrCorruptHeader)
 	}
 	if r.oldC, err = sector.New(r.oldCipher, r.oldKey, sector.Options{SectorSize: r.oldSS, IVOffset: r.ivBase}); err != nil {
 		r.wipe()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
@@ -186,29 +187,12 @@ func u64p(v uint64) *uint64 { return &v }
 // orders them), the reencrypt keyslot with area, its digest over key and
 // the requirement.
 func (h *Header) initModalRoot(live []*jval, moved, prev, fin *jval, dig int, key, oldKey []byte, ks *jval, pbkdf PBKDFOptions) (*jval, error) {
-	root := h.md.root.clone()
-	segs := jobj()
-	var cryptIDs []string
-	add := func(s *jval) {
-		id := strconv.Itoa(len(segs.obj))
-		segs.obj = append(segs.obj, jmember{id, s})
-		if jsGet(s, "type") == "crypt" {
-			cryptIDs = append(cryptIDs, id)
-		}
-	}
-	for _, s := range live {
-		add(s)
-	}
+	list := live
 	if moved != nil {
-		add(moved)
+		list = append(list, moved)
 	}
-	add(prev)
-	add(fin)
-	root.set("segments", segs)
+	root := h.rootWithSegments(append(list, prev, fin), dig)
 	dgs := root.get("digests")
-	d := dgs.get(strconv.Itoa(dig))
-	d.set("segments", jarrStr(cryptIDs...))
-	d.raw = nil
 	reSlot := -1
 	for i := 0; i < MaxKeyslots; i++ {
 		if h.md.keyslots[i] == nil {
@@ -588,27 +572,30 @@ func (m *modal) live(o, n uint64) []*jval {
 // the boundary m.b), the backups after them (previous, final, moved, as
 // cryptsetup's steps append them) and the digest naming every crypt one.
 func (h *Header) modalRoot(m *modal, o, n uint64) *jval {
+	list := append(m.live(o, n), m.prev.clone(), m.fin.clone())
+	if m.moved != nil {
+		list = append(list, m.moved.clone())
+	}
+	return h.rootWithSegments(list, m.dig)
+}
+
+// rootWithSegments is h's metadata with segments numbered from 0 in list
+// order and digest dig naming every crypt one (the only key of an encrypt
+// or decrypt).
+func (h *Header) rootWithSegments(list []*jval, dig int) *jval {
 	root := h.md.root.clone()
 	segs := jobj()
 	var cryptIDs []string
-	add := func(s *jval) {
-		id := strconv.Itoa(len(segs.obj))
+	for i, s := range list {
+		id := strconv.Itoa(i)
 		segs.obj = append(segs.obj, jmember{id, s})
 		if jsGet(s, "type") == "crypt" {
 			cryptIDs = append(cryptIDs, id)
 		}
 	}
-	for _, s := range m.live(o, n) {
-		add(s)
-	}
-	add(m.prev.clone())
-	add(m.fin.clone())
-	if m.moved != nil {
-		add(m.moved.clone())
-	}
 	root.set("segments", segs)
 	dgs := root.get("digests")
-	d := dgs.get(strconv.Itoa(m.dig))
+	d := dgs.get(strconv.Itoa(dig))
 	d.set("segments", jarrStr(cryptIDs...))
 	d.raw = nil
 	dgs.raw = nil
@@ -788,20 +775,9 @@ func (h *Header) loadModal(ctx context.Context, dev, data Device, passphrase []b
 	if m.mode == "decrypt" {
 		oldKey, newKey = m.key, nil
 	}
-	vd, err := verificationData(oldKey, newKey, ks, prev, fin, moved)
-	if err != nil {
+	if err := h.checkReencDigest(m.digReenc, oldKey, newKey, ks, prev, fin, moved); err != nil {
 		m.wipe()
 		return nil, err
-	}
-	defer clear(vd)
-	d := h.md.digests[m.digReenc]
-	if d == nil {
-		m.wipe()
-		return nil, fmt.Errorf("%w: the reencryption digest is missing (repair it with cryptsetup reencrypt --repair)", ErrCorruptHeader)
-	}
-	if ok, err := digestOK(d, vd); err != nil || !ok {
-		m.wipe()
-		return nil, fmt.Errorf("%w: reencryption metadata is invalid (its digest does not match)", ErrCorruptHeader)
 	}
 	if m.c, err = sector.New(m.cipher, m.key, sector.Options{SectorSize: m.ss, IVOffset: m.iv}); err != nil {
 		m.wipe()
@@ -810,17 +786,31 @@ func (h *Header) loadModal(ctx context.Context, dev, data Device, passphrase []b
 	return m, nil
 }
 
+// checkReencDigest checks the reencryption digest digReenc against the
+// keys and the stored parameters (cryptsetup's check before any resume).
+func (h *Header) checkReencDigest(digReenc int, oldKey, newKey []byte, ks, prev, fin, moved *jval) error {
+	vd, err := verificationData(oldKey, newKey, ks, prev, fin, moved)
+	if err != nil {
+		return err
+	}
+	defer clear(vd)
+	d := h.md.digests[digReenc]
+	if d == nil {
+		return fmt.Errorf("%w: the reencryption digest is missing (repair it with cryptsetup reencrypt --repair)", ErrCorruptHeader)
+	}
+	if ok, err := digestOK(d, vd); err != nil || !ok {
+		return fmt.Errorf("%w: reencryption metadata is invalid (its digest does not match)", ErrCorruptHeader)
+	}
+	return nil
+}
+
 // segmentIDs lists the segment ids in ascending order.
 func (h *Header) segmentIDs() []int {
 	var ids []int
 	for id := range h.md.segments {
 		ids = append(ids, id)
 	}
-	for i := 1; i < len(ids); i++ {
-		for j := i; j > 0 && ids[j] < ids[j-1]; j-- {
-			ids[j], ids[j-1] = ids[j-1], ids[j]
-		}
-	}
+	sort.Ints(ids)
 	return ids
 }
 
