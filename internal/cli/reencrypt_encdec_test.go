@@ -3,11 +3,15 @@ package cli
 import (
 	"bytes"
 	"encoding/hex"
+	"fmt"
+	mrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/blkcrypt/blkcrypt/internal/oracle"
 )
@@ -195,5 +199,85 @@ func TestReencryptEncDecCLIBadInput(t *testing.T) {
 				t.Fatal("the device was written")
 			}
 		})
+	}
+}
+
+// TestReencryptEncryptKillRealProcess kills the real `blkcrypt reencrypt
+// --encrypt --reduce-device-size` with SIGKILL at random moments until at
+// least 3 kills leave an encryption in progress (at most 30 runs), and
+// resumes each, alternately by blkcrypt and by cryptsetup (repair of a
+// crashed hotzone, then --resume-only). Every volume must then read back
+// the original plaintext. A kill before the header is written leaves a
+// plaintext device whose first MiB is in place or in its copy at the end.
+func TestReencryptEncryptKillRealProcess(t *testing.T) {
+	needTool(t, "cryptsetup", "cryptsetup-bin")
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "blkcrypt")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/blkcrypt")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	pass := writeFile(t, dir, "p", []byte("kill the encryption"))
+	const shift, data = 1 << 20, 24 << 20
+	orig := randBytes(data + 2*shift)
+	img := filepath.Join(dir, "k.img")
+	args := append([]string{"reencrypt", img, "--encrypt", "--reduce-device-size", "2M", "--key-file", pass}, reencFast...)
+	os.WriteFile(img, orig, 0o600)
+	start := time.Now()
+	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+		t.Fatalf("reencrypt --encrypt: %v\n%s", err, out)
+	}
+	whole := time.Since(start)
+	rng := mrand.New(mrand.NewPCG(151, 151))
+	kills := 0
+	for runN := 0; runN < 30 && kills < 3; runN++ {
+		os.WriteFile(img, orig, 0o600)
+		cmd := exec.Command(bin, args...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		delay := time.Duration(rng.Int64N(int64(whole)))
+		timer := time.AfterFunc(delay, func() { cmd.Process.Signal(syscall.SIGKILL) })
+		cmd.Wait()
+		timer.Stop()
+		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		dump, err := cryptsetup(t, "luksDump", img)
+		if err != nil {
+			raw, _ := os.ReadFile(img)
+			if !bytes.Equal(raw[shift:data], orig[shift:data]) || !bytes.Equal(raw[:shift], orig[:shift]) && !bytes.Equal(raw[data+shift:], orig[:shift]) {
+				t.Fatalf("killed at %v before the header: the plaintext is not recoverable", delay)
+			}
+			continue
+		}
+		if ws.Signaled() && strings.Contains(dump, "online-reencrypt-v2") {
+			kills++
+			if kills%2 == 1 {
+				if code, _, e := run(t, nil, "reencrypt", img, "--resume-only", "--key-file", pass); code != 0 {
+					t.Fatalf("blkcrypt resume after a kill at %v: %s", delay, e)
+				}
+			} else {
+				if strings.Contains(dump, "in-reencryption") {
+					if out, err := cryptsetup(t, "repair", "-q", "--key-file", pass, img); err != nil {
+						t.Fatalf("cryptsetup repair after a kill at %v: %v\n%s", delay, err, out)
+					}
+				}
+				if d, _ := cryptsetup(t, "luksDump", img); strings.Contains(d, "online-reencrypt-v2") {
+					if out, err := cryptsetup(t, "reencrypt", "--resume-only", "--force-offline-reencrypt", "-q", "--key-file", pass, img); err != nil {
+						t.Fatalf("cryptsetup resume after a kill at %v: %v\n%s", delay, err, out)
+					}
+				}
+			}
+		}
+		if d, _ := cryptsetup(t, "luksDump", img); strings.Contains(d, "online-reencrypt-v2") {
+			t.Fatalf("after a kill at %v and a resume, the encryption is still in progress:\n%s", delay, d)
+		}
+		code, got, e := run(t, nil, "read", img, "--key-file", pass, "--length", fmt.Sprint(data))
+		if code != 0 || got != string(orig[:data]) {
+			t.Fatalf("after a kill at %v (run %d): read exit %d %s, plaintext equal %v", delay, runN, code, e, got == string(orig[:data]))
+		}
+	}
+	if kills < 3 {
+		t.Fatalf("only %d kills landed during the encryption", kills)
 	}
 }
