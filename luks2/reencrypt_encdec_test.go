@@ -142,25 +142,30 @@ func TestEncryptDetachedInterop(t *testing.T) {
 	dir := t.TempDir()
 	pass := []byte("detached")
 	const size = 4 << 20
-	for _, who := range []string{"blkcrypt-then-cryptsetup", "cryptsetup-then-blkcrypt"} {
+	for _, tc := range []struct{ who, res string }{
+		{"blkcrypt-then-cryptsetup", "checksum"}, {"cryptsetup-then-blkcrypt", "checksum"},
+		{"blkcrypt-then-cryptsetup", "journal"}, {"cryptsetup-then-blkcrypt", "journal"},
+		{"blkcrypt-then-cryptsetup", "none"}, {"cryptsetup-then-blkcrypt", "none"},
+	} {
+		who := tc.who + "-" + tc.res
 		t.Run(who, func(t *testing.T) {
 			cs := cs.With(t)
 			img, orig := plainImage(t, dir, who+".img", size)
 			hdr := filepath.Join(dir, who+".hdr")
-			if who == "blkcrypt-then-cryptsetup" {
+			if tc.who == "blkcrypt-then-cryptsetup" {
 				f, err := os.OpenFile(hdr, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 				if err != nil {
 					t.Fatal(err)
 				}
-				err = luks2.Encrypt(context.Background(), openRW(t, img), pass, luks2.EncryptOptions{Header: luks2.File{File: f}, Keyslot: reencKDF, HotzoneSize: 1 << 20, StopAfter: 1})
+				err = luks2.Encrypt(context.Background(), openRW(t, img), pass, luks2.EncryptOptions{Header: luks2.File{File: f}, Resilience: tc.res, Keyslot: reencKDF, HotzoneSize: 1 << 20, StopAfter: 1})
 				f.Close()
 				if err != nil {
 					t.Fatal(err)
 				}
-				needDump(t, cs, hdr, "Mode:       encrypt", "Direction:  forward", "Resilience: checksum")
+				needDump(t, cs, hdr, "Mode:       encrypt", "Direction:  forward", "Resilience: "+tc.res)
 				csResume(t, cs, pass, img, "--header", hdr)
 			} else {
-				cs.MustRun(append([]string{"reencrypt", "--encrypt", "--type", "luks2", "--header", hdr, "--init-only",
+				cs.MustRun(append([]string{"reencrypt", "--encrypt", "--type", "luks2", "--header", hdr, "--init-only", "--resilience", tc.res,
 					"--force-offline-reencrypt", "--batch-mode", "--key-file", cs.KeyFile(pass)}, append(csFast, img)...)...)
 				f := openRW(t, hdr)
 				err := luks2.Reencrypt(context.Background(), f, pass, luks2.ReencryptOptions{ResumeOnly: true, Slot: luks2.AnySlot, Data: openRW(t, img), HotzoneSize: 1 << 20})
@@ -211,19 +216,23 @@ func TestDecryptDetachedInterop(t *testing.T) {
 	dir := t.TempDir()
 	pass := []byte("decrypt me")
 	const size = 3 << 20
-	for _, who := range []string{"blkcrypt-then-cryptsetup", "cryptsetup-then-blkcrypt"} {
+	for _, tc := range []struct{ who, res string }{
+		{"blkcrypt-then-cryptsetup", "checksum"}, {"cryptsetup-then-blkcrypt", "checksum"},
+		{"blkcrypt-then-cryptsetup", "journal"}, {"cryptsetup-then-blkcrypt", "none"},
+	} {
+		who := tc.who + "-" + tc.res
 		t.Run(who, func(t *testing.T) {
 			cs := cs.With(t)
 			hdr, img, plain := detachedVolume(t, cs, dir, who, pass, size)
-			if who == "blkcrypt-then-cryptsetup" {
-				err := luks2.Decrypt(context.Background(), openRW(t, hdr), openRW(t, img), pass, luks2.DecryptOptions{Slot: luks2.AnySlot, Keyslot: reencKDF, HotzoneSize: 1 << 20, StopAfter: 1})
+			if tc.who == "blkcrypt-then-cryptsetup" {
+				err := luks2.Decrypt(context.Background(), openRW(t, hdr), openRW(t, img), pass, luks2.DecryptOptions{Slot: luks2.AnySlot, Resilience: tc.res, Keyslot: reencKDF, HotzoneSize: 1 << 20, StopAfter: 1})
 				if err != nil {
 					t.Fatal(err)
 				}
-				needDump(t, cs, hdr, "Mode:       decrypt", "Direction:  backward", "Resilience: checksum", "linear")
+				needDump(t, cs, hdr, "Mode:       decrypt", "Direction:  backward", "Resilience: "+tc.res, "linear")
 				csResume(t, cs, pass, img, "--header", hdr)
 			} else {
-				cs.MustRun(append([]string{"reencrypt", "--decrypt", "--header", hdr, "--init-only",
+				cs.MustRun(append([]string{"reencrypt", "--decrypt", "--header", hdr, "--init-only", "--resilience", tc.res,
 					"--force-offline-reencrypt", "--batch-mode", "--key-file", cs.KeyFile(pass)}, img)...)
 				err := luks2.Reencrypt(context.Background(), openRW(t, hdr), pass, luks2.ReencryptOptions{ResumeOnly: true, Slot: luks2.AnySlot, Data: openRW(t, img), HotzoneSize: 1 << 20})
 				if err != nil {
