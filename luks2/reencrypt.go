@@ -161,7 +161,7 @@ func (h *Header) ReencryptionStatus() *ReencryptStatus {
 			st.HashBlock = int(v.getInt64())
 		}
 	}
-	if strings.HasPrefix(st.Resilience, "datashift") {
+	if st.Resilience == "datashift" { // luksDump shows it for plain datashift only
 		st.ShiftSize, _ = strconv.ParseUint(jsGet(area, "shift_size"), 10, 64)
 	}
 	for _, s := range h.md.segments {
@@ -807,7 +807,7 @@ func (h *Header) loadReenc(ctx context.Context, dev, data Device, passphrase []b
 	if r.digNew == r.digOld {
 		nk = nil
 	}
-	if err := h.checkReencDigest(r.digReenc, r.oldKey, nk, ks, prev, fin, nil); err != nil {
+	if err := h.checkReencDigest(reencDigestVer, r.digReenc, r.oldKey, nk, ks, prev, fin, nil); err != nil {
 		r.wipe()
 		return nil, err
 	}

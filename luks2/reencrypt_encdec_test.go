@@ -352,3 +352,62 @@ func TestEncryptDecryptBadInput(t *testing.T) {
 		same(t, att, a0)
 	})
 }
+
+// attachedVolume formats img (its header at the start, data from 1 MiB)
+// with cryptsetup and fills the data with random plaintext encrypted
+// under the volume key.
+func attachedVolume(t *testing.T, cs *lukstest.Cryptsetup, dir, name string, pass []byte, dataLen int) (img string, plain []byte) {
+	t.Helper()
+	img, _ = plainImage(t, dir, name+".img", dataLen+1<<20)
+	cs.MustRun(append([]string{"luksFormat", "--type", "luks2", "--batch-mode", "--offset", "2048", "--luks2-keyslots-size", "512k", "--sector-size", "512", "--key-file", cs.KeyFile(pass)}, append(csFast, img)...)...)
+	plain = make([]byte, dataLen)
+	rand.Read(plain)
+	writePlain(t, cs, img, pass, plain)
+	return img, plain
+}
+
+// TestDecryptAttachedInterop: --decrypt of a volume whose header is on the
+// data device, as cryptsetup 2.6 does it (the header exported to a new
+// --header file, the data moved to the start as it is decrypted), both
+// ways; the device then starts with the original plaintext.
+func TestDecryptAttachedInterop(t *testing.T) {
+	cs := lukstest.NeedCryptsetup(t)
+	dir := t.TempDir()
+	pass := []byte("decrypt attached")
+	const dataLen = 3<<20 + 512<<10
+	for _, who := range []string{"blkcrypt-then-cryptsetup", "cryptsetup-then-blkcrypt"} {
+		t.Run(who, func(t *testing.T) {
+			cs := cs.With(t)
+			img, plain := attachedVolume(t, cs, dir, who, pass, dataLen)
+			hdr := filepath.Join(dir, who+".hdr")
+			if who == "blkcrypt-then-cryptsetup" {
+				f, err := os.OpenFile(hdr, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = luks2.Decrypt(context.Background(), luks2.File{File: f}, openRW(t, img), pass, luks2.DecryptOptions{Slot: luks2.AnySlot, Keyslot: reencKDF, HotzoneSize: 256 << 10, StopAfter: 2})
+				f.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				needDump(t, cs, hdr, "Mode:       decrypt", "Direction:  forward", "Resilience: datashift-checksum", "backup-moved-segment", "online-reencrypt-v3")
+				csResume(t, cs, pass, img, "--header", hdr)
+			} else {
+				cs.MustRun("reencrypt", "--decrypt", "--header", hdr, "--init-only", "--hotzone-size", "256k",
+					"--force-offline-reencrypt", "--batch-mode", "--key-file", cs.KeyFile(pass), img)
+				err := luks2.Reencrypt(context.Background(), openRW(t, hdr), pass, luks2.ReencryptOptions{ResumeOnly: true, Slot: luks2.AnySlot, Data: openRW(t, img)})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, _ := os.ReadFile(img)
+			if !bytes.Equal(got[:dataLen], plain) {
+				t.Fatal("the decrypted device does not start with the original plaintext")
+			}
+			out := needDump(t, cs, hdr, "0: linear")
+			if strings.Contains(out, "luks2") || strings.Contains(out, "reencrypt") {
+				t.Fatalf("keyslots or reencryption left:\n%s", out)
+			}
+		})
+	}
+}

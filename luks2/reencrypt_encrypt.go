@@ -187,6 +187,12 @@ func u64p(v uint64) *uint64 { return &v }
 // orders them), the reencrypt keyslot with area, its digest over key and
 // the requirement.
 func (h *Header) initModalRoot(live []*jval, moved, prev, fin *jval, dig int, key, oldKey []byte, ks *jval, pbkdf PBKDFOptions) (*jval, error) {
+	return h.initModalRootVer(reencDigestVer, live, moved, prev, fin, dig, key, oldKey, ks, pbkdf)
+}
+
+// initModalRootVer is initModalRoot for requirement version ver (3 is
+// cryptsetup's decryption with a moved first segment).
+func (h *Header) initModalRootVer(ver byte, live []*jval, moved, prev, fin *jval, dig int, key, oldKey []byte, ks *jval, pbkdf PBKDFOptions) (*jval, error) {
 	list := live
 	if moved != nil {
 		list = append(list, moved)
@@ -209,6 +215,7 @@ func (h *Header) initModalRoot(live []*jval, moved, prev, fin *jval, dig int, ke
 		return nil, err
 	}
 	defer clear(vd)
+	vd[1] = 0x30 + ver
 	rd, err := newDigest(vd, pbkdf, nil)
 	if err != nil {
 		return nil, err
@@ -217,6 +224,11 @@ func (h *Header) initModalRoot(live []*jval, moved, prev, fin *jval, dig int, ke
 	insertSorted(dgs, strconv.Itoa(nextFree(dgs, -1)), rd)
 	dgs.raw = nil
 	setRequirement(root, true)
+	if ver != reencDigestVer {
+		// setRequirement added the version 2 name last: rename it.
+		m := root.get("config").get("requirements").get("mandatory")
+		m.arr[len(m.arr)-1] = jstr(fmt.Sprintf("online-reencrypt-v%d", ver))
+	}
 	return root, nil
 }
 
@@ -468,6 +480,9 @@ type modal struct {
 	crashed           bool
 	hotOff, hotLen    uint64
 	finishOnly        bool
+	fwdShift          bool // decrypt forward with a moved first segment (datashift-checksum)
+	movedDone         bool // fwdShift: the moved first segment is plaintext too
+	reqVer            byte // the reencryption requirement's version (2, or 3 for fwdShift)
 	key               []byte
 	c                 *sector.Cipher
 }
@@ -508,6 +523,35 @@ func (m *modal) tail(from uint64) *uint64 {
 func (m *modal) live(o, n uint64) []*jval {
 	var out []*jval
 	switch {
+	case m.fwdShift: // decrypt, forward, moved first segment
+		moved := func() *jval { return segJSON(m.movedOff, u64p(m.movedLen), m.iv, m.cipher, m.ss) }
+		switch {
+		case n > 0 && o == 0:
+			out = append(out, m.seg(true, 0, u64p(n), true), m.seg(true, n, nil, false))
+		case n > 0:
+			out = append(out, moved())
+			if o > m.movedLen {
+				out = append(out, m.seg(true, m.movedLen, u64p(o-m.movedLen), false))
+			}
+			out = append(out, m.seg(true, o, u64p(n), true))
+			if o+n < m.size {
+				out = append(out, m.seg(false, o+n, m.tail(o+n), false))
+			}
+		case m.movedDone:
+			out = append(out, m.seg(true, 0, nil, false))
+		default:
+			out = append(out, moved())
+			var sz *uint64
+			if m.b < m.size {
+				sz = u64p(m.b - m.movedLen)
+			}
+			if m.b > m.movedLen {
+				out = append(out, m.seg(true, m.movedLen, sz, false))
+			}
+			if m.b < m.size {
+				out = append(out, m.seg(false, m.b, m.tail(m.b), false))
+			}
+		}
 	case m.moved != nil: // encrypt, backward, datashift
 		lo := o
 		if n == 0 {
@@ -632,12 +676,24 @@ func (h *Header) loadModal(ctx context.Context, dev, data Device, passphrase []b
 			return nil, fmt.Errorf("%w: checksum block size %d", ErrUnsupported, m.block)
 		}
 	case "journal", "none":
-	case "datashift":
+	case "datashift", "datashift-checksum":
 		v, err := strconv.ParseUint(jsGet(area, "shift_size"), 10, 64)
 		if err != nil || v == 0 || v%512 != 0 {
-			return nil, fmt.Errorf("%w: datashift without a valid shift_size", ErrCorruptHeader)
+			return nil, fmt.Errorf("%w: %s without a valid shift_size", ErrCorruptHeader, m.res)
 		}
 		m.shift = v
+		if m.res == "datashift-checksum" {
+			m.hash = jsGet(area, "hash")
+			if _, err := hashByName(m.hash); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
+			}
+			if v := area.get("sector_size"); v != nil && v.kind == jNum {
+				m.block = int(v.getInt64())
+			}
+			if m.block < 512 || m.block > 4096 || m.block&(m.block-1) != 0 {
+				return nil, fmt.Errorf("%w: checksum block size %d", ErrUnsupported, m.block)
+			}
+		}
 	default:
 		return nil, fmt.Errorf("%w: %s with resilience %q (cryptsetup's decryption of a volume with its header on the data device) is not supported yet", ErrUnsupported, m.mode, m.res)
 	}
@@ -649,9 +705,13 @@ func (h *Header) loadModal(ctx context.Context, dev, data Device, passphrase []b
 	}
 	m.prev, m.fin, m.moved = prev, fin, moved
 	ps, fs := h.md.segments[pid], h.md.segments[fid]
-	layout := fmt.Sprintf("%s/%s/%v/%v", m.mode, m.dir, m.res == "datashift", moved != nil)
+	layout := fmt.Sprintf("%s/%s/%s/%v", m.mode, m.dir, m.res, moved != nil)
 	switch layout {
-	case "encrypt/forward/false/false", "decrypt/backward/false/false", "encrypt/backward/true/true":
+	case "encrypt/forward/checksum/false", "encrypt/forward/journal/false", "encrypt/forward/none/false",
+		"decrypt/backward/checksum/false", "decrypt/backward/journal/false", "decrypt/backward/none/false",
+		"encrypt/backward/datashift/true":
+	case "decrypt/forward/datashift-checksum/true":
+		m.fwdShift = true
 	default:
 		return nil, fmt.Errorf("%w: %s %s with resilience %s (moved segment: %v) is not supported", ErrUnsupported, m.mode, m.dir, m.res, moved != nil)
 	}
@@ -673,7 +733,25 @@ func (h *Header) loadModal(ctx context.Context, dev, data Device, passphrase []b
 	if err != nil {
 		return nil, err
 	}
-	if moved != nil {
+	m.reqVer = reencDigestVer
+	if contains1(h.Requirements(), "online-reencrypt-v3") {
+		m.reqVer = 3
+	}
+	if m.fwdShift {
+		ms := h.md.segments[mid]
+		if ms.Type != "crypt" || ms.Dynamic || ms.Offset != 0 || ms.Size == 0 || ms.Size > m.shift || fs.Offset != 0 || ps.Offset != m.shift || m.reqVer != 3 {
+			return nil, fmt.Errorf("%w: a decryption data shift layout blkcrypt does not know (previous at %d, final at %d, moved %d bytes at %d, shift %d)", ErrUnsupported, ps.Offset, fs.Offset, ms.Size, ms.Offset, m.shift)
+		}
+		m.movedOff, m.movedLen = ms.Offset, ms.Size
+		if uint64(devSize) <= ps.Offset+ms.Size {
+			return nil, fmt.Errorf("%w: no data area after offset %d", ErrDeviceTooSmall, ps.Offset)
+		}
+		m.dynamic = ps.Dynamic
+		m.size = uint64(devSize) - ps.Offset
+		if !ps.Dynamic {
+			m.size = ps.Size
+		}
+	} else if moved != nil {
 		ms := h.md.segments[mid]
 		if ms.Type != "linear" || ms.Dynamic || ps.Dynamic || ps.Offset != 0 || fs.Offset != m.shift || ms.Size != m.shift {
 			return nil, fmt.Errorf("%w: a data shift layout blkcrypt does not know (previous at %d, final at %d, moved %d bytes, shift %d)", ErrUnsupported, ps.Offset, fs.Offset, ms.Size, m.shift)
@@ -705,7 +783,8 @@ func (h *Header) loadModal(ctx context.Context, dev, data Device, passphrase []b
 		oldType = "crypt"
 	}
 	oldEnd, oldSeen := uint64(0), false
-	firstOld := m.size
+	firstOld, firstLater := m.size, m.size
+	movedPending := false
 	ids := h.segmentIDs()
 	for _, id := range ids {
 		s := h.md.segments[id]
@@ -723,11 +802,24 @@ func (h *Header) loadModal(ctx context.Context, dev, data Device, passphrase []b
 			if !oldSeen {
 				firstOld = pos
 			}
+			if pos == 0 {
+				movedPending = true
+			} else if firstLater == m.size {
+				firstLater = pos
+			}
 			oldSeen, oldEnd = true, pos+n
 		}
 		pos += n
 	}
 	switch {
+	case m.fwdShift:
+		// [moved part, old][plaintext][old after the shift]: the boundary
+		// is where the old data after the plaintext starts.
+		m.b = firstLater
+		m.movedDone = !movedPending && !(m.crashed && m.hotOff == 0)
+		if m.crashed && m.hotOff > 0 {
+			m.b = m.hotOff
+		}
 	case m.dir == "forward":
 		m.b = firstOld
 		if m.crashed {
@@ -742,7 +834,7 @@ func (h *Header) loadModal(ctx context.Context, dev, data Device, passphrase []b
 	if m.crashed && (m.hotLen == 0 || m.hotOff+m.hotLen > m.size) {
 		return nil, fmt.Errorf("%w: in-reencryption segment outside the data area", ErrCorruptHeader)
 	}
-	done := m.dir == "forward" && m.b >= m.size || m.dir != "forward" && m.b == 0
+	done := m.finished()
 	// cryptsetup's own decryption finish removes the keyslots before the
 	// rest (one commit each): after a cut there, only metadata is left.
 	if m.mode == "decrypt" && done && !m.crashed && len(h.md.digests[m.dig].Keyslots) == 0 {
@@ -775,7 +867,7 @@ func (h *Header) loadModal(ctx context.Context, dev, data Device, passphrase []b
 	if m.mode == "decrypt" {
 		oldKey, newKey = m.key, nil
 	}
-	if err := h.checkReencDigest(m.digReenc, oldKey, newKey, ks, prev, fin, moved); err != nil {
+	if err := h.checkReencDigest(m.reqVer, m.digReenc, oldKey, newKey, ks, prev, fin, moved); err != nil {
 		m.wipe()
 		return nil, err
 	}
@@ -788,12 +880,13 @@ func (h *Header) loadModal(ctx context.Context, dev, data Device, passphrase []b
 
 // checkReencDigest checks the reencryption digest digReenc against the
 // keys and the stored parameters (cryptsetup's check before any resume).
-func (h *Header) checkReencDigest(digReenc int, oldKey, newKey []byte, ks, prev, fin, moved *jval) error {
+func (h *Header) checkReencDigest(ver byte, digReenc int, oldKey, newKey []byte, ks, prev, fin, moved *jval) error {
 	vd, err := verificationData(oldKey, newKey, ks, prev, fin, moved)
 	if err != nil {
 		return err
 	}
 	defer clear(vd)
+	vd[1] = 0x30 + ver // cryptsetup's digest covers the requirement version
 	d := h.md.digests[digReenc]
 	if d == nil {
 		return fmt.Errorf("%w: the reencryption digest is missing (repair it with cryptsetup reencrypt --repair)", ErrCorruptHeader)
@@ -835,6 +928,11 @@ func (h *Header) resumeModal(ctx context.Context, dev, data Device, passphrase [
 // next is the hotzone after boundary m.b.
 func (m *modal) next(hz uint64) (uint64, uint64) {
 	switch {
+	case m.fwdShift:
+		if m.b < m.size {
+			return m.b, min(m.shift, m.size-m.b)
+		}
+		return 0, m.movedLen
 	case m.moved != nil:
 		s := m.shift
 		switch {
@@ -885,16 +983,32 @@ func (m *modal) transform(b []byte, off uint64) error {
 	return m.c.DecryptSectors(b, b, off/512)
 }
 
+// protection is the resilience data kept for the hotzone at off: none
+// for a data shift (its source stays intact), checksums for the moved
+// first segment of a datashift-checksum decryption (done in place).
+func (m *modal) protection(off uint64) string {
+	switch m.res {
+	case "datashift":
+		return ""
+	case "datashift-checksum":
+		if off == 0 {
+			return "checksum"
+		}
+		return ""
+	}
+	return m.res
+}
+
 // protect writes the hotzone's resilience data (synced).
-func (m *modal) protect(dev Device, raw []byte) error {
-	r := reenc{resilience: m.res, hash: m.hash, block: m.block, areaOff: m.areaOff}
+func (m *modal) protect(dev Device, raw []byte, off uint64) error {
+	r := reenc{resilience: m.protection(off), hash: m.hash, block: m.block, areaOff: m.areaOff}
 	return r.protect(dev, raw)
 }
 
 // recoverHotzone finishes a crashed hotzone from its resilience data.
 func (m *modal) recoverHotzone(dev, data Device) error {
-	if m.res != "datashift" {
-		return recoverInPlace(dev, data, m.res, m.hash, m.block, m.areaOff, m.areaSize, int64(m.dataOff+m.hotOff), m.hotOff, m.hotLen, m.transform)
+	if res := m.protection(m.hotOff); res != "" {
+		return recoverInPlace(dev, data, res, m.hash, m.block, m.areaOff, m.areaSize, int64(m.dataOff+m.hotOff), m.hotOff, m.hotLen, m.transform)
 	}
 	buf := make([]byte, m.hotLen)
 	defer clear(buf)
@@ -966,8 +1080,27 @@ func recoverInPlace(dev, data Device, res, hash string, block int, areaOff, area
 	return data.Sync()
 }
 
+// advance moves the boundary past a finished hotzone [off, off+n).
+func (m *modal) advance(off, n uint64) {
+	switch {
+	case m.fwdShift && off == 0:
+		m.movedDone = true
+	case m.dir == "forward":
+		m.b = off + n
+	default:
+		m.b = off
+	}
+}
+
 // progress is the bytes done so far.
 func (m *modal) progress() uint64 {
+	if m.fwdShift {
+		done := m.b - m.movedLen
+		if m.movedDone {
+			done += m.movedLen
+		}
+		return done
+	}
 	if m.dir == "forward" {
 		return m.b
 	}
@@ -975,6 +1108,9 @@ func (m *modal) progress() uint64 {
 }
 
 func (m *modal) finished() bool {
+	if m.fwdShift {
+		return m.movedDone
+	}
 	if m.dir == "forward" {
 		return m.b >= m.size
 	}
@@ -993,11 +1129,7 @@ func (h *Header) modalRun(ctx context.Context, dev, data Device, m *modal, o mod
 		if err := m.recoverHotzone(dev, data); err != nil {
 			return err
 		}
-		if m.dir == "forward" {
-			m.b = m.hotOff + m.hotLen
-		} else {
-			m.b = m.hotOff
-		}
+		m.advance(m.hotOff, m.hotLen)
 		if err := h.commit(dev, h.modalRoot(m, 0, 0)); err != nil {
 			return err
 		}
@@ -1040,8 +1172,8 @@ func (h *Header) modalRun(ctx context.Context, dev, data Device, m *modal, o mod
 			return fmt.Errorf("reading the hotzone at %d: %w", m.src(off), err)
 		}
 		if !none {
-			if m.res != "datashift" {
-				if err := m.protect(dev, raw); err != nil {
+			if m.protection(off) != "" {
+				if err := m.protect(dev, raw, off); err != nil {
 					return fmt.Errorf("writing reencryption resilience data: %w", err)
 				}
 			}
@@ -1055,11 +1187,7 @@ func (h *Header) modalRun(ctx context.Context, dev, data Device, m *modal, o mod
 		if _, err := data.WriteAt(raw, int64(m.dataOff+off)); err != nil {
 			return fmt.Errorf("writing the hotzone at %d: %w", m.dataOff+off, err)
 		}
-		if m.dir == "forward" {
-			m.b = off + n
-		} else {
-			m.b = off
-		}
+		m.advance(off, n)
 		steps++
 		if o.progress != nil {
 			o.progress(m.progress(), m.size)
@@ -1119,8 +1247,20 @@ func (h *Header) modalFinish(dev, data Device, m *modal) error {
 	}
 	dgs.raw = nil
 	setRequirement(root, false)
+	dropRequirement(root, "online-reencrypt-v3")
 	if err := h.commit(dev, root); err != nil {
 		return err
+	}
+	if m.fwdShift {
+		// The last shift bytes held old ciphertext; cryptsetup overwrites
+		// them with random data too.
+		devSize, err := data.Size()
+		if err != nil {
+			return err
+		}
+		if err := randomFill(data, uint64(devSize)-m.shift, m.shift); err != nil {
+			return fmt.Errorf("wiping the end of the device: %w", err)
+		}
 	}
 	if m.moved != nil && m.mode == "encrypt" {
 		if err := randomFill(data, m.movedOff, m.movedLen); err != nil {
@@ -1151,4 +1291,35 @@ func randomFill(dev Device, off, n uint64) error {
 		done += uint64(len(b))
 	}
 	return dev.Sync()
+}
+
+// dropRequirement removes name from the mandatory requirements.
+func dropRequirement(root *jval, name string) {
+	cfg := root.get("config")
+	req := cfg.get("requirements")
+	if req == nil {
+		return
+	}
+	m := req.get("mandatory")
+	if m == nil || m.kind != jArr {
+		return
+	}
+	var keep []string
+	for _, e := range m.arr {
+		if e.kind == jStr && e.s != name {
+			keep = append(keep, e.s)
+		}
+	}
+	if len(keep) == len(m.arr) {
+		return
+	}
+	cfg.raw, req.raw = nil, nil
+	if len(keep) == 0 {
+		req.del("mandatory")
+		if len(req.obj) == 0 {
+			cfg.del("requirements")
+		}
+		return
+	}
+	req.set("mandatory", jarrStr(keep...))
 }
