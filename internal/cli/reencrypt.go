@@ -369,14 +369,12 @@ func runDecrypt(ctx context.Context, env *Env, p *parsed, path string) error {
 	if hpath == "" {
 		return usageErr("LUKS2 decryption requires --header option")
 	}
-	if _, err := os.Stat(hpath); errors.Is(err, os.ErrNotExist) {
-		return usageErr("decrypting a LUKS2 volume whose header is on the data device (cryptsetup exports it to a new --header file) is not supported yet")
-	}
 	o := luks2.DecryptOptions{
 		Resilience: p.str("resilience"),
 		Hash:       p.str("hash"),
 		Slot:       slotOpt(p),
 		InitOnly:   p.bool("init-only"),
+		ResumeOnly: p.bool("resume-only"),
 	}
 	if o.Resilience == "datashift" {
 		return usageErr("--resilience datashift is only for --encrypt with --reduce-device-size")
@@ -398,6 +396,9 @@ func runDecrypt(ctx context.Context, env *Env, p *parsed, path string) error {
 	}
 	pk.Hash = ""
 	o.Keyslot = luks2.KeyslotOptions{PBKDF: kdf.Options(pk)}
+	if _, err := os.Stat(hpath); errors.Is(err, os.ErrNotExist) {
+		return runDecryptExport(ctx, env, p, path, hpath, o)
+	}
 	f, hdev, h, err := luksDevice(ctx, p, path, false)
 	if err != nil {
 		return err
@@ -423,4 +424,53 @@ func runDecrypt(ctx context.Context, env *Env, p *parsed, path string) error {
 		}
 		return err
 	})
+}
+
+// runDecryptExport is reencrypt --decrypt --header FILE where FILE does
+// not exist and DEVICE holds the header: as cryptsetup 2.6 does, the
+// header is exported to FILE and the data is moved to the start of the
+// device as it is decrypted.
+func runDecryptExport(ctx context.Context, env *Env, p *parsed, path, hpath string, o luks2.DecryptOptions) error {
+	if o.ResumeOnly {
+		return deviceErr(fmt.Errorf("header %s does not exist", hpath))
+	}
+	if o.Resilience != "" && o.Resilience != "checksum" && o.Resilience != "datashift-checksum" {
+		return usageErr("decryption with the header on the device uses --resilience datashift-checksum")
+	}
+	df, err := blkcrypt.OpenFileLocked(path, false)
+	if err != nil {
+		return err
+	}
+	defer df.Close()
+	data := luks2.File{File: df.File}
+	h, err := luks2.ReadContext(ctx, data)
+	if err != nil {
+		return usageErr("device %s does not exist or access denied, and %s holds no LUKS2 header to export", hpath, path)
+	}
+	if h.ReencryptionStatus() != nil {
+		return usageErr("%v: on %s itself", luks2.ErrReencryptInProgress, path)
+	}
+	if err := confirm(env, p, fmt.Sprintf("Header file %s does not exist. Do you want to initialize LUKS2 decryption of device %s and export LUKS2 header to file %s?", hpath, path, hpath), ExitUsage, "Operation aborted."); err != nil {
+		return err
+	}
+	nf, err := os.OpenFile(hpath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return deviceErr(fmt.Errorf("cannot create header file %s: %w", hpath, err))
+	}
+	nf.Close()
+	hf, err := blkcrypt.OpenFileLocked(hpath, false)
+	if err != nil {
+		os.Remove(hpath)
+		return err
+	}
+	defer hf.Close()
+	err = lockedRun(ctx, env, p, path, h.UUID(), func(pass []byte, progress func(done, total uint64)) error {
+		o.Progress = progress
+		return luks2.Decrypt(ctx, luks2.File{File: hf.File}, data, pass, o)
+	})
+	// Nothing was exported (a wrong passphrase, bad options): no file.
+	if st, serr := hf.Stat(); err != nil && serr == nil && st.Size() == 0 {
+		os.Remove(hpath)
+	}
+	return err
 }
