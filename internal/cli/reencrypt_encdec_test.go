@@ -281,3 +281,50 @@ func TestReencryptEncryptKillRealProcess(t *testing.T) {
 		t.Fatalf("only %d kills landed during the encryption", kills)
 	}
 }
+
+// TestReencryptDecryptAttachedCLI: --decrypt --header NEWFILE of a volume
+// whose header is on the device, both ways: cryptsetup initialises (it
+// exports the header), blkcrypt finishes; and blkcrypt runs it whole. The
+// dumps agree, and the device then starts with the plaintext written.
+func TestReencryptDecryptAttachedCLI(t *testing.T) {
+	needTool(t, "cryptsetup", "cryptsetup-bin")
+	dir := t.TempDir()
+	pass := writeFile(t, dir, "p", []byte("attached cli"))
+	const data = 12 << 20
+	plain := randBytes(data)
+	for _, who := range []string{"cryptsetup-then-blkcrypt", "blkcrypt"} {
+		t.Run(who, func(t *testing.T) {
+			img := writeFile(t, dir, who+".img", nil)
+			if code, _, e := run(t, nil, append([]string{"format", img, "--type", "luks2", "--size", fmt.Sprint(data + 2<<20), "--offset", "4096", "--key-file", pass, "-q"}, reencFast...)...); code != 0 {
+				t.Fatalf("format: %s", e)
+			}
+			if code, _, e := run(t, nil, "write", img, "-i", writeFile(t, dir, who+".in", plain), "--key-file", pass); code != 0 {
+				t.Fatalf("write: %s", e)
+			}
+			hdr := filepath.Join(dir, who+".hdr")
+			if who == "cryptsetup-then-blkcrypt" {
+				if out, err := cryptsetup(t, "reencrypt", "--decrypt", "--header", hdr, "--init-only", "--force-offline-reencrypt", "-q", "--key-file", pass, img); err != nil {
+					t.Fatalf("cryptsetup reencrypt --decrypt --init-only: %v\n%s", err, out)
+				}
+				d := sameDump(t, hdr, "cryptsetup's --init-only")
+				if !strings.Contains(d, "datashift-checksum") {
+					t.Fatalf("not a datashift decryption:\n%s", d)
+				}
+				if code, _, e := run(t, nil, "reencrypt", img, "--decrypt", "--header", hdr, "--resume-only", "--key-file", pass); code != 0 {
+					t.Fatalf("reencrypt --decrypt --resume-only: %s", e)
+				}
+			} else {
+				if code, _, e := run(t, nil, append([]string{"reencrypt", img, "--decrypt", "--header", hdr, "--hotzone-size", "1M", "-q", "--key-file", pass}, reencFast...)...); code != 0 {
+					t.Fatalf("reencrypt --decrypt --header NEWFILE: %s", e)
+				}
+			}
+			d := sameDump(t, hdr, "decrypted")
+			if !strings.Contains(d, "0: linear") || strings.Contains(d, "luks2") || strings.Contains(d, "reencrypt") {
+				t.Fatalf("decryption not finished:\n%s", d)
+			}
+			if raw, _ := os.ReadFile(img); !bytes.Equal(raw[:data], plain) {
+				t.Fatal("the device does not start with the plaintext")
+			}
+		})
+	}
+}
