@@ -213,13 +213,7 @@ func TestDecryptPowerCut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		split := func(d string) (string, string) {
-			hp, dp := filepath.Join(d, "h"), filepath.Join(d, "d")
-			if os.WriteFile(hp, raw[:hl], 0o600) != nil || os.WriteFile(dp, raw[hl:], 0o600) != nil {
-				t.Fatal("writing the split images")
-			}
-			return hp, dp
-		}
+		split := func(d string) (string, string) { return splitImage(t, raw, int64(hl), d) }
 		check := func(who, d string) {
 			if got, _ := os.ReadFile(d); !bytes.Equal(got, plain) {
 				t.Fatalf("%s: after %s resumed, the data is not the original plaintext", what, who)
@@ -299,13 +293,7 @@ func TestEncryptDetachedPowerCut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		split := func(d string) (string, string) {
-			hp, dp := filepath.Join(d, "h"), filepath.Join(d, "d")
-			if os.WriteFile(hp, raw[:hl], 0o600) != nil || os.WriteFile(dp, raw[hl:], 0o600) != nil {
-				t.Fatal("writing the split images")
-			}
-			return hp, dp
-		}
+		split := func(d string) (string, string) { return splitImage(t, raw, int64(hl), d) }
 		hp, dp := split(t.TempDir())
 		hf, _ := os.Open(hp)
 		_, rerr := luks2.Read(luks2.File{File: hf})
@@ -369,13 +357,7 @@ func TestDecryptAttachedPowerCut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		split := func(d string) (string, string) {
-			hp, dp := filepath.Join(d, "h"), filepath.Join(d, "d")
-			if os.WriteFile(hp, raw[:hl], 0o600) != nil || os.WriteFile(dp, raw[hl:], 0o600) != nil {
-				t.Fatal("writing the split images")
-			}
-			return hp, dp
-		}
+		split := func(d string) (string, string) { return splitImage(t, raw, int64(hl), d) }
 		exported := func(hp string) (*luks2.Header, bool) {
 			f, _ := os.Open(hp)
 			defer f.Close()
@@ -479,4 +461,15 @@ func movedOnly(h *luks2.Header) bool {
 		}
 	}
 	return len(live) == 2 && live[0].Type == "crypt" && live[0].Offset == 0 && live[1].Type == "linear" && live[1].Dynamic && len(live[1].Flags) == 0
+}
+
+// splitImage writes the header part (the first hl bytes of raw) and the
+// data part of a power-cut image to files in dir.
+func splitImage(t *testing.T, raw []byte, hl int64, dir string) (string, string) {
+	t.Helper()
+	hp, dp := filepath.Join(dir, "h"), filepath.Join(dir, "d")
+	if os.WriteFile(hp, raw[:hl], 0o600) != nil || os.WriteFile(dp, raw[hl:], 0o600) != nil {
+		t.Fatal("writing the split images")
+	}
+	return hp, dp
 }

@@ -665,15 +665,9 @@ func (h *Header) loadModal(ctx context.Context, dev, data Device, passphrase []b
 	m.digReenc = k.Digest
 	switch m.res {
 	case "checksum":
-		m.hash = jsGet(area, "hash")
-		if _, err := hashByName(m.hash); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
-		}
-		if v := area.get("sector_size"); v != nil && v.kind == jNum {
-			m.block = int(v.getInt64())
-		}
-		if m.block < 512 || m.block > 4096 || m.block&(m.block-1) != 0 {
-			return nil, fmt.Errorf("%w: checksum block size %d", ErrUnsupported, m.block)
+		var err error
+		if m.hash, m.block, err = checksumParams(area); err != nil {
+			return nil, err
 		}
 	case "journal", "none":
 	case "datashift", "datashift-checksum":
@@ -683,15 +677,8 @@ func (h *Header) loadModal(ctx context.Context, dev, data Device, passphrase []b
 		}
 		m.shift = v
 		if m.res == "datashift-checksum" {
-			m.hash = jsGet(area, "hash")
-			if _, err := hashByName(m.hash); err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
-			}
-			if v := area.get("sector_size"); v != nil && v.kind == jNum {
-				m.block = int(v.getInt64())
-			}
-			if m.block < 512 || m.block > 4096 || m.block&(m.block-1) != 0 {
-				return nil, fmt.Errorf("%w: checksum block size %d", ErrUnsupported, m.block)
+			if m.hash, m.block, err = checksumParams(area); err != nil {
+				return nil, err
 			}
 		}
 	default:
@@ -895,6 +882,21 @@ func (h *Header) checkReencDigest(ver byte, digReenc int, oldKey, newKey []byte,
 		return fmt.Errorf("%w: reencryption metadata is invalid (its digest does not match)", ErrCorruptHeader)
 	}
 	return nil
+}
+
+// checksumParams reads the hash and block size of a checksum area.
+func checksumParams(area *jval) (string, int, error) {
+	hash, block := jsGet(area, "hash"), 0
+	if _, err := hashByName(hash); err != nil {
+		return "", 0, fmt.Errorf("%w: %w", ErrUnsupported, err)
+	}
+	if v := area.get("sector_size"); v != nil && v.kind == jNum {
+		block = int(v.getInt64())
+	}
+	if block < 512 || block > 4096 || block&(block-1) != 0 {
+		return "", 0, fmt.Errorf("%w: checksum block size %d", ErrUnsupported, block)
+	}
+	return hash, block, nil
 }
 
 // segmentIDs lists the segment ids in ascending order.
