@@ -316,8 +316,12 @@ func runEncrypt(ctx context.Context, env *Env, p *parsed, path string) error {
 	var pass []byte
 	uuid := o.UUID
 	if h, err := luks2.ReadContext(ctx, hdev); err == nil {
-		if st := h.ReencryptionStatus(); st == nil || st.Mode != "encrypt" {
+		st := h.ReencryptionStatus()
+		switch {
+		case st == nil:
 			return usageErr("device %s is already a LUKS2 device", path)
+		case st.Mode != "encrypt":
+			return usageErr("%v: %s is in %s, not encryption", luks2.ErrReencryptInProgress, path, st.Mode)
 		}
 		if o.InitOnly {
 			return usageErr("%v: cannot initialise it again", luks2.ErrReencryptInProgress)
