@@ -1143,8 +1143,21 @@ func (h *Header) modalRun(ctx context.Context, dev, data Device, m *modal, o mod
 	}
 	none := m.res == "none"
 	steps := 0
-	var buf []byte
-	defer func() { clear(buf) }()
+	// A reader goroutine fetches the next hotzone while this one is
+	// written. In every layout the sources still to come are disjoint from
+	// the destinations of the hotzones before them (in place: each hotzone
+	// its own range; shifted: the destinations move away from the sources
+	// by the shift, and the moved copy is read last and written nowhere),
+	// so what it reads is what the run would read then.
+	next := make(chan chunk, 1)
+	stop := make(chan struct{})
+	defer func() {
+		close(stop)
+		for c := range next {
+			clear(c.raw)
+		}
+	}()
+	go m.readAhead(data, m.plan(hz), next, stop)
 	for !m.finished() {
 		stopped := ctx.Err()
 		if stopped == nil && o.stopAfter > 0 && steps >= o.stopAfter {
@@ -1165,50 +1178,100 @@ func (h *Header) modalRun(ctx context.Context, dev, data Device, m *modal, o mod
 			return stopped
 		}
 		off, n := m.next(hz)
-		if uint64(cap(buf)) < n {
-			clear(buf)
-			buf = make([]byte, n)
+		c, ok := <-next
+		if !ok || c.off != off || uint64(len(c.raw)) != n {
+			return fmt.Errorf("internal error: hotzone reader out of step")
 		}
-		raw := buf[:n]
-		if _, err := readFull(data, raw, int64(m.src(off))); err != nil {
-			return fmt.Errorf("reading the hotzone at %d: %w", m.src(off), err)
+		raw := c.raw
+		if c.err != nil {
+			clear(raw)
+			return fmt.Errorf("reading the hotzone at %d: %w", m.src(off), c.err)
 		}
-		if !none {
-			if m.protection(off) != "" {
-				if err := m.protect(dev, raw, off); err != nil {
-					return fmt.Errorf("writing reencryption resilience data: %w", err)
-				}
-			}
-			if err := h.commit(dev, h.modalRoot(m, off, n)); err != nil {
-				return err
-			}
-		}
-		if err := m.transform(raw, off); err != nil {
+		err := h.modalStep(dev, data, m, raw, off, n, none)
+		clear(raw)
+		if err != nil {
 			return err
 		}
-		if _, err := data.WriteAt(raw, int64(m.dataOff+off)); err != nil {
-			return fmt.Errorf("writing the hotzone at %d: %w", m.dataOff+off, err)
-		}
-		m.advance(off, n)
 		steps++
 		if o.progress != nil {
 			o.progress(m.progress(), m.size)
-		}
-		if !none {
-			if err := data.Sync(); err != nil {
-				return err
-			}
-			if !m.finished() {
-				if err := h.commit(dev, h.modalRoot(m, 0, 0)); err != nil {
-					return err
-				}
-			}
 		}
 	}
 	if err := data.Sync(); err != nil {
 		return err
 	}
 	return h.modalFinish(dev, data, m)
+}
+
+// plan lists the hotzones left from the boundary.
+func (m *modal) plan(hz uint64) [][2]uint64 {
+	c := *m
+	var out [][2]uint64
+	for !c.finished() {
+		off, n := c.next(hz)
+		out = append(out, [2]uint64{off, n})
+		c.advance(off, n)
+	}
+	return out
+}
+
+// readAhead reads each planned hotzone's old data into a new buffer and
+// sends it on next, in order, until the plan ends, a read fails or stop
+// closes; it closes next when done.
+func (m *modal) readAhead(data Device, plan [][2]uint64, next chan<- chunk, stop <-chan struct{}) {
+	defer close(next)
+	for _, p := range plan {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		b := make([]byte, p[1])
+		_, err := readFull(data, b, int64(m.src(p[0])))
+		select {
+		case next <- chunk{p[0], b, err}:
+		case <-stop:
+			clear(b)
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// modalStep does one hotzone whose old data is raw: resilience data and
+// the metadata naming it (not for none), the new data (synced, not for
+// none), and the metadata moving the boundary (when not the last).
+func (h *Header) modalStep(dev, data Device, m *modal, raw []byte, off, n uint64, none bool) error {
+	if !none {
+		if m.protection(off) != "" {
+			if err := m.protect(dev, raw, off); err != nil {
+				return fmt.Errorf("writing reencryption resilience data: %w", err)
+			}
+		}
+		if err := h.commit(dev, h.modalRoot(m, off, n)); err != nil {
+			return err
+		}
+	}
+	if err := m.transform(raw, off); err != nil {
+		return err
+	}
+	if _, err := data.WriteAt(raw, int64(m.dataOff+off)); err != nil {
+		return fmt.Errorf("writing the hotzone at %d: %w", m.dataOff+off, err)
+	}
+	m.advance(off, n)
+	if !none {
+		if err := data.Sync(); err != nil {
+			return err
+		}
+		if !m.finished() {
+			if err := h.commit(dev, h.modalRoot(m, 0, 0)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // modalFinish drops the reencryption metadata in one commit (for
