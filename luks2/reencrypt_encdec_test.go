@@ -411,3 +411,33 @@ func TestDecryptAttachedInterop(t *testing.T) {
 		})
 	}
 }
+
+// TestEncryptCancel: a context cancelled mid-run stops between hotzones
+// with its error, the read-ahead is dropped, and a resume finishes to the
+// original plaintext.
+func TestEncryptCancel(t *testing.T) {
+	cs := lukstest.NeedCryptsetup(t)
+	dir := t.TempDir()
+	pass := []byte("cancel me")
+	img, orig := plainImage(t, dir, "cancel.img", esDev)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := 0
+	err := luks2.Encrypt(ctx, openRW(t, img), pass, luks2.EncryptOptions{ReduceDeviceSize: 2 * esShift, Keyslot: reencKDF,
+		Progress: func(done, total uint64) {
+			calls++
+			if calls == 1 {
+				cancel()
+			}
+		}})
+	if !errors.Is(err, context.Canceled) || calls != 1 {
+		t.Fatalf("got %v after %d hotzones", err, calls)
+	}
+	needDump(t, cs, img, "online-reencrypt-v2")
+	if err := luks2.Reencrypt(context.Background(), openRW(t, img), pass, luks2.ReencryptOptions{ResumeOnly: true, Slot: luks2.AnySlot}); err != nil {
+		t.Fatal(err)
+	}
+	if got := dataWithKey(t, cs, img, img, pass, esData); !bytes.Equal(got, orig[:esData]) {
+		t.Fatal("the plaintext differs after the resume")
+	}
+}
