@@ -146,15 +146,11 @@ func (h *Header) decryptShiftInit(ctx context.Context, hdev, data, src Device, p
 	if moved == 0 {
 		return fmt.Errorf("%w: the moved segment is smaller than a sector", ErrInvalidOptions)
 	}
-	key, _, err := h.UnlockContext(ctx, src, passphrase, o.Slot)
+	key, d, err := h.unlockSegmentKey(ctx, src, passphrase, o.Slot)
 	if err != nil {
 		return err
 	}
 	defer clear(key)
-	d := h.segmentDigest()
-	if d == nil {
-		return fmt.Errorf("%w: no digest for the data segment", ErrCorruptHeader)
-	}
 	// The header, with its keyslots area, copied to memory: the copy for
 	// hdev and the base of the new metadata.
 	mem := luksutil.NewMemDevice(int(h.HeaderSize()), nil)
@@ -251,15 +247,11 @@ func (h *Header) decryptInit(ctx context.Context, hdev, data Device, passphrase 
 	if uint64(devSize)%uint64(seg.SectorSize) != 0 && seg.Dynamic {
 		return fmt.Errorf("%w: the data device (%d bytes) is not a multiple of the %d-byte sector size", ErrInvalidOptions, devSize, seg.SectorSize)
 	}
-	key, _, err := h.UnlockContext(ctx, hdev, passphrase, o.Slot)
+	key, d, err := h.unlockSegmentKey(ctx, hdev, passphrase, o.Slot)
 	if err != nil {
 		return err
 	}
 	defer clear(key)
-	d := h.segmentDigest()
-	if d == nil {
-		return fmt.Errorf("%w: no digest for the data segment", ErrCorruptHeader)
-	}
 	cur := h.md.root.get("segments").get(strconv.Itoa(seg.ID))
 	prev := cur.clone()
 	prev.set("flags", jarrStr(append(flagsOf(cur), flagPrevious)...))
@@ -275,4 +267,15 @@ func (h *Header) decryptInit(ctx context.Context, hdev, data Device, passphrase 
 		return err
 	}
 	return h.commit(hdev, root)
+}
+
+// unlockSegmentKey opens the data segment's key and returns it with its
+// digest.
+func (h *Header) unlockSegmentKey(ctx context.Context, dev Device, passphrase []byte, slot int) ([]byte, *Digest, error) {
+	d := h.segmentDigest()
+	if d == nil {
+		return nil, nil, fmt.Errorf("%w: no digest for the data segment", ErrCorruptHeader)
+	}
+	key, _, err := h.UnlockContext(ctx, dev, passphrase, slot)
+	return key, d, err
 }

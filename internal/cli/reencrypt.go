@@ -293,21 +293,24 @@ func runEncrypt(ctx context.Context, env *Env, p *parsed, path string) error {
 	data := luks2.File{File: df.File}
 	hdev := luks2.Device(data)
 	if hpath != "" {
-		if _, err := os.Stat(hpath); errors.Is(err, os.ErrNotExist) {
-			if p.bool("resume-only") {
-				return deviceErr(fmt.Errorf("header %s does not exist", hpath))
-			}
-			nf, err := os.OpenFile(hpath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-			if err != nil {
-				return deviceErr(fmt.Errorf("cannot create header file %s: %w", hpath, err))
-			}
-			nf.Close()
+		_, serr := os.Stat(hpath)
+		missing := errors.Is(serr, os.ErrNotExist)
+		if missing && p.bool("resume-only") {
+			return deviceErr(fmt.Errorf("header %s does not exist", hpath))
 		}
-		hf, err := blkcrypt.OpenFileLocked(hpath, false)
+		hf, err := openHeaderFile(hpath, missing)
 		if err != nil {
 			return err
 		}
 		defer hf.Close()
+		if missing {
+			// Nothing written (bad options, no passphrase): no file left.
+			defer func() {
+				if st, err := os.Stat(hpath); err == nil && st.Size() == 0 {
+					os.Remove(hpath)
+				}
+			}()
+		}
 		o.Header = luks2.File{File: hf.File}
 		hdev = o.Header
 	}
@@ -457,14 +460,8 @@ func runDecryptExport(ctx context.Context, env *Env, p *parsed, path, hpath stri
 	if err := confirm(env, p, fmt.Sprintf("Header file %s does not exist. Do you want to initialize LUKS2 decryption of device %s and export LUKS2 header to file %s?", hpath, path, hpath), ExitUsage, "Operation aborted."); err != nil {
 		return err
 	}
-	nf, err := os.OpenFile(hpath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	hf, err := openHeaderFile(hpath, true)
 	if err != nil {
-		return deviceErr(fmt.Errorf("cannot create header file %s: %w", hpath, err))
-	}
-	nf.Close()
-	hf, err := blkcrypt.OpenFileLocked(hpath, false)
-	if err != nil {
-		os.Remove(hpath)
 		return err
 	}
 	defer hf.Close()
@@ -473,8 +470,27 @@ func runDecryptExport(ctx context.Context, env *Env, p *parsed, path, hpath stri
 		return luks2.Decrypt(ctx, luks2.File{File: hf.File}, data, pass, o)
 	})
 	// Nothing was exported (a wrong passphrase, bad options): no file.
-	if st, serr := hf.Stat(); err != nil && serr == nil && st.Size() == 0 {
+	if st, serr := os.Stat(hpath); serr == nil && st.Size() == 0 {
 		os.Remove(hpath)
 	}
 	return err
+}
+
+// openHeaderFile opens the header file hpath read-write with the device
+// lock, first creating it (empty, mode 0600) when create is set, as
+// cryptsetup's --encrypt and --decrypt do; a file created here is removed
+// again when it cannot be opened.
+func openHeaderFile(hpath string, create bool) (*blkcrypt.LockedFile, error) {
+	if create {
+		nf, err := os.OpenFile(hpath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return nil, deviceErr(fmt.Errorf("cannot create header file %s: %w", hpath, err))
+		}
+		nf.Close()
+	}
+	hf, err := blkcrypt.OpenFileLocked(hpath, false)
+	if err != nil && create {
+		os.Remove(hpath)
+	}
+	return hf, err
 }
