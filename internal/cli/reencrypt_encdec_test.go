@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"fmt"
 	mrand "math/rand/v2"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/blkcrypt/blkcrypt/internal/oracle"
+	"github.com/blkcrypt/blkcrypt/kdf"
+	"github.com/blkcrypt/blkcrypt/luks2"
 )
 
 // killedCryptsetupResume runs cryptsetup reencrypt --resume-only killed
@@ -327,4 +330,65 @@ func TestReencryptDecryptAttachedCLI(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReencryptEncDecDumpStages: blkcrypt dump and cryptsetup luksDump
+// agree on the states a stopped blkcrypt run leaves, after each hotzone,
+// in every encrypt and decrypt layout.
+func TestReencryptEncDecDumpStages(t *testing.T) {
+	needTool(t, "cryptsetup", "cryptsetup-bin")
+	dir := t.TempDir()
+	pass := []byte("dump stages")
+	kdfOpts := luks2.KeyslotOptions{Slot: luks2.AnySlot, PBKDF: kdf.Options{Type: kdf.PBKDF2, Hash: "sha256", Iterations: 1000}}
+	ctx := context.Background()
+	open := func(p string) luks2.File {
+		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return luks2.File{File: f}
+	}
+	stages := func(name, hdr string, step func() error) {
+		for i := 1; ; i++ {
+			if err := step(); err != nil {
+				t.Fatalf("%s: hotzone %d: %v", name, i, err)
+			}
+			d := sameDump(t, hdr, fmt.Sprintf("%s after hotzone %d", name, i))
+			if !strings.Contains(d, "reencrypt") {
+				if i < 3 {
+					t.Fatalf("%s: finished after %d hotzones: no stage in between was seen", name, i)
+				}
+				t.Logf("%s: %d stages agree", name, i)
+				return
+			}
+			if i > 12 {
+				t.Fatalf("%s: not finished after %d hotzones", name, i)
+			}
+		}
+	}
+	// --encrypt --reduce-device-size: 5.5 MiB device, 1 MiB shift.
+	img := writeFile(t, dir, "shift.img", randBytes(5<<20+512<<10))
+	stages("encrypt datashift", img, func() error {
+		return luks2.Encrypt(ctx, open(img), pass, luks2.EncryptOptions{ReduceDeviceSize: 2 << 20, Keyslot: kdfOpts, StopAfter: 1})
+	})
+	// --encrypt --header: 3 MiB, 1 MiB hotzones.
+	img = writeFile(t, dir, "det.img", randBytes(3<<20))
+	hdr := filepath.Join(dir, "det.hdr")
+	stages("encrypt detached", hdr, func() error {
+		return luks2.Encrypt(ctx, open(img), pass, luks2.EncryptOptions{Header: open(hdr), Keyslot: kdfOpts, HotzoneSize: 1 << 20, StopAfter: 1})
+	})
+	// --decrypt --header of that volume.
+	stages("decrypt detached", hdr, func() error {
+		return luks2.Decrypt(ctx, open(hdr), open(img), pass, luks2.DecryptOptions{Slot: luks2.AnySlot, Keyslot: kdfOpts, HotzoneSize: 1 << 20, StopAfter: 1})
+	})
+	// --decrypt of an attached header, exported.
+	img = writeFile(t, dir, "att.img", nil)
+	if code, _, e := run(t, nil, append([]string{"format", img, "--type", "luks2", "--size", "5242880", "--offset", "2048", "--key-file", writeFile(t, dir, "p", pass), "-q"}, reencFast...)...); code != 0 {
+		t.Fatalf("format: %s", e)
+	}
+	hdr = filepath.Join(dir, "att.hdr")
+	stages("decrypt attached", hdr, func() error {
+		return luks2.Decrypt(ctx, open(hdr), open(img), pass, luks2.DecryptOptions{Slot: luks2.AnySlot, Keyslot: kdfOpts, HotzoneSize: 512 << 10, StopAfter: 1})
+	})
 }
