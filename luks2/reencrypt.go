@@ -142,6 +142,7 @@ type ReencryptStatus struct {
 	Hash                        string // checksum resilience only
 	HashBlock                   int    // bytes per checksum ("Hash data")
 	Crashed                     bool   // an in-reencryption hotzone needs recovery
+	ShiftSize                   uint64 // datashift resilience only
 }
 
 // ReencryptionStatus reports the stored reencryption, or nil.
@@ -158,6 +159,9 @@ func (h *Header) ReencryptionStatus() *ReencryptStatus {
 		if v := area.get("sector_size"); v != nil && v.kind == jNum {
 			st.HashBlock = int(v.getInt64())
 		}
+	}
+	if st.Resilience == "datashift" { // luksDump shows it for plain datashift only
+		st.ShiftSize, _ = strconv.ParseUint(jsGet(area, "shift_size"), 10, 64)
 	}
 	for _, s := range h.md.segments {
 		if contains1(s.Flags, flagInReencrypt) {
@@ -237,6 +241,12 @@ func Reencrypt(ctx context.Context, dev Device, passphrase []byte, opts Reencryp
 	} else {
 		if opts.InitOnly {
 			return fmt.Errorf("%w: cannot initialise it again", ErrReencryptInProgress)
+		}
+		if mode := h.reencMode(); mode == "encrypt" || mode == "decrypt" {
+			if opts.Cipher != "" || opts.KeySize != 0 || opts.SectorSize != 0 {
+				return fmt.Errorf("%w: %w: an %s in progress keeps its cipher, key size and sector size", ErrInvalidOptions, ErrReencryptInProgress, mode)
+			}
+			return h.resumeModal(ctx, dev, data, passphrase, modalOpts{opts.HotzoneSize, opts.Slot, opts.StopAfter, opts.Progress, opts.Resilience, opts.Hash})
 		}
 		if err := h.checkResumeOptions(opts); err != nil {
 			return err
@@ -796,20 +806,9 @@ func (h *Header) loadReenc(ctx context.Context, dev, data Device, passphrase []b
 	if r.digNew == r.digOld {
 		nk = nil
 	}
-	vd, err := verificationData(r.oldKey, nk, ks, prev, fin, nil)
-	if err != nil {
+	if err := h.checkReencDigest(reencDigestVer, r.digReenc, r.oldKey, nk, ks, prev, fin, nil); err != nil {
 		r.wipe()
 		return nil, err
-	}
-	defer clear(vd)
-	d := h.md.digests[r.digReenc]
-	if d == nil {
-		r.wipe()
-		return nil, fmt.Errorf("%w: the reencryption digest is missing (repair it with cryptsetup reencrypt --repair)", ErrCorruptHeader)
-	}
-	if ok, err := digestOK(d, vd); err != nil || !ok {
-		r.wipe()
-		return nil, fmt.Errorf("%w: reencryption metadata is invalid (its digest does not match)", ErrCorruptHeader)
 	}
 	if r.oldC, err = sector.New(r.oldCipher, r.oldKey, sector.Options{SectorSize: r.oldSS, IVOffset: r.ivBase}); err != nil {
 		r.wipe()
@@ -919,63 +918,13 @@ func (r *reenc) protect(dev Device, raw []byte) error {
 
 // recoverHotzone puts the crashed hotzone into the new key.
 func (r *reenc) recoverHotzone(dev, data Device) error {
-	buf := make([]byte, r.hotLen)
-	defer clear(buf)
-	off := int64(r.dataOff + r.hotOff)
-	sec := r.hotOff / 512
-	switch r.resilience {
-	case "checksum":
-		hf, _ := hashByName(r.hash)
-		hs := hf().Size()
-		count := int(r.hotLen) / r.block
-		if uint64(count*hs) > r.areaSize {
-			return fmt.Errorf("%w: hotzone too large for the checksum area", ErrCorruptHeader)
-		}
-		sums := make([]byte, count*hs)
-		if _, err := dev.ReadAt(sums, int64(r.areaOff)); err != nil {
-			return fmt.Errorf("reading reencryption checksums: %w", err)
-		}
-		if _, err := readFull(data, buf, off); err != nil {
-			return fmt.Errorf("reading the hotzone: %w", err)
-		}
-		for i := 0; i < count; i++ {
-			blk := buf[i*r.block : (i+1)*r.block]
-			hh := hf()
-			hh.Write(blk)
-			if !luksutil.ConstantTimeEqual(hh.Sum(nil), sums[i*hs:(i+1)*hs]) {
-				continue // already new
-			}
-			s := sec + uint64(i*r.block/512)
-			if err := r.oldC.DecryptSectors(blk, blk, s); err != nil {
+	return recoverInPlace(dev, data, r.resilience, r.hash, r.block, r.areaOff, r.areaSize, int64(r.dataOff+r.hotOff), r.hotOff, r.hotLen,
+		func(b []byte, x uint64) error {
+			if err := r.oldC.DecryptSectors(b, b, x/512); err != nil {
 				return err
 			}
-			if err := r.newC.EncryptSectors(blk, blk, s); err != nil {
-				return err
-			}
-			if _, err := data.WriteAt(blk, off+int64(i*r.block)); err != nil {
-				return fmt.Errorf("recovering the hotzone: %w", err)
-			}
-		}
-	case "journal":
-		if r.hotLen > r.areaSize {
-			return fmt.Errorf("%w: hotzone larger than the journal", ErrCorruptHeader)
-		}
-		if _, err := readFull(dev, buf, int64(r.areaOff)); err != nil {
-			return fmt.Errorf("reading the reencryption journal: %w", err)
-		}
-		if err := r.oldC.DecryptSectors(buf, buf, sec); err != nil {
-			return err
-		}
-		if err := r.newC.EncryptSectors(buf, buf, sec); err != nil {
-			return err
-		}
-		if _, err := data.WriteAt(buf, off); err != nil {
-			return fmt.Errorf("recovering the hotzone: %w", err)
-		}
-	default:
-		return fmt.Errorf("%w: an interrupted hotzone with resilience %q cannot be recovered", ErrUnsupported, r.resilience)
-	}
-	return data.Sync()
+			return r.newC.EncryptSectors(b, b, x/512)
+		})
 }
 
 func readFull(d io.ReaderAt, b []byte, off int64) (int, error) {

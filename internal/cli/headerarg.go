@@ -15,7 +15,7 @@ var noDeviceVerbs = map[string]bool{"demo": true, "speed": true, "crypto": true,
 // wrong: a directory (cryptsetup: "Device DIR is not compatible", exit 4)
 // or missing (exit 4; format creates a missing header file). Without it
 // the verbs that detect the type from the header reported DEVICE as "not a
-// valid LUKS device".
+// valid LUKS device". reencrypt --encrypt creates it too, and --decrypt exports the header to it.
 func checkHeader(verb string, p *parsed) error {
 	h := p.set["header"] // not p.str: the verbs without a device do not read it
 	if h == "" || noDeviceVerbs[verb] {
@@ -23,7 +23,7 @@ func checkHeader(verb string, p *parsed) error {
 	}
 	st, err := os.Stat(h)
 	switch {
-	case errors.Is(err, fs.ErrNotExist) && verb == "format":
+	case errors.Is(err, fs.ErrNotExist) && (verb == "format" || verb == "reencrypt" && (p.set["encrypt"] == "true" || p.set["decrypt"] == "true")):
 		return nil
 	case err != nil:
 		return deviceErr(fmt.Errorf("header %s does not exist or access denied", h))

@@ -45,7 +45,9 @@ func doDumpLUKS2(w io.Writer, p *parsed, dev string, hh blkcrypt.Header) error {
 		} else {
 			fmt.Fprintf(w, "\tlength: %d [bytes]\n", s.Size)
 		}
-		fmt.Fprintf(w, "\tcipher: %s\n\tsector: %d [bytes]\n", s.Encryption, s.SectorSize)
+		if s.Type == "crypt" {
+			fmt.Fprintf(w, "\tcipher: %s\n\tsector: %d [bytes]\n", s.Encryption, s.SectorSize)
+		}
 		if len(s.Flags) > 0 {
 			fmt.Fprintf(w, "\tflags : %s\n", strings.Join(s.Flags, " "))
 		}

@@ -49,7 +49,7 @@ func serveReencryptOptions(p *parsed, dev string) (*blkcrypt.ReencryptOptions, e
 		return nil, usageErr("--hash is only for --resilience checksum")
 	}
 	var err error
-	if o.KeySize, o.SectorSize, o.HotzoneSize, err = serveReencSizes(p); err != nil {
+	if o.KeySize, o.SectorSize, o.HotzoneSize, err = reencSizes(p); err != nil {
 		return nil, err
 	}
 	if o.HotzoneSize == 0 {
@@ -65,36 +65,6 @@ func serveReencryptOptions(p *parsed, dev string) (*blkcrypt.ReencryptOptions, e
 	pk.Hash = "" // --hash is the checksum hash here, as in cryptsetup reencrypt
 	o.Keyslot = luks2.KeyslotOptions{PBKDF: kdf.Options(pk)}
 	return &o, nil
-}
-
-// serveReencSizes reads --key-size (returned in bytes), --sector-size and
-// --hotzone-size as reencrypt reads them. (The encdec branch factors the
-// same reading out of reencrypt.go as reencSizes; once both are merged
-// this should call that.)
-func serveReencSizes(p *parsed) (keySize, sectorSize int, hotzone uint64, err error) {
-	if p.has("key-size") {
-		bits := p.int("key-size", 0)
-		if bits <= 0 || bits%8 != 0 || bits > 4096 {
-			return 0, 0, 0, usageErr("invalid --key-size %d (bits, a multiple of 8)", bits)
-		}
-		keySize = int(bits / 8)
-	}
-	if p.has("sector-size") {
-		ss := p.int("sector-size", 0)
-		if ss < 512 || ss > 4096 || ss&(ss-1) != 0 {
-			return 0, 0, 0, usageErr("invalid --sector-size %d (512, 1024, 2048 or 4096)", ss)
-		}
-		sectorSize = int(ss)
-	}
-	if hz := p.str("hotzone-size"); hz != "" {
-		if hotzone, err = parseSize(hz); err != nil {
-			return 0, 0, 0, usageErr("--hotzone-size: %v", err)
-		}
-		if hotzone == 0 {
-			return 0, 0, 0, usageErr("--hotzone-size must not be zero")
-		}
-	}
-	return keySize, sectorSize, hotzone, nil
 }
 
 // startServeReencrypt runs the volume's reencryption while it is served,
