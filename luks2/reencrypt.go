@@ -1015,7 +1015,8 @@ func (h *Header) reencRun(ctx context.Context, dev, data Device, r *reenc, o Ree
 	next := make(chan preparedChunk, 1)
 	stop := make(chan struct{})
 	defer close(stop)
-	go r.readAhead(data, r.progress, hz, next, stop) // reencrypt_pipeline.go
+	pool := newBufferPool(hz)
+	go r.readAhead(data, r.progress, hz, pool, next, stop) // reencrypt_pipeline.go
 	steps := 0
 	none := r.resilience == "none"
 	for r.progress < r.size {
@@ -1055,13 +1056,10 @@ func (h *Header) reencRun(ctx context.Context, dev, data Device, r *reenc, o Ree
 				return err
 			}
 		}
-		sec := r.progress / 512
-		if err := r.newC.EncryptSectors(c.plain, c.plain, sec); err != nil {
+		if err := r.writeHotzone(data, c.plain, r.progress); err != nil {
 			return err
 		}
-		if _, err := data.WriteAt(c.plain, int64(r.dataOff+r.progress)); err != nil {
-			return fmt.Errorf("writing the hotzone at %d: %w", r.dataOff+r.progress, err)
-		}
+		pool.put(c.plain)
 		r.progress += n
 		steps++
 		if o.Progress != nil {
