@@ -52,7 +52,8 @@ type ReencryptOptions struct {
 	Resilience string
 	// Hash is the checksum hash (default sha256).
 	Hash string
-	// HotzoneSize caps the bytes reencrypted per step (default 32 MiB).
+	// HotzoneSize caps the bytes reencrypted per step (default 32 MiB;
+	// 2 MiB offline with resilience none).
 	HotzoneSize uint64
 	// Slot is the keyslot to open (AnySlot for any).
 	Slot int
@@ -93,6 +94,12 @@ const (
 	flagInReencrypt   = "in-reencryption"
 	reencMaxStringLen = 64
 )
+
+// Offline with none the hotzone is never in the metadata and a step
+// commits nothing: it is only the read-ahead's unit, and three buffers of
+// 2 MiB stay in cache where three of 32 MiB did not (0.2 s against 0.3 s
+// for 256 MiB on tmpfs, mostly system time).
+const defaultNoneHotzone = 2 << 20
 
 // reenc is a loaded reencryption: what the metadata says plus the keys.
 type reenc struct {
@@ -1003,6 +1010,9 @@ func (h *Header) reencRun(ctx context.Context, dev, data Device, r *reenc, o Ree
 			return err
 		}
 		r.progress = r.hotOff + r.hotLen
+	}
+	if o.HotzoneSize == 0 && r.resilience == "none" {
+		o.HotzoneSize = defaultNoneHotzone
 	}
 	hz := r.hotzoneMax(o)
 	if hz == 0 {

@@ -59,7 +59,7 @@ var flagDefs = []flagDef{
 	{"decrypt", 0, kindBool, "speed: measure decryption; reencrypt: decrypt the device (not supported yet)"},
 	{"encrypt", 0, kindBool, "reencrypt: encrypt a plaintext device (not supported yet)"},
 	{"resilience", 0, kindString, "reencrypt: checksum (default), journal or none"},
-	{"hotzone-size", 0, kindString, "reencrypt: bytes per step (units k, m, g; default 32m)"},
+	{"hotzone-size", 0, kindString, "reencrypt: bytes per step (units k, m, g; default 32m, 2m with --resilience none)"},
 	{"init-only", 0, kindBool, "reencrypt: write the reencryption metadata and stop"},
 	{"resume-only", 0, kindBool, "reencrypt: only resume a reencryption in progress"},
 	{"force-offline-reencrypt", 0, kindBool, "reencrypt: accepted for cryptsetup compatibility (the reencrypt verb works offline; serve --reencrypt online)"},

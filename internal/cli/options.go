@@ -100,7 +100,7 @@ var verbOptions = map[string][]opt{
 		opt{name: "key-slot", def: "the only keyslot", help: "the keyslot to keep; the others are removed at the end", kind: -1},
 		o("cipher", "the current cipher"), o("key-size", "the current key size"), o("sector-size", "the current sector size"),
 		opt{name: "hash", def: "sha256", help: "the checksum hash of --resilience checksum", kind: -1},
-		o("resilience", "checksum"), o("hotzone-size", "32M"), o("init-only", ""), o("resume-only", ""),
+		o("resilience", "checksum"), o("hotzone-size", "32M (2M with --resilience none)"), o("init-only", ""), o("resume-only", ""),
 		o("encrypt", ""), o("decrypt", ""), o("force-offline-reencrypt", "")}, pbkdfOpts, progressOpts),
 	"add-key": cat([]opt{luksTypeOpt, o("header", "DEVICE itself"), o("key-file", "the terminal, or stdin"),
 		o("keyfile-offset", "0"), o("keyfile-size", "all of it"), o("new-keyfile-offset", "0"), o("new-keyfile-size", "all of it"),
