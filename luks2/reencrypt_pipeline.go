@@ -1,6 +1,7 @@
 package luks2
 
 import (
+	"cmp"
 	"fmt"
 	"hash"
 	"sync"
@@ -88,40 +89,25 @@ func (r *reenc) resilienceData(raw []byte) []byte {
 	switch r.resilience {
 	case "checksum":
 		hf, _ := hashByName(r.hash)
-		return r.appendSums(nil, raw, hf)
+		sums := make([]byte, len(raw)/r.block*hf().Size())
+		r.sumsInto(sums, raw, hf)
+		return sums
 	case "journal":
 		return raw
 	}
 	return nil
 }
 
-// appendSums appends the checksum of each block of raw to sums. A large
-// raw is hashed by two goroutines (hashing is most of checksum mode's
-// work), each on its half, into sums' two halves.
-func (r *reenc) appendSums(sums, raw []byte, hf func() hash.Hash) []byte {
-	count := len(raw) / r.block
-	hs := hf().Size()
-	at := len(sums)
-	sums = append(sums, make([]byte, count*hs)...)
-	one := func(from, to int) {
-		hh := hf()
-		for i := from; i < to; i++ {
-			hh.Reset()
-			hh.Write(raw[i*r.block : (i+1)*r.block])
-			hh.Sum(sums[at+i*hs : at+i*hs : at+(i+1)*hs])
-		}
+// sumsInto writes the checksum of each block of raw into sums, which
+// holds one hash per block.
+func (r *reenc) sumsInto(sums, raw []byte, hf func() hash.Hash) {
+	hh := hf()
+	hs := hh.Size()
+	for i := 0; (i+1)*r.block <= len(raw); i++ {
+		hh.Reset()
+		hh.Write(raw[i*r.block : (i+1)*r.block])
+		hh.Sum(sums[i*hs : i*hs : (i+1)*hs])
 	}
-	if count < 64 {
-		one(0, count)
-		return sums
-	}
-	var wg sync.WaitGroup
-	half := count / 2
-	wg.Add(1)
-	go func() { defer wg.Done(); one(half, count) }()
-	one(0, half)
-	wg.Wait()
-	return sums
 }
 
 // writeResilience writes and syncs the resilience data of a hotzone.
@@ -136,7 +122,6 @@ func (r *reenc) writeResilience(dev Device, prot []byte) error {
 // read error or stop. The ranges it reads are not written until their
 // turn, so what it reads is the old ciphertext.
 func (r *reenc) readAhead(data Device, start, hz uint64, pool *bufferPool, next chan<- preparedChunk, stop <-chan struct{}) {
-	hf, _ := hashByName(r.hash)
 	for off := start; off < r.size; {
 		n := min(hz, r.size-off)
 		buf := pool.get(n, stop)
@@ -144,26 +129,7 @@ func (r *reenc) readAhead(data Device, start, hz uint64, pool *bufferPool, next 
 			return
 		}
 		c := preparedChunk{off: off, plain: buf}
-		switch r.resilience {
-		case "checksum":
-			c.prot = make([]byte, 0, int(n)/r.block*hf().Size())
-		case "journal":
-			c.prot = make([]byte, n)
-		}
-		for p := uint64(0); p < n && c.err == nil; p += pieceSize {
-			k := min(pieceSize, n-p)
-			piece := buf[p : p+k]
-			if _, c.err = readFull(data, piece, int64(r.dataOff+off+p)); c.err != nil {
-				break
-			}
-			switch r.resilience {
-			case "checksum":
-				c.prot = r.appendSums(c.prot, piece, hf)
-			case "journal":
-				copy(c.prot[p:], piece) // the journal is the ciphertext itself
-			}
-			c.err = r.oldC.DecryptSectors(piece, piece, (off+p)/512)
-		}
+		c.prot, c.err = r.prepare(data, buf, off)
 		select {
 		case next <- c:
 		case <-stop:
@@ -176,6 +142,57 @@ func (r *reenc) readAhead(data Device, start, hz uint64, pool *bufferPool, next 
 		off += n
 	}
 	close(next)
+}
+
+// piecesInFlight is how many read pieces are hashed and decrypted at once
+// while the next one is read: the read (a copy in the kernel) and the
+// hashing (most of checksum mode's work) then run on both cores instead
+// of one after the other.
+const piecesInFlight = 2
+
+// prepare reads the hotzone at off into buf piece by piece and returns
+// its resilience data, buf decrypted with the old key.
+func (r *reenc) prepare(data Device, buf []byte, off uint64) ([]byte, error) {
+	var prot []byte
+	var hf func() hash.Hash
+	hs := 0
+	switch r.resilience {
+	case "checksum":
+		hf, _ = hashByName(r.hash)
+		hs = hf().Size()
+		prot = make([]byte, len(buf)/r.block*hs)
+	case "journal":
+		prot = make([]byte, len(buf))
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	slots := make(chan struct{}, piecesInFlight)
+	for p := 0; p < len(buf); p += pieceSize {
+		piece := buf[p:min(p+pieceSize, len(buf))]
+		if _, err := readFull(data, piece, int64(r.dataOff+off+uint64(p))); err != nil {
+			wg.Wait()
+			return nil, err
+		}
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			switch r.resilience {
+			case "checksum":
+				r.sumsInto(prot[p/r.block*hs:], piece, hf)
+			case "journal":
+				copy(prot[p:], piece) // the journal is the ciphertext itself
+			}
+			if err := r.oldC.DecryptSectors(piece, piece, (off+uint64(p))/512); err != nil {
+				mu.Lock()
+				firstErr = cmp.Or(firstErr, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return prot, firstErr
 }
 
 // writeHotzone encrypts the decrypted hotzone plain, at off of the data,
