@@ -6,12 +6,13 @@ package luksutil
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/rand"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
 	"os"
 	"regexp"
 	"strings"
@@ -286,20 +287,26 @@ func WriteSync(dev Device, b []byte, off int64) error {
 // WipeArea overwrites n bytes at off with random data and syncs, as
 // cryptsetup does for a destroyed keyslot.
 //
-// The bytes come from a ChaCha8 stream keyed from the system CSPRNG: as
-// unpredictable, and several times faster than the system CSPRNG for the
-// 16 MiB reencryption area a finished reencryption wipes.
+// The bytes are an AES-256-CTR keystream under a key and IV from the
+// system CSPRNG: as unpredictable, and many times faster than getrandom
+// (or ChaCha8 from math/rand) for the 16 MiB area a finished
+// reencryption wipes, 30 ms of its profile before.
 func WipeArea(dev Device, off int64, n int) error {
-	var seed [32]byte
+	var seed [32 + aes.BlockSize]byte
 	if err := Random(seed[:]); err != nil {
 		return err
 	}
-	stream := mrand.NewChaCha8(seed)
+	blk, err := aes.NewCipher(seed[:32])
+	if err != nil {
+		return err
+	}
+	stream := cipher.NewCTR(blk, seed[32:])
 	clear(seed[:])
 	buf := make([]byte, min(n, 1<<20))
 	for done := 0; done < n; {
 		k := min(len(buf), n-done)
-		_, _ = stream.Read(buf[:k]) // never fails
+		clear(buf[:k])
+		stream.XORKeyStream(buf[:k], buf[:k])
 		if _, err := dev.WriteAt(buf[:k], off+int64(done)); err != nil {
 			return err
 		}
