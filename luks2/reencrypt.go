@@ -220,6 +220,8 @@ func (h *Header) digestOfSegment(seg int) int {
 // same passphrase. On ctx's end it stops between hotzones, leaving a state
 // both tools resume.
 func Reencrypt(ctx context.Context, dev Device, passphrase []byte, opts ReencryptOptions) error {
+	ctx, known := withDerivedKeys(ctx)
+	defer known.wipe()
 	h, err := ReadContext(ctx, dev)
 	if err != nil {
 		return err
@@ -521,7 +523,12 @@ func (h *Header) reencryptInit(ctx context.Context, dev, data Device, passphrase
 	if err := luksutil.WriteSync(dev, nk.material, int64(nk.offset)); err != nil {
 		return fmt.Errorf("writing keyslot %d material: %w", newSlot, err)
 	}
-	return h.write(dev, p)
+	if err := h.write(dev, p); err != nil {
+		return err
+	}
+	rememberKey(ctx, oldDigest.ID, oldKey) // reencrypt_keys.go
+	rememberKey(ctx, newDID, newKey)
+	return nil
 }
 
 func oldDigestID(h *Header) int {
@@ -765,6 +772,10 @@ func (h *Header) loadReenc(ctx context.Context, dev, data Device, passphrase []b
 	for _, id := range h.byPriorityAll(slot) {
 		ksl := h.md.keyslots[id]
 		if ksl.Type != "luks2" || (ksl.Digest != r.digOld && ksl.Digest != r.digNew) || keys[ksl.Digest] != nil {
+			continue
+		}
+		if key := derivedKey(ctx, ksl.Digest); key != nil {
+			keys[ksl.Digest] = key
 			continue
 		}
 		key, err := h.openKeyslot(ctx, dev, ksl, passphrase)
