@@ -96,8 +96,8 @@ const (
 )
 
 // Offline with none the hotzone is never in the metadata and a step
-// commits nothing: it is only the read-ahead's unit, and three buffers of
-// 2 MiB stay in cache where three of 32 MiB did not (0.2 s against 0.3 s
+// commits nothing: it is only the read-ahead's unit, and its buffers of
+// 2 MiB stay in cache where 32 MiB ones did not (0.2 s against 0.3 s
 // for 256 MiB on tmpfs, mostly system time).
 const defaultNoneHotzone = 2 << 20
 
