@@ -27,7 +27,8 @@ import (
 
 // pieceSize is the bytes read, hashed and decrypted (or encrypted and
 // written) at a time; a multiple of every sector and hash block size.
-const pieceSize = 1 << 20
+// A variable for the power-cut test with several pieces per hotzone.
+var pieceSize = 1 << 20
 
 // hotzoneBuffers is one hotzone being written and one being read: the
 // writer hands its buffer back before its sync and commit, so the reader
