@@ -1039,6 +1039,7 @@ func (h *Header) reencRun(ctx context.Context, dev, data Device, r *reenc, o Ree
 	pool := newBufferPool(hz)
 	go r.readAhead(data, r.progress, hz, pool, next, stop) // reencrypt_pipeline.go
 	steps := 0
+	var piece []byte // checksum's: the hotzone is read again, a piece at a time
 	none := r.resilience == "none"
 	for r.progress < r.size {
 		stopped := ctx.Err()
@@ -1068,7 +1069,7 @@ func (h *Header) reencRun(ctx context.Context, dev, data Device, r *reenc, o Ree
 		if c.err != nil {
 			return fmt.Errorf("reading the hotzone at %d: %w", r.dataOff+c.off, c.err)
 		}
-		n := uint64(len(c.plain))
+		n := c.n
 		if !none {
 			if err := r.writeResilience(dev, c.prot); err != nil {
 				return fmt.Errorf("writing reencryption resilience data: %w", err)
@@ -1077,10 +1078,20 @@ func (h *Header) reencRun(ctx context.Context, dev, data Device, r *reenc, o Ree
 				return err
 			}
 		}
-		if err := r.writeHotzone(data, c.plain, r.progress); err != nil {
-			return err
+		if c.plain == nil {
+			if piece == nil {
+				piece = make([]byte, pieceSize)
+				defer clear(piece)
+			}
+			if err := r.rewriteHotzone(data, r.progress, n, piece); err != nil {
+				return err
+			}
+		} else {
+			if err := r.writeHotzone(data, c.plain, r.progress); err != nil {
+				return err
+			}
+			pool.put(c.plain)
 		}
-		pool.put(c.plain)
 		r.progress += n
 		steps++
 		if o.Progress != nil {

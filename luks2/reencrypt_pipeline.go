@@ -10,18 +10,23 @@ import (
 )
 
 // The offline run's read-ahead: while one hotzone is encrypted, written
-// and committed, a goroutine reads the next one, computes its resilience
-// data from the old ciphertext and decrypts it, so reading and decryption
-// overlap the writes, syncs and commits of the step before (the sector
-// engine shares each batch between both cores as well).
+// and committed, a goroutine reads the next one and computes its
+// resilience data from the old ciphertext, so reading and hashing overlap
+// the writes, syncs and commits of the step before (the sector engine
+// shares each batch between both cores as well).
 //
-// Both sides work a hotzone in pieces of pieceSize: a 32 MiB hotzone
-// does not fit in any cache, so reading, hashing and decrypting it whole
-// (and encrypting and writing it whole) took each byte through memory
-// five times; piece by piece, each byte is read in and written out once
-// and the passes between run in cache. The hotzone buffers are reused
-// (hotzoneBuffers of them), so no step pays for faulting in and zeroing
-// fresh memory. Neither changes what reaches the device or when: the
+// Both sides work in pieces of pieceSize: a 32 MiB hotzone does not fit
+// in any cache, so reading, hashing and decrypting it whole (and
+// encrypting and writing it whole) took each byte through memory at
+// every pass; piece by piece the passes between the read and the write
+// run in cache. For checksum (the default) the reader keeps only the
+// checksums, and the writer reads each piece again after the commit,
+// decrypts, encrypts and writes it: a second read of the page cache costs
+// less than holding the hotzone (0.24 s against 0.28 s for 256 MiB on
+// tmpfs, a third fewer page faults). For journal (whose data is the
+// whole old ciphertext anyway) and none the reader also decrypts, into
+// reused hotzone buffers (hotzoneBuffers of them), so no step faults in
+// fresh memory. None of it changes what reaches the device or when: the
 // resilience data still covers the whole hotzone and is written and
 // committed before any of its pieces.
 
@@ -39,6 +44,7 @@ const hotzoneBuffers = 2
 // preparedChunk is one hotzone read and decrypted ahead of its turn.
 type preparedChunk struct {
 	off   uint64
+	n     uint64 // the hotzone's length
 	prot  []byte // resilience data (checksums, or the journal: the old ciphertext)
 	plain []byte // the hotzone decrypted with the old key
 	err   error
@@ -127,12 +133,17 @@ func (r *reenc) writeResilience(dev Device, prot []byte) error {
 func (r *reenc) readAhead(data Device, start, hz uint64, pool *bufferPool, next chan<- preparedChunk, stop <-chan struct{}) {
 	for off := start; off < r.size; {
 		n := min(hz, r.size-off)
-		buf := pool.get(n, stop)
-		if buf == nil {
-			return
+		c := preparedChunk{off: off, n: n}
+		if r.resilience == "checksum" {
+			c.prot, c.err = r.checksums(data, off, n, stop)
+		} else {
+			buf := pool.get(n, stop)
+			if buf == nil {
+				return
+			}
+			c.plain = buf
+			c.prot, c.err = r.prepare(data, buf, off)
 		}
-		c := preparedChunk{off: off, plain: buf}
-		c.prot, c.err = r.prepare(data, buf, off)
 		select {
 		case next <- c:
 		case <-stop:
@@ -209,6 +220,62 @@ func (r *reenc) writeHotzone(data Device, plain []byte, off uint64) error {
 		}
 		if _, err := data.WriteAt(piece, int64(r.dataOff+at)); err != nil {
 			return fmt.Errorf("writing the hotzone at %d: %w", r.dataOff+at, err)
+		}
+	}
+	return nil
+}
+
+// checksums reads the hotzone at off, n bytes, piece by piece and returns
+// the checksums of its blocks; the data itself is not kept but read
+// again by the writer (rewriteHotzone) once the checksums are committed.
+// A 32 MiB hotzone held whole missed the cache at every pass (and faulted
+// in its buffers); pieces read twice stay in it.
+func (r *reenc) checksums(data Device, off, n uint64, stop <-chan struct{}) ([]byte, error) {
+	hf, _ := hashByName(r.hash)
+	hs := hf().Size()
+	sums := make([]byte, int(n)/r.block*hs)
+	bufs := make(chan []byte, piecesInFlight+1)
+	for range piecesInFlight + 1 {
+		bufs <- make([]byte, pieceSize)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for p := 0; p < int(n); p += pieceSize {
+		var buf []byte
+		select {
+		case buf = <-bufs:
+		case <-stop:
+			return nil, errStopAfter // the run has ended; nobody reads this
+		}
+		piece := buf[:min(pieceSize, int(n)-p)]
+		if _, err := readFull(data, piece, int64(r.dataOff+off+uint64(p))); err != nil {
+			return nil, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.sumsInto(sums[p/r.block*hs:], piece, hf)
+			bufs <- buf
+		}()
+	}
+	wg.Wait()
+	return sums, nil
+}
+
+// rewriteHotzone reads the hotzone at off again, piece by piece into
+// piece, decrypts it with the old key and encrypts and writes it with the
+// new one.
+func (r *reenc) rewriteHotzone(data Device, off, n uint64, piece []byte) error {
+	for p := uint64(0); p < n; p += uint64(len(piece)) {
+		b := piece[:min(uint64(len(piece)), n-p)]
+		if _, err := readFull(data, b, int64(r.dataOff+off+p)); err != nil {
+			return fmt.Errorf("reading the hotzone at %d: %w", r.dataOff+off+p, err)
+		}
+		if err := r.oldC.DecryptSectors(b, b, (off+p)/512); err != nil {
+			return err
+		}
+		if err := r.writeHotzone(data, b, off+p); err != nil {
+			return err
 		}
 	}
 	return nil
