@@ -52,7 +52,8 @@ type ReencryptOptions struct {
 	Resilience string
 	// Hash is the checksum hash (default sha256).
 	Hash string
-	// HotzoneSize caps the bytes reencrypted per step (default 32 MiB).
+	// HotzoneSize caps the bytes reencrypted per step (default 32 MiB;
+	// 2 MiB offline with resilience none).
 	HotzoneSize uint64
 	// Slot is the keyslot to open (AnySlot for any).
 	Slot int
@@ -93,6 +94,12 @@ const (
 	flagInReencrypt   = "in-reencryption"
 	reencMaxStringLen = 64
 )
+
+// Offline with none the hotzone is never in the metadata and a step
+// commits nothing: it is only the read-ahead's unit, and its buffers of
+// 2 MiB stay in cache where 32 MiB ones did not (0.2 s against 0.3 s
+// for 256 MiB on tmpfs, mostly system time).
+const defaultNoneHotzone = 2 << 20
 
 // reenc is a loaded reencryption: what the metadata says plus the keys.
 type reenc struct {
@@ -217,6 +224,8 @@ func (h *Header) digestOfSegment(seg int) int {
 // same passphrase. On ctx's end it stops between hotzones, leaving a state
 // both tools resume.
 func Reencrypt(ctx context.Context, dev Device, passphrase []byte, opts ReencryptOptions) error {
+	ctx, known := withDerivedKeys(ctx)
+	defer known.wipe()
 	h, err := ReadContext(ctx, dev)
 	if err != nil {
 		return err
@@ -524,7 +533,12 @@ func (h *Header) reencryptInit(ctx context.Context, dev, data Device, passphrase
 	if err := luksutil.WriteSync(dev, nk.material, int64(nk.offset)); err != nil {
 		return fmt.Errorf("writing keyslot %d material: %w", newSlot, err)
 	}
-	return h.write(dev, p)
+	if err := h.write(dev, p); err != nil {
+		return err
+	}
+	rememberKey(ctx, oldDigest.ID, oldKey) // reencrypt_keys.go
+	rememberKey(ctx, newDID, newKey)
+	return nil
 }
 
 func oldDigestID(h *Header) int {
@@ -770,6 +784,10 @@ func (h *Header) loadReenc(ctx context.Context, dev, data Device, passphrase []b
 		if ksl.Type != "luks2" || (ksl.Digest != r.digOld && ksl.Digest != r.digNew) || keys[ksl.Digest] != nil {
 			continue
 		}
+		if key := derivedKey(ctx, ksl.Digest); key != nil {
+			keys[ksl.Digest] = key
+			continue
+		}
 		key, err := h.openKeyslot(ctx, dev, ksl, passphrase)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -953,6 +971,9 @@ func (h *Header) reencRun(ctx context.Context, dev, data Device, r *reenc, o Ree
 		}
 		r.progress = r.hotOff + r.hotLen
 	}
+	if o.HotzoneSize == 0 && r.resilience == "none" {
+		o.HotzoneSize = defaultNoneHotzone
+	}
 	hz := r.hotzoneMax(o)
 	if hz == 0 {
 		return fmt.Errorf("%w: no room for a hotzone", ErrNoFreeSlot)
@@ -964,8 +985,10 @@ func (h *Header) reencRun(ctx context.Context, dev, data Device, r *reenc, o Ree
 	next := make(chan preparedChunk, 1)
 	stop := make(chan struct{})
 	defer close(stop)
-	go r.readAhead(data, r.progress, hz, next, stop) // reencrypt_pipeline.go
+	pool := newBufferPool(hz)
+	go r.readAhead(data, r.progress, hz, pool, next, stop) // reencrypt_pipeline.go
 	steps := 0
+	var piece []byte // checksum's: the hotzone is read again, a piece at a time
 	none := r.resilience == "none"
 	for r.progress < r.size {
 		stopped := ctx.Err()
@@ -995,7 +1018,7 @@ func (h *Header) reencRun(ctx context.Context, dev, data Device, r *reenc, o Ree
 		if c.err != nil {
 			return fmt.Errorf("reading the hotzone at %d: %w", r.dataOff+c.off, c.err)
 		}
-		n := uint64(len(c.plain))
+		n := c.n
 		if !none {
 			if err := r.writeResilience(dev, c.prot); err != nil {
 				return fmt.Errorf("writing reencryption resilience data: %w", err)
@@ -1004,12 +1027,19 @@ func (h *Header) reencRun(ctx context.Context, dev, data Device, r *reenc, o Ree
 				return err
 			}
 		}
-		sec := r.progress / 512
-		if err := r.newC.EncryptSectors(c.plain, c.plain, sec); err != nil {
-			return err
-		}
-		if _, err := data.WriteAt(c.plain, int64(r.dataOff+r.progress)); err != nil {
-			return fmt.Errorf("writing the hotzone at %d: %w", r.dataOff+r.progress, err)
+		if c.plain == nil {
+			if piece == nil {
+				piece = make([]byte, pieceSize)
+				defer clear(piece)
+			}
+			if err := r.rewriteHotzone(data, r.progress, n, piece); err != nil {
+				return err
+			}
+		} else {
+			if err := r.writeHotzone(data, c.plain, r.progress); err != nil {
+				return err
+			}
+			pool.put(c.plain)
 		}
 		r.progress += n
 		steps++

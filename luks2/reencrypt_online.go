@@ -35,6 +35,8 @@ type Online struct {
 // reencryption is ErrNoReencryption (an open that only follows the
 // segments). dev must be writable when a hotzone needs recovery.
 func OpenOnline(ctx context.Context, dev Device, passphrase []byte, opts ReencryptOptions, start bool) (*Online, error) {
+	ctx, known := withDerivedKeys(ctx) // reencrypt_keys.go: init's keys, not derived again
+	defer known.wipe()
 	h, err := ReadContext(ctx, dev)
 	if err != nil {
 		return nil, err

@@ -338,7 +338,7 @@ complete -c blkcrypt -n '__fish_seen_subcommand_from reencrypt' -l force-offline
 complete -c blkcrypt -n '__fish_seen_subcommand_from reencrypt' -l hash -s h -r -d 'the checksum hash of --resilience checksum'
 complete -c blkcrypt -n '__fish_seen_subcommand_from reencrypt' -l header -r -F -d 'detached header file'
 complete -c blkcrypt -n '__fish_seen_subcommand_from reencrypt' -l help -d 'show help'
-complete -c blkcrypt -n '__fish_seen_subcommand_from reencrypt' -l hotzone-size -r -d 'reencrypt: bytes per step (units k, m, g; default 32m)'
+complete -c blkcrypt -n '__fish_seen_subcommand_from reencrypt' -l hotzone-size -r -d 'reencrypt: bytes per step (units k, m, g; default 32m, 2m with --resilience none)'
 complete -c blkcrypt -n '__fish_seen_subcommand_from reencrypt' -l init-only -d 'reencrypt: write the reencryption metadata and stop'
 complete -c blkcrypt -n '__fish_seen_subcommand_from reencrypt' -l iter-time -s i -r -d 'PBKDF unlock time in ms'
 complete -c blkcrypt -n '__fish_seen_subcommand_from reencrypt' -l keep-key -d 'LUKS1: new header and keyslots, same volume key; the data is not touched'

@@ -60,7 +60,7 @@ var flagDefs = []flagDef{
 	{"encrypt", 0, kindBool, "reencrypt: encrypt a plaintext device in place (LUKS2)"},
 	{"reduce-device-size", 0, kindBytes, "reencrypt --encrypt: room for the header at the start of the device, which must be shrunk by it (units K/M/G)"},
 	{"resilience", 0, kindString, "reencrypt: checksum (default), journal or none; datashift with --reduce-device-size"},
-	{"hotzone-size", 0, kindString, "reencrypt: bytes per step (units k, m, g; default 32m)"},
+	{"hotzone-size", 0, kindString, "reencrypt: bytes per step (units k, m, g; default 32m, 2m with --resilience none)"},
 	{"init-only", 0, kindBool, "reencrypt: write the reencryption metadata and stop"},
 	{"resume-only", 0, kindBool, "reencrypt: only resume a reencryption in progress"},
 	{"force-offline-reencrypt", 0, kindBool, "reencrypt: accepted for cryptsetup compatibility (the reencrypt verb works offline; serve --reencrypt online)"},

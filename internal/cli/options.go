@@ -100,7 +100,7 @@ var verbOptions = map[string][]opt{
 		opt{name: "key-slot", def: "the only keyslot", help: "the keyslot to keep; the others are removed at the end", kind: -1},
 		o("cipher", "the current cipher"), o("key-size", "the current key size"), o("sector-size", "the current sector size"),
 		opt{name: "hash", def: "sha256", help: "the checksum hash of --resilience checksum", kind: -1},
-		o("resilience", "checksum"), o("hotzone-size", "32M"), o("init-only", ""), o("resume-only", ""),
+		o("resilience", "checksum"), o("hotzone-size", "32M (2M with --resilience none)"), o("init-only", ""), o("resume-only", ""),
 		o("encrypt", ""), o("decrypt", ""), o("force-offline-reencrypt", ""),
 		opt{name: "reduce-device-size", def: "0 (needs --header)", help: "--encrypt: room for the header at the start of the device (twice the data shift); the plaintext must have been shrunk by it", kind: -1},
 		opt{name: "offset", def: "half of --reduce-device-size; 0 with --header", help: "--encrypt: the data offset in 512-byte sectors", kind: -1},

@@ -8,6 +8,7 @@ package kuznyechik
 import (
 	"crypto/cipher"
 	"fmt"
+	"sync"
 
 	"github.com/blkcrypt/blkcrypt/internal/gost"
 )
@@ -80,7 +81,12 @@ func linInv(b *[16]byte) {
 	}
 }
 
-func init() {
+// tablesOnce builds the tables on first use, not in init: they take tens
+// of milliseconds, paid by every blkcrypt command otherwise, and few
+// volumes use Kuznyechik.
+var tablesOnce sync.Once
+
+func buildTables() {
 	for i, v := range gost.Pi {
 		piInv[v] = byte(i)
 	}
@@ -128,6 +134,7 @@ func NewCipher(key []byte) (cipher.Block, error) {
 	if len(key) != KeySize {
 		return nil, KeySizeError(len(key))
 	}
+	tablesOnce.Do(buildTables)
 	c := &kuz{}
 	copy(c.k[0][:], key[:16])
 	copy(c.k[1][:], key[16:])

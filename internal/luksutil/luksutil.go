@@ -6,6 +6,8 @@ package luksutil
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/rand"
 	"crypto/subtle"
 	"errors"
@@ -284,13 +286,27 @@ func WriteSync(dev Device, b []byte, off int64) error {
 
 // WipeArea overwrites n bytes at off with random data and syncs, as
 // cryptsetup does for a destroyed keyslot.
+//
+// The bytes are an AES-256-CTR keystream under a key and IV from the
+// system CSPRNG: as unpredictable, and many times faster than getrandom
+// (or ChaCha8 from math/rand) for the 16 MiB area a finished
+// reencryption wipes, 30 ms of its profile before.
 func WipeArea(dev Device, off int64, n int) error {
+	var seed [32 + aes.BlockSize]byte
+	if err := Random(seed[:]); err != nil {
+		return err
+	}
+	blk, err := aes.NewCipher(seed[:32])
+	if err != nil {
+		return err
+	}
+	stream := cipher.NewCTR(blk, seed[32:])
+	clear(seed[:])
 	buf := make([]byte, min(n, 1<<20))
 	for done := 0; done < n; {
 		k := min(len(buf), n-done)
-		if err := Random(buf[:k]); err != nil {
-			return err
-		}
+		clear(buf[:k])
+		stream.XORKeyStream(buf[:k], buf[:k])
 		if _, err := dev.WriteAt(buf[:k], off+int64(done)); err != nil {
 			return err
 		}
