@@ -195,13 +195,30 @@ func (im *Image) tune() {
 
 // confGet returns an option's effective value, or "" if librados has none.
 func (im *Image) confGet(k string) string {
+	v, _ := im.getConf(k)
+	return v
+}
+
+func (im *Image) getConf(k string) (string, error) {
 	ck := C.CString(k)
 	defer C.free(unsafe.Pointer(ck))
-	var buf [64]C.char
-	if C.rados_conf_get(im.cluster, ck, &buf[0], C.size_t(len(buf))) < 0 {
-		return ""
+	var buf [256]C.char
+	if r := C.rados_conf_get(im.cluster, ck, &buf[0], C.size_t(len(buf))); r < 0 {
+		return "", cephErr("option "+k, r)
 	}
-	return C.GoString(&buf[0])
+	return C.GoString(&buf[0]), nil
+}
+
+// ConfigValue returns the value a Ceph option has for this image's cluster
+// connection: the configuration's, or the one Open chose (see the package
+// documentation). Unknown options wrap ErrCeph and ENOENT.
+func (im *Image) ConfigValue(name string) (string, error) {
+	im.mu.RLock()
+	defer im.mu.RUnlock()
+	if im.closed {
+		return "", ErrClosed
+	}
+	return im.getConf(name)
 }
 
 // release frees whatever Open got.
