@@ -128,10 +128,7 @@ func Open(ctx context.Context, spec string, readOnly bool) (*Image, error) {
 		return nil, cephErr("CEPH_ARGS", r)
 	}
 	for k, v := range map[string]string{"client_mount_timeout": "30", "rados_mon_op_timeout": "30"} {
-		ck, cv := C.CString(k), C.CString(v)
-		C.rados_conf_set(im.cluster, ck, cv)
-		C.free(unsafe.Pointer(ck))
-		C.free(unsafe.Pointer(cv))
+		im.confSet(k, v)
 	}
 	if r := C.rados_connect(im.cluster); r < 0 {
 		return nil, cephErr("connecting to the cluster", r)
@@ -181,16 +178,19 @@ func Open(ctx context.Context, spec string, readOnly bool) (*Image, error) {
 //     configuration that changed either rbd_cache or rbd_cache_policy from
 //     librbd's defaults keeps what it chose.
 func (im *Image) tune() {
-	set := func(k, v string) {
-		ck, cv := C.CString(k), C.CString(v)
-		C.rados_conf_set(im.cluster, ck, cv)
-		C.free(unsafe.Pointer(ck))
-		C.free(unsafe.Pointer(cv))
-	}
-	set("rbd_disable_zero_copy_writes", "false")
+	im.confSet("rbd_disable_zero_copy_writes", "false")
 	if im.confGet("rbd_cache") == "true" && im.confGet("rbd_cache_policy") == "writearound" {
-		set("rbd_cache", "false")
+		im.confSet("rbd_cache", "false")
 	}
+}
+
+// confSet sets an option on the cluster handle, above what the
+// configuration says.
+func (im *Image) confSet(k, v string) {
+	ck, cv := C.CString(k), C.CString(v)
+	C.rados_conf_set(im.cluster, ck, cv)
+	C.free(unsafe.Pointer(ck))
+	C.free(unsafe.Pointer(cv))
 }
 
 // confGet returns an option's effective value, or "" if librados has none.
