@@ -134,6 +134,7 @@ func Open(ctx context.Context, spec string, readOnly bool) (*Image, error) {
 		return nil, cephErr("connecting to the cluster", r)
 	}
 	// After the connection, so that the monitors' central configuration
+	// (librados fetches it while connecting; not covered by a test)
 	// counts as the user's choice too; before rbd_open, which reads them.
 	im.tune()
 	pool := C.CString(sp.Pool)
