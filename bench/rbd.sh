@@ -33,6 +33,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 size_mib=${1:-512}
 rounds=${ROUNDS:-5}
+qcache=${BENCH_QEMU_CACHE:-none}
 base=${BENCH_DIR:-/dev/shm}
 [ -d "$base" ] && [ -w "$base" ] || base=${TMPDIR:-/tmp}
 work=$(mktemp -d "$base/rbd-bench.XXXXXX")
@@ -78,14 +79,14 @@ serve() {
   rm -f "$work/$name.sock" "$work/$name-raw.sock"
   case $name in
   raw)
-    qemu-nbd -t --shared=8 -k "$work/raw.sock" -x raw -f raw "rbd:rbd/raw:conf=$conf" 2>>"$work/log" &
+    qemu-nbd -t --shared=8 --cache="$qcache" -k "$work/raw.sock" -x raw -f raw "rbd:rbd/raw:conf=$conf" 2>>"$work/log" &
     pids+=($!) ;;
   librbd)
-    qemu-nbd -t --shared=8 -k "$work/librbd.sock" -x librbd --object secret,id=sec0,file="$work/pass" \
+    qemu-nbd -t --shared=8 --cache="$qcache" -k "$work/librbd.sock" -x librbd --object secret,id=sec0,file="$work/pass" \
       --image-opts "driver=rbd,pool=rbd,image=librbd,conf=$conf,encrypt.format=luks2,encrypt.key-secret=sec0" 2>>"$work/log" &
     pids+=($!) ;;
   blkcrypt)
-    qemu-nbd -t --shared=8 -k "$work/blkcrypt-raw.sock" -x blk -f raw "rbd:rbd/blk:conf=$conf" 2>>"$work/log" &
+    qemu-nbd -t --shared=8 --cache="$qcache" -k "$work/blkcrypt-raw.sock" -x blk -f raw "rbd:rbd/blk:conf=$conf" 2>>"$work/log" &
     pids+=($!)
     wait_sock "nbd+unix:///blk?socket=$work/blkcrypt-raw.sock"
     "$work/blkcrypt" serve "nbd+unix:///blk?socket=$work/blkcrypt-raw.sock" --key-file "$work/pass" \
@@ -117,7 +118,7 @@ unserve() {
 
 # blkcrypt formats its image through qemu-nbd's raw export: the layout
 # librbd needs comes from the LUKS2 defaults (see docs/scaling.md).
-qemu-nbd -t --shared=8 -k "$work/fmt.sock" -x blk -f raw "rbd:rbd/blk:conf=$conf" 2>>"$work/log" &
+qemu-nbd -t --shared=8 --cache="$qcache" -k "$work/fmt.sock" -x blk -f raw "rbd:rbd/blk:conf=$conf" 2>>"$work/log" &
 pids+=($!)
 wait_sock "nbd+unix:///blk?socket=$work/fmt.sock"
 "$work/blkcrypt" format -q "nbd+unix:///blk?socket=$work/fmt.sock" --key-file "$work/pass" \
@@ -179,10 +180,10 @@ fi
 echo
 echo "| peer | what serves the image |"
 echo "|---|---|"
-echo "| blkcrypt | \`blkcrypt serve nbd+unix:///blk?socket=…\` (defaults) over \`qemu-nbd -t --shared=8 -f raw rbd:rbd/blk:conf=…\`; LUKS2 made by \`blkcrypt format\` |"
-[ "$np" = 4 ] && echo "| native | \`blkcrypt serve rbd:rbd/native@conf=…\` built with \`-tags ceph\` (librbd in the process, default librbd cache settings); LUKS2 made by \`blkcrypt format\` |"
-echo "| librbd | \`qemu-nbd -t --shared=8 --image-opts driver=rbd,…,encrypt.format=luks2\`; LUKS2 made by \`rbd encryption format\` |"
-echo "| raw | \`qemu-nbd -t --shared=8 -f raw rbd:rbd/raw:conf=…\`, unencrypted |"
+echo "| blkcrypt | \`blkcrypt serve nbd+unix:///blk?socket=…\` (defaults) over \`qemu-nbd -t --shared=8 --cache=$qcache -f raw rbd:rbd/blk:conf=…\`; LUKS2 made by \`blkcrypt format\` |"
+[ "$np" = 4 ] && echo "| native | \`blkcrypt serve rbd:rbd/native@conf=…\` built with \`-tags ceph\` (librbd in the process; package rbd turns off librbd's cache and its write copy); LUKS2 made by \`blkcrypt format\` |"
+echo "| librbd | \`qemu-nbd -t --shared=8 --cache=$qcache --image-opts driver=rbd,…,encrypt.format=luks2\`; LUKS2 made by \`rbd encryption format\` |"
+echo "| raw | \`qemu-nbd -t --shared=8 --cache=$qcache -f raw rbd:rbd/raw:conf=…\`, unencrypted |"
 echo
 echo "($size_mib MiB of plaintext per peer on a single-node cluster (one memstore OSD, $(ceph --version | awk '{print $3}')), nbdcopy --flush over Unix sockets, best of $rounds rounds with the peers taking turns; writes from a tmpfs file of random bytes, reads to nbdcopy's null:; '… vs it' = that blkcrypt route's speed divided by the peer's; librbd then read back exactly what blkcrypt wrote.)"
 if [ -n "${BENCH_RESULTS:-}" ]; then

@@ -13,6 +13,13 @@
 // as the rbd tool finds it (CEPH_CONF, then /etc/ceph/ceph.conf);
 // CEPH_ARGS is honoured; the client is client.admin.
 //
+// Two librbd defaults are changed, because they cost CPU and buy a Volume
+// nothing: writes are zero-copy (rbd_disable_zero_copy_writes=false; every
+// write waits for its completion with its buffer untouched), and librbd's
+// cache is off (rbd_cache=false, as qemu's cache=none sets it) unless the
+// configuration changed rbd_cache or rbd_cache_policy from librbd's
+// defaults, say rbd_cache_policy = writeback to keep a cache.
+//
 // Without the tag the package is empty, and an RBD image is reached over
 // NBD instead: qemu-nbd's raw rbd export as an nbd+unix:// URI. Which route
 // is faster is measured by bench/rbd.sh (docs/scaling.md has the figures).

@@ -128,14 +128,15 @@ func Open(ctx context.Context, spec string, readOnly bool) (*Image, error) {
 		return nil, cephErr("CEPH_ARGS", r)
 	}
 	for k, v := range map[string]string{"client_mount_timeout": "30", "rados_mon_op_timeout": "30"} {
-		ck, cv := C.CString(k), C.CString(v)
-		C.rados_conf_set(im.cluster, ck, cv)
-		C.free(unsafe.Pointer(ck))
-		C.free(unsafe.Pointer(cv))
+		im.confSet(k, v)
 	}
 	if r := C.rados_connect(im.cluster); r < 0 {
 		return nil, cephErr("connecting to the cluster", r)
 	}
+	// After the connection, so that the monitors' central configuration
+	// (librados fetches it while connecting; not covered by a test)
+	// counts as the user's choice too; before rbd_open, which reads them.
+	im.tune()
 	pool := C.CString(sp.Pool)
 	defer C.free(unsafe.Pointer(pool))
 	if r := C.rados_ioctx_create(im.cluster, pool, &im.ioctx); r < 0 {
@@ -160,6 +161,65 @@ func Open(ctx context.Context, spec string, readOnly bool) (*Image, error) {
 	im.size = int64(size)
 	ok = true
 	return im, nil
+}
+
+// tune changes two librbd defaults that cost CPU and buy a Volume nothing,
+// measured with bench/rbd.sh's write (docs/scaling.md):
+//
+//   - rbd_disable_zero_copy_writes (default true) makes librbd copy every
+//     write, so that a caller changing its buffer while the write is in
+//     flight cannot make the data and its CRC disagree. Every write here
+//     waits for its completion with the buffer untouched, and librbd's
+//     zero-copy path delays that completion until it lets go of the buffer,
+//     so the copy guards against nothing.
+//   - rbd_cache (default true, policy writearound) acknowledges writes
+//     before the OSDs have them and tracks them to order overlaps. The
+//     Volume above writes whole sectors and flushes when its user asks, as
+//     qemu's cache=none does (qemu turns rbd_cache off for it). A
+//     configuration that changed either rbd_cache or rbd_cache_policy from
+//     librbd's defaults keeps what it chose.
+func (im *Image) tune() {
+	im.confSet("rbd_disable_zero_copy_writes", "false")
+	if im.confGet("rbd_cache") == "true" && im.confGet("rbd_cache_policy") == "writearound" {
+		im.confSet("rbd_cache", "false")
+	}
+}
+
+// confSet sets an option on the cluster handle, above what the
+// configuration says.
+func (im *Image) confSet(k, v string) {
+	ck, cv := C.CString(k), C.CString(v)
+	C.rados_conf_set(im.cluster, ck, cv)
+	C.free(unsafe.Pointer(ck))
+	C.free(unsafe.Pointer(cv))
+}
+
+// confGet returns an option's effective value, or "" if librados has none.
+func (im *Image) confGet(k string) string {
+	v, _ := im.getConf(k)
+	return v
+}
+
+func (im *Image) getConf(k string) (string, error) {
+	ck := C.CString(k)
+	defer C.free(unsafe.Pointer(ck))
+	var buf [256]C.char
+	if r := C.rados_conf_get(im.cluster, ck, &buf[0], C.size_t(len(buf))); r < 0 {
+		return "", cephErr("option "+k, r)
+	}
+	return C.GoString(&buf[0]), nil
+}
+
+// ConfigValue returns the value a Ceph option has for this image's cluster
+// connection: the configuration's, or the one Open chose (see the package
+// documentation). Unknown options wrap ErrCeph and ENOENT.
+func (im *Image) ConfigValue(name string) (string, error) {
+	im.mu.RLock()
+	defer im.mu.RUnlock()
+	if im.closed {
+		return "", ErrClosed
+	}
+	return im.getConf(name)
 }
 
 // release frees whatever Open got.

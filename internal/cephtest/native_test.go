@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"syscall"
 	"testing"
 
@@ -57,5 +58,46 @@ func TestRBDNative(t *testing.T) {
 	_, err := blkcrypt.Open(ctx, "rbd:rbd/no-such-image@conf="+c.Conf, blkcrypt.OpenOptions{Passphrase: pass})
 	if !errors.Is(err, rbd.ErrCeph) || !errors.Is(err, syscall.ENOENT) || !bytes.Contains([]byte(err.Error()), []byte("rbd/no-such-image")) {
 		t.Errorf("a missing image: %v", err)
+	}
+}
+
+// TestRBDNativeTuning: the native device runs with librbd's zero-copy
+// writes and without its cache, unless the configuration chose a cache
+// policy, which it then keeps. (Through configuration files: librados
+// reads CEPH_ARGS once per process.)
+func TestRBDNativeTuning(t *testing.T) {
+	c := cephtest.Get(t)
+	img := c.NewImage(t, imageSize)
+	base, err := os.ReadFile(c.Conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		extra string
+		want  map[string]string
+	}{
+		{"", map[string]string{"rbd_cache": "false", "rbd_disable_zero_copy_writes": "false"}},
+		{"rbd cache policy = writeback", map[string]string{"rbd_cache": "true", "rbd_cache_policy": "writeback", "rbd_disable_zero_copy_writes": "false"}},
+		{"rbd cache = false", map[string]string{"rbd_cache": "false", "rbd_cache_policy": "writearound"}},
+	} {
+		conf := writeFile(t, "ceph.conf", append(append([]byte{}, base...), "\n[client.admin]\n"+tc.extra+"\n"...))
+		im, err := rbd.Open(context.Background(), "rbd:rbd/"+img+"@conf="+conf, false)
+		if err != nil {
+			t.Fatalf("%q: open: %v", tc.extra, err)
+		}
+		for k, want := range tc.want {
+			if got, err := im.ConfigValue(k); err != nil || got != want {
+				t.Errorf("%q: %s = %q, %v; want %q", tc.extra, k, got, err, want)
+			}
+		}
+		if _, err := im.ConfigValue("no_such_option"); !errors.Is(err, rbd.ErrCeph) || !errors.Is(err, syscall.ENOENT) {
+			t.Errorf("an unknown option: %v, want ErrCeph and ENOENT", err)
+		}
+		if err := im.Close(); err != nil {
+			t.Fatalf("close: %v", err)
+		}
+		if _, err := im.ConfigValue("rbd_cache"); !errors.Is(err, rbd.ErrClosed) {
+			t.Errorf("after Close: %v, want ErrClosed", err)
+		}
 	}
 }
