@@ -255,22 +255,7 @@ func TestReencryptEncryptKillRealProcess(t *testing.T) {
 		}
 		if ws.Signaled() && strings.Contains(dump, "online-reencrypt-v2") {
 			kills++
-			if kills%2 == 1 {
-				if code, _, e := run(t, nil, "reencrypt", img, "--resume-only", "--key-file", pass); code != 0 {
-					t.Fatalf("blkcrypt resume after a kill at %v: %s", delay, e)
-				}
-			} else {
-				if strings.Contains(dump, "in-reencryption") {
-					if out, err := cryptsetup(t, "repair", "-q", "--key-file", pass, img); err != nil {
-						t.Fatalf("cryptsetup repair after a kill at %v: %v\n%s", delay, err, out)
-					}
-				}
-				if d, _ := cryptsetup(t, "luksDump", img); strings.Contains(d, "online-reencrypt-v2") {
-					if out, err := cryptsetup(t, "reencrypt", "--resume-only", "--force-offline-reencrypt", "-q", "--key-file", pass, img); err != nil {
-						t.Fatalf("cryptsetup resume after a kill at %v: %v\n%s", delay, err, out)
-					}
-				}
-			}
+			resumeKilled(t, img, pass, dump, kills%2 == 1, delay)
 		}
 		if d, _ := cryptsetup(t, "luksDump", img); strings.Contains(d, "online-reencrypt-v2") {
 			t.Fatalf("after a kill at %v and a resume, the encryption is still in progress:\n%s", delay, d)
