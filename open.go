@@ -302,7 +302,10 @@ func open(ctx context.Context, dev Device, raw any, path, hpath string, o OpenOp
 		if o.HeaderDevice != nil {
 			meta = o.HeaderDevice
 		}
-		if typ = Detect(meta); typ == "" {
+		if typ, err = DetectErr(meta); err != nil {
+			return nil, err
+		}
+		if typ == "" {
 			if marked, _ := luks1.ReencryptionInProgress(meta); marked {
 				return nil, luks1.ErrReencryptInProgress
 			}
@@ -353,25 +356,39 @@ func open(ctx context.Context, dev Device, raw any, path, hpath string, o OpenOp
 }
 
 // Detect names the format whose signature dev carries ("luks1", "luks2",
-// "bitlk", "fvault2"), or "" when none does.
+// "bitlk", "fvault2"), or "" when none does or dev cannot be read.
 func Detect(dev io.ReaderAt) string {
+	t, _ := DetectErr(dev)
+	return t
+}
+
+// DetectErr is Detect that tells a device it cannot read from one without
+// a signature: a read that fails (other than at the end of a device
+// shorter than the 64 KiB it looks at) is returned, so that an I/O error
+// is never reported as a missing header.
+func DetectErr(dev io.ReaderAt) (string, error) {
 	head := make([]byte, 64<<10)
-	n, _ := dev.ReadAt(head, 0)
+	n, err := dev.ReadAt(head, 0)
+	// io.ReaderAt's end of the device is io.EOF itself; a wrapped EOF is a
+	// cause (an NBD connection that ended mid-reply), not the end.
+	if err != nil && err != io.EOF { //nolint:errorlint
+		return "", fmt.Errorf("reading the header: %w", err)
+	}
 	head = head[:n]
 	if len(head) >= 8 && bytes.Equal(head[:6], []byte("LUKS\xba\xbe")) {
 		switch head[7] {
 		case 1:
-			return TypeLUKS1
+			return TypeLUKS1, nil
 		case 2:
-			return TypeLUKS2
+			return TypeLUKS2, nil
 		}
 	}
 	for _, f := range volspec.Formats() {
 		if f.Detect != nil && f.Detect(head) {
-			return f.Name
+			return f.Name, nil
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // build makes the Volume a format described: one Volume per layer, each

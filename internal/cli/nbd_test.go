@@ -3,7 +3,9 @@ package cli
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -289,4 +291,74 @@ func mustRead(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestNBDShortReply: a server that cuts a read reply short, in either
+// reply form, fails read, write (whose unaligned start needs a read), the
+// header read of open, luksDump and luksAddKey with exit 4 and one line
+// naming the fault (never "not a LUKS device"); no verb writes through
+// it, and the bytes behind it are unchanged.
+func TestNBDShortReply(t *testing.T) {
+	dir := t.TempDir()
+	pass := writeFile(t, dir, "pass", []byte("short reply"))
+	img := filepath.Join(dir, "v.img")
+	if code, _, e := run(t, nil, append([]string{"format", img, "--type", "luks2", "--size", strconv.Itoa(20 << 20), "--key-file", pass}, nbdKDF...)...); code != 0 {
+		t.Fatalf("format: %s", e)
+	}
+	if code, _, e := run(t, nil, "write", img, "-i", writeFile(t, dir, "in", randBytes(1<<20)), "--key-file", pass); code != 0 {
+		t.Fatalf("write: %s", e)
+	}
+	image := mustRead(t, img)
+	const dataOff = 16 << 20 // LUKS2's default data offset
+	cuts := []struct {
+		name       string
+		structured bool
+		cut        func(c *nbdtest.FakeConn, h, off uint64, data []byte) error
+		says       string
+	}{
+		{"structured data covering half", true, func(c *nbdtest.FakeConn, h, off uint64, data []byte) error {
+			nbdtest.Chunk(c, 0, nbdtest.ReplyTypeOffsetData, h, nbdtest.DataChunk(off, data[:len(data)/2]))
+			return nbdtest.Chunk(c, nbdtest.ReplyFlagDone, nbdtest.ReplyTypeNone, h, nil)
+		}, "short reply"},
+		{"simple reply cut, then a hang-up", false, func(c *nbdtest.FakeConn, h, off uint64, data []byte) error {
+			b := make([]byte, 16)
+			binary.BigEndian.PutUint32(b, nbdtest.SimpleMagic)
+			binary.BigEndian.PutUint64(b[8:], h)
+			c.Write(append(b, data[:len(data)/2]...))
+			return errors.New("hang up")
+		}, "connection lost"},
+	}
+	for _, cut := range cuts {
+		for _, at := range []struct {
+			name string
+			off  uint64 // reads reaching past it are cut (not the client's probe of the last byte)
+			args []string
+		}{
+			{"read of the data", dataOff, []string{"read", "--key-file", pass}},
+			{"write's read of a partial sector", dataOff, []string{"write", "-i", writeFile(t, dir, "small", []byte("abc")), "--offset-bytes", "100", "--key-file", pass}},
+			{"open's header read", 0, []string{"write", "-i", writeFile(t, dir, "small", []byte("abc")), "--key-file", pass}},
+			{"dump's header read", 0, []string{"luksDump"}},
+			{"luksAddKey's header read", 0, []string{"luksAddKey", "--key-file", pass, writeFile(t, dir, "new", []byte("new"))}},
+		} {
+			t.Run(cut.name+"/"+at.name, func(t *testing.T) {
+				disk := nbdtest.NewDisk(image)
+				f := &nbdtest.Fake{Size: uint64(len(image)), Structured: cut.structured}
+				f.Reply = func(c *nbdtest.FakeConn, cmd uint16, h, off uint64, n uint32, d []byte) error {
+					if cmd == nbdtest.CmdRead && off+uint64(n) > at.off && n > 1 {
+						return cut.cut(c, h, off, image[off:off+uint64(n)])
+					}
+					return disk.Reply(c, cmd, h, off, n, d)
+				}
+				uri := f.Serve(t)
+				args := append([]string{at.args[0], uri}, at.args[1:]...)
+				code, _, e := run(t, nil, args...)
+				if code != ExitDevice || !strings.Contains(e, cut.says) || strings.Count(strings.TrimSpace(e), "\n") != 0 {
+					t.Fatalf("%q: exit %d, %q; want exit 4 and one line with %q", at.args[0], code, e, cut.says)
+				}
+				if disk.Writes.Load() != 0 || !bytes.Equal(disk.Bytes(), image) {
+					t.Fatalf("%d writes reached a server whose replies were short", disk.Writes.Load())
+				}
+			})
+		}
+	}
 }

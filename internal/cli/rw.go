@@ -104,7 +104,7 @@ func openVolumeWith(ctx context.Context, env *Env, p *parsed, path string, readO
 	case "":
 		// As cryptsetup, a device without a signature is not taken for
 		// TrueCrypt (or plain) unless --type says so.
-		if err := uriOpenErr(path); err != nil {
+		if err := detectErr(path); err != nil {
 			return nil, err
 		}
 		if err := luks1InProgressErr(p, path); err != nil {

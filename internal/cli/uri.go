@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 
 	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
@@ -43,17 +45,29 @@ func detectURI(path string) string {
 	return blkcrypt.Detect(d)
 }
 
-// uriOpenErr is why a URI DEVICE cannot be opened (detectType, which
-// found no signature, does not say), or nil for a file or a URI that opens.
-func uriOpenErr(path string) error {
-	if !blkcrypt.IsURI(path) {
-		return nil
+// detectErr is why detectType found no signature on path when the cause
+// is the device (a URI that does not open, a header read that fails), or
+// nil when it read the head and there was none.
+func detectErr(path string) error {
+	var d deviceFile
+	if blkcrypt.IsURI(path) {
+		u, err := blkcrypt.OpenURI(context.Background(), path, true)
+		if err != nil {
+			return err
+		}
+		d = u
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return deviceErr(fmt.Errorf("cannot open device %s: %w", path, err))
+		}
+		d = f
 	}
-	d, err := blkcrypt.OpenURI(context.Background(), path, true)
-	if err != nil {
-		return err
+	defer d.Close()
+	if _, err := blkcrypt.DetectErr(d); err != nil {
+		return deviceErr(fmt.Errorf("device %s: %w", path, err))
 	}
-	return d.Close()
+	return nil
 }
 
 // uriDeviceErr reports the NBD client's errors about the device itself
