@@ -83,7 +83,7 @@ func TestRBDGateway(t *testing.T) {
 	// The gateway's Volume of the RBD image stops before qemu-nbd does.
 	t.Cleanup(func() { stop() })
 	for deadline := time.Now().Add(time.Minute); ; {
-		if _, err := os.Stat(sock); err == nil {
+		if testenv.UnixListening(sock) {
 			break
 		}
 		select {

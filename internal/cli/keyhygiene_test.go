@@ -206,7 +206,7 @@ func hygieneServe(t *testing.T, tr *transcript, img, keyFile string) {
 		done <- Main(ctx, []string{"serve", img, "--listen", "unix:" + sock, "--key-file", keyFile}, &Env{Stdin: bytes.NewReader(nil), Stdout: &out, Stderr: &errb})
 	}()
 	for i := 0; ; i++ {
-		if _, err := os.Stat(sock); err == nil {
+		if testenv.UnixListening(sock) {
 			break
 		}
 		select {
@@ -272,7 +272,7 @@ func TestServeHardensProcess(t *testing.T) {
 			&Env{Stdin: bytes.NewReader(nil), Stdout: &bytes.Buffer{}, Stderr: &errb})
 	}()
 	for i := 0; i < 500; i++ {
-		if _, err := os.Stat(sock); err == nil {
+		if testenv.UnixListening(sock) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/blkcrypt/blkcrypt/internal/testenv"
 )
 
 // syncBuffer is a bytes.Buffer safe for the gateway's goroutines.
@@ -61,10 +63,11 @@ func startGatewayCLI(t *testing.T, args ...string) (string, *syncBuffer, func() 
 		env := &Env{Stdin: bytes.NewReader(nil), Stdout: io.Discard, Stderr: errb}
 		done <- Main(ctx, append([]string{"serve", "--listen", "unix:" + sock}, args...), env)
 	}()
-	// A short poll: serve --reencrypt starts its run as it listens, and a
-	// test that means to catch it mid-way must not lose its head start.
+	// Listening, not just bound (see testenv.UnixListening). A short poll:
+	// serve --reencrypt starts its run as it listens, and a test that
+	// means to catch it mid-way must not lose its head start.
 	for deadline := time.Now().Add(time.Minute); ; {
-		if _, err := os.Stat(sock); err == nil {
+		if testenv.UnixListening(sock) {
 			break
 		}
 		select {

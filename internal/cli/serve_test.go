@@ -39,7 +39,7 @@ func serveWithStdin(t *testing.T, stdin []byte, args ...string) (string, func() 
 		done <- Main(ctx, append([]string{"serve", "--listen", "unix:" + sock}, args...), env)
 	}()
 	for i := 0; i < 200; i++ {
-		if _, err := os.Stat(sock); err == nil {
+		if testenv.UnixListening(sock) {
 			break
 		}
 		select {

@@ -3,7 +3,9 @@ package testenv
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -53,5 +55,38 @@ func TestLookPath(t *testing.T) {
 	}
 	if p, err := LookPath("sh"); err != nil || p == "" {
 		t.Fatalf("sh: %q %v", p, err)
+	}
+}
+
+// TestUnixListening: a bound socket that does not listen yet is not
+// listening; after listen it is, and after close it is not.
+func TestUnixListening(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s")
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := true
+	defer func() {
+		if open {
+			syscall.Close(fd)
+		}
+	}()
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
+		t.Fatal(err)
+	}
+	if UnixListening(path) {
+		t.Fatal("a socket only bound is reported listening")
+	}
+	if err := syscall.Listen(fd, 1); err != nil {
+		t.Fatal(err)
+	}
+	if !UnixListening(path) {
+		t.Fatal("a listening socket is not reported")
+	}
+	open = false
+	syscall.Close(fd)
+	if UnixListening(path) {
+		t.Fatal("a closed socket is reported listening")
 	}
 }

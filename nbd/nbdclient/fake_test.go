@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"github.com/blkcrypt/blkcrypt/nbd/internal/wire"
-	"github.com/blkcrypt/blkcrypt/nbd/nbdclient/nbdtest"
 	"io"
 	"net"
 	"strings"
@@ -13,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/blkcrypt/blkcrypt/nbd/internal/wire"
+	"github.com/blkcrypt/blkcrypt/nbd/nbdclient/nbdtest"
 )
 
 func dialErr(uri string, o Options) (*Client, error) {
