@@ -128,9 +128,12 @@ func gwURI(sock, name string) string { return "nbd+unix:///" + name + "?socket="
 // listedExports is `nbdinfo --list --json`: the export names, sorted.
 func listedExports(t *testing.T, sock string) []string {
 	t.Helper()
-	out, err := exec.Command("nbdinfo", "--list", "--json", "nbd+unix:///?socket="+sock).Output()
+	cmd := exec.Command("nbdinfo", "--list", "--json", "nbd+unix:///?socket="+sock)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("nbdinfo --list: %v", err)
+		t.Fatalf("nbdinfo --list: %v: %s", err, stderr.String())
 	}
 	var v struct {
 		Exports []struct {
