@@ -89,6 +89,8 @@ type Image struct {
 	cluster C.rados_t
 	ioctx   C.rados_ioctx_t
 	image   C.rbd_image_t
+
+	wq writeQueue // writes.go
 }
 
 func cephErr(what string, r C.int) error {
@@ -280,7 +282,12 @@ func (im *Image) transfer(write bool, p []byte, off int64) (int, error) {
 	}
 	n := 0
 	for n < len(p) {
-		r := im.aio(write, p[n:], off+int64(n))
+		var r int64
+		if write {
+			r = im.write(p[n:], off+int64(n))
+		} else {
+			r = im.aio(false, p[n:], off+int64(n))
+		}
 		switch {
 		case r < 0 && write:
 			return n, cephErr("write", C.int(r))
