@@ -6,7 +6,6 @@
 // //export may only declare C functions.
 
 #include <stdint.h>
-#include <sys/uio.h>
 #include <rbd/librbd.h>
 
 extern void blkcryptRBDDone(uintptr_t h, ssize_t r);
@@ -23,27 +22,6 @@ int blkcrypt_rbd_aio(rbd_image_t img, int write, uint64_t off, size_t len, char 
 	if (r < 0)
 		return r;
 	r = write ? rbd_aio_write(img, off, len, buf, c) : rbd_aio_read(img, off, len, buf, c);
-	if (r < 0)
-		rbd_aio_release(c);
-	return r;
-}
-
-extern void blkcryptRBDWriteDone(uintptr_t h, ssize_t r);
-
-static void blkcrypt_rbd_write_done(rbd_completion_t c, void *arg) {
-	ssize_t r = rbd_aio_get_return_value(c);
-	rbd_aio_release(c);
-	blkcryptRBDWriteDone((uintptr_t)arg, r);
-}
-
-// blkcrypt_rbd_aio_writev writes the n buffers of iov at off as one
-// request; librbd has taken what it needs of iov when it returns.
-int blkcrypt_rbd_aio_writev(rbd_image_t img, struct iovec *iov, int n, uint64_t off, uintptr_t h) {
-	rbd_completion_t c;
-	int r = rbd_aio_create_completion((void *)h, blkcrypt_rbd_write_done, &c);
-	if (r < 0)
-		return r;
-	r = rbd_aio_writev(img, iov, n, off, c);
 	if (r < 0)
 		rbd_aio_release(c);
 	return r;

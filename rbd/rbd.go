@@ -89,8 +89,6 @@ type Image struct {
 	cluster C.rados_t
 	ioctx   C.rados_ioctx_t
 	image   C.rbd_image_t
-
-	wq writeQueue // writes.go
 }
 
 func cephErr(what string, r C.int) error {
@@ -282,12 +280,7 @@ func (im *Image) transfer(write bool, p []byte, off int64) (int, error) {
 	}
 	n := 0
 	for n < len(p) {
-		var r int64
-		if write {
-			r = im.write(p[n:], off+int64(n))
-		} else {
-			r = im.aio(false, p[n:], off+int64(n))
-		}
+		r := im.aio(write, p[n:], off+int64(n))
 		switch {
 		case r < 0 && write:
 			return n, cephErr("write", C.int(r))

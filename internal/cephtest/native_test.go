@@ -6,10 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	mrand "math/rand/v2"
 	"os"
-	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -102,75 +99,5 @@ func TestRBDNativeTuning(t *testing.T) {
 		if _, err := im.ConfigValue("rbd_cache"); !errors.Is(err, rbd.ErrClosed) {
 			t.Errorf("after Close: %v, want ErrClosed", err)
 		}
-	}
-}
-
-// TestRBDNativeMergedWrites: 64 goroutines write an image in pieces of
-// 4 KiB to 256 KiB, in shuffled order, each piece written twice (the
-// second with its final bytes) so that writes to one place overlap in
-// time only within one goroutine. librbd must get fewer write requests
-// than writes (the queue merges neighbours), and `rbd export`, Ceph's
-// own reader, must find exactly the final bytes.
-func TestRBDNativeMergedWrites(t *testing.T) {
-	c := cephtest.Get(t)
-	img := c.NewImage(t, imageSize)
-	im, err := rbd.Open(context.Background(), "rbd:rbd/"+img+"@conf="+c.Conf, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := randBytes(t, imageSize)
-	type piece struct{ off, n int }
-	var pieces []piece
-	rng := mrand.New(mrand.NewPCG(1, 2))
-	for off := 0; off < imageSize; {
-		n := min(imageSize-off, 4096*(1+rng.IntN(64)))
-		pieces = append(pieces, piece{off, n})
-		off += n
-	}
-	rng.Shuffle(len(pieces), func(i, j int) { pieces[i], pieces[j] = pieces[j], pieces[i] })
-	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	for w := range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			junk := make([]byte, 256<<10)
-			for i := w; i < len(pieces); i += 64 {
-				p := pieces[i]
-				if _, err := im.WriteAt(junk[:p.n], int64(p.off)); err != nil {
-					errs <- err
-					return
-				}
-				if _, err := im.WriteAt(want[p.off:p.off+p.n], int64(p.off)); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("write: %v", err)
-	}
-	if err := im.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	writes, requests := im.WriteRequests()
-	if err := im.Close(); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%d writes went to librbd in %d requests", writes, requests)
-	if writes != int64(2*len(pieces)) || requests >= writes {
-		t.Fatalf("%d writes (want %d) in %d librbd requests: nothing merged", writes, 2*len(pieces), requests)
-	}
-	out := filepath.Join(t.TempDir(), "export")
-	c.Run(t, "rbd", "export", "rbd/"+img, out)
-	got, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatal("rbd export finds other bytes than the merged writes wrote")
 	}
 }
