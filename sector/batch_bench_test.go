@@ -6,8 +6,15 @@ import "testing"
 // bytes (128 KiB) in one EncryptSectors/DecryptSectors call of
 // aes-xts-plain64 with a 512-bit key, on one core (an engine of one
 // worker), to set against the kernel's single-call 512-byte figure.
-func BenchmarkBatch256x512(b *testing.B) {
-	c, err := New("aes-xts-plain64", make([]byte, 64), Options{SectorSize: 512, Engine: NewEngine(1)})
+func BenchmarkBatch256x512(b *testing.B) { benchBatch256x512(b, "aes-xts-plain64", 64) }
+
+// BenchmarkBatchESSIV256x512 is issue 14's CBC-ESSIV batch figure: the
+// same batch of aes-cbc-essiv:sha256 (256-bit key), to set against
+// BenchmarkBatch256x512.
+func BenchmarkBatchESSIV256x512(b *testing.B) { benchBatch256x512(b, "aes-cbc-essiv:sha256", 32) }
+
+func benchBatch256x512(b *testing.B, spec string, keyLen int) {
+	c, err := New(spec, make([]byte, keyLen), Options{SectorSize: 512, Engine: NewEngine(1)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -236,15 +235,7 @@ func TestReencryptEncryptKillRealProcess(t *testing.T) {
 	kills := 0
 	for runN := 0; runN < 30 && kills < 3; runN++ {
 		os.WriteFile(img, orig, 0o600)
-		cmd := exec.Command(bin, args...)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		delay := time.Duration(rng.Int64N(int64(whole)))
-		timer := time.AfterFunc(delay, func() { cmd.Process.Signal(syscall.SIGKILL) })
-		cmd.Wait()
-		timer.Stop()
-		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		delay, killed := killedRun(t, bin, args, rng, whole)
 		dump, err := cryptsetup(t, "luksDump", img)
 		if err != nil {
 			raw, _ := os.ReadFile(img)
@@ -253,7 +244,7 @@ func TestReencryptEncryptKillRealProcess(t *testing.T) {
 			}
 			continue
 		}
-		if ws.Signaled() && strings.Contains(dump, "online-reencrypt-v2") {
+		if killed && strings.Contains(dump, "online-reencrypt-v2") {
 			kills++
 			resumeKilled(t, img, pass, dump, kills%2 == 1, delay)
 		}

@@ -54,20 +54,12 @@ func TestReencryptKillRealProcess(t *testing.T) {
 			kills := 0
 			for runN := 0; runN < 30 && kills < 3; runN++ {
 				os.WriteFile(img, baseImg, 0o600)
-				cmd := exec.Command(bin, args...)
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				delay := time.Duration(rng.Int64N(int64(whole)))
-				timer := time.AfterFunc(delay, func() { cmd.Process.Signal(syscall.SIGKILL) })
-				cmd.Wait()
-				timer.Stop()
-				ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+				delay, killed := killedRun(t, bin, args, rng, whole)
 				dump, err := cryptsetup(t, "luksDump", img)
 				if err != nil {
 					t.Fatalf("after a kill at %v: cryptsetup luksDump: %v\n%s", delay, err, dump)
 				}
-				if ws.Signaled() && strings.Contains(dump, "online-reencrypt-v2") {
+				if killed && strings.Contains(dump, "online-reencrypt-v2") {
 					kills++
 					resumeKilled(t, img, pass, dump, kills%2 == 1, delay)
 				}
@@ -173,4 +165,21 @@ func resumeKilled(t *testing.T, img, pass, dump string, byBlkcrypt bool, delay t
 			}
 		}
 	}
+}
+
+// killedRun runs bin with args and sends it SIGKILL after a random share
+// of whole (a whole run's time); it returns that delay and whether the
+// kill ended the process (a run can finish first).
+func killedRun(t *testing.T, bin string, args []string, rng *rand.Rand, whole time.Duration) (time.Duration, bool) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	delay := time.Duration(rng.Int64N(int64(whole)))
+	timer := time.AfterFunc(delay, func() { cmd.Process.Signal(syscall.SIGKILL) })
+	cmd.Wait()
+	timer.Stop()
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return delay, ws.Signaled()
 }

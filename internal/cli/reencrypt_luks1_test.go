@@ -223,17 +223,9 @@ func TestReencryptLUKS1Kill(t *testing.T) {
 	for runN := 0; runN < 30 && kills < 4; runN++ {
 		os.WriteFile(img, base, 0o600)
 		before := mkDigest(t, img)
-		cmd := exec.Command(bin, args...)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		delay := time.Duration(rng.Int64N(int64(whole)))
-		timer := time.AfterFunc(delay, func() { cmd.Process.Signal(syscall.SIGKILL) })
-		cmd.Wait()
-		timer.Stop()
-		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		delay, killed := killedRun(t, bin, args, rng, whole)
 		left, _ := filepath.Glob(filepath.Join(dir, "LUKS-*"))
-		if ws.Signaled() && len(left) > 0 {
+		if killed && len(left) > 0 {
 			kills++
 			if code, _, e := run(t, nil, args...); code != 0 {
 				t.Fatalf("resume after a kill at %v (files %v): %s", delay, left, e)
@@ -242,7 +234,7 @@ func TestReencryptLUKS1Kill(t *testing.T) {
 		if left, _ := filepath.Glob(filepath.Join(dir, "LUKS-*")); len(left) != 0 {
 			t.Fatalf("after a kill at %v and a resume, files are left: %v", delay, left)
 		}
-		if ws.Signaled() && mkDigest(t, img) == before {
+		if killed && mkDigest(t, img) == before {
 			// Killed before the start wrote anything: run it whole.
 			if code, _, e := run(t, nil, args...); code != 0 {
 				t.Fatalf("rerun: %s", e)
