@@ -76,9 +76,10 @@ func (rx *onlineReenc) wipe() {
 // decrypt decrypts whole sectors of b, which starts at byte start of the
 // volume, each with the key of its side of the boundary.
 func (v *Volume) decrypt(b []byte, start int64) error {
+	split := !v.busy()
 	rx := v.rx
 	if rx == nil {
-		return v.cipher.DecryptSectors(b, b, uint64(start/512))
+		return decryptWith(v.cipher, split, b, b, start)
 	}
 	d := rx.done.Load()
 	end := start + int64(len(b))
@@ -87,14 +88,14 @@ func (v *Volume) decrypt(b []byte, start int64) error {
 	}
 	if start < d {
 		n := min(end, d) - start
-		if err := v.cipher.DecryptSectors(b[:n], b[:n], uint64(start/512)); err != nil {
+		if err := decryptWith(v.cipher, split, b[:n], b[:n], start); err != nil {
 			return err
 		}
 	}
 	if end > d {
 		s := max(start, d)
 		q := b[s-start:]
-		if err := rx.oldC.DecryptSectors(q, q, uint64(s/512)); err != nil {
+		if err := decryptWith(rx.oldC, split, q, q, s); err != nil {
 			return err
 		}
 	}
@@ -103,9 +104,10 @@ func (v *Volume) decrypt(b []byte, start int64) error {
 
 // encrypt is decrypt's counterpart, from src into dst.
 func (v *Volume) encrypt(dst, src []byte, start int64) error {
+	split := !v.busy()
 	rx := v.rx
 	if rx == nil {
-		return v.cipher.EncryptSectors(dst, src, uint64(start/512))
+		return encryptWith(v.cipher, split, dst, src, start)
 	}
 	d := rx.done.Load()
 	end := start + int64(len(src))
@@ -114,17 +116,41 @@ func (v *Volume) encrypt(dst, src []byte, start int64) error {
 	}
 	if start < d {
 		n := min(end, d) - start
-		if err := v.cipher.EncryptSectors(dst[:n], src[:n], uint64(start/512)); err != nil {
+		if err := encryptWith(v.cipher, split, dst[:n], src[:n], start); err != nil {
 			return err
 		}
 	}
 	if end > d {
 		s := max(start, d)
-		if err := rx.oldC.EncryptSectors(dst[s-start:len(src)], src[s-start:], uint64(s/512)); err != nil {
+		if err := encryptWith(rx.oldC, split, dst[s-start:len(src)], src[s-start:], s); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// busy reports whether the Volume has another request in flight besides
+// the caller's. Such requests are the parallelism already: a server with
+// a queue of them keeps every core busy, and splitting one request across
+// the sector engine's workers as well only adds hand-offs and polls. For
+// nbdcopy writes through serve over librbd (64 requests in flight) that
+// split cost a fifth more of serve's CPU and a tenth of the speed
+// (docs/scaling.md). A lone stream (the read and write commands, a client
+// with one request at a time) still gets the engine's split.
+func (v *Volume) busy() bool { return v.state.Load()&^closingBit > 1 }
+
+func encryptWith(c *sector.Cipher, split bool, dst, src []byte, start int64) error {
+	if split {
+		return c.EncryptSectors(dst, src, uint64(start/512))
+	}
+	return c.EncryptSectorsInline(dst, src, uint64(start/512))
+}
+
+func decryptWith(c *sector.Cipher, split bool, dst, src []byte, start int64) error {
+	if split {
+		return c.DecryptSectors(dst, src, uint64(start/512))
+	}
+	return c.DecryptSectorsInline(dst, src, uint64(start/512))
 }
 
 // rwDevice is a LUKS2 header or data device as luks2 takes it: the

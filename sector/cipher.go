@@ -256,13 +256,33 @@ func (c *Cipher) EncryptSectors(dst, src []byte, firstSector uint64) error {
 		c.p64.EncryptPlain64(dst[:len(src)], src, n)
 		return nil
 	}
+	return c.sectors(dst, src, firstSector, true, true)
+}
+
+// EncryptSectorsInline is EncryptSectors on the calling goroutine alone,
+// never split across the engine's workers: for a caller whose other
+// requests in flight already keep the cores busy, where a split only adds
+// hand-offs and polling (see blkcrypt's Volume).
+func (c *Cipher) EncryptSectorsInline(dst, src []byte, firstSector uint64) error {
+	if n, ok := c.plain64(dst, src, firstSector); ok {
+		c.p64.EncryptPlain64(dst[:len(src)], src, n)
+		return nil
+	}
+	return c.sectors(dst, src, firstSector, true, false)
+}
+
+// sectors is the rest of the four after plain64's fast path.
+func (c *Cipher) sectors(dst, src []byte, firstSector uint64, enc, split bool) error {
 	if err := c.check(dst, src, firstSector); err != nil {
 		return err
 	}
 	if len(src) == c.opts.SectorSize && c.data == nil && len(c.tfms) == 1 {
-		return c.one(dst, src, firstSector, true)
+		return c.one(dst, src, firstSector, enc)
 	}
-	return c.engine.run(c, dst[:len(src)], src, firstSector, true)
+	if !split {
+		return c.crypt(dst[:len(src)], src, firstSector, enc)
+	}
+	return c.engine.run(c, dst[:len(src)], src, firstSector, enc)
 }
 
 // plain64 is the single-sector path of drivers that take the IV by value:
@@ -312,13 +332,16 @@ func (c *Cipher) DecryptSectors(dst, src []byte, firstSector uint64) error {
 		c.p64.DecryptPlain64(dst[:len(src)], src, n)
 		return nil
 	}
-	if err := c.check(dst, src, firstSector); err != nil {
-		return err
+	return c.sectors(dst, src, firstSector, false, true)
+}
+
+// DecryptSectorsInline is the inverse of EncryptSectorsInline.
+func (c *Cipher) DecryptSectorsInline(dst, src []byte, firstSector uint64) error {
+	if n, ok := c.plain64(dst, src, firstSector); ok {
+		c.p64.DecryptPlain64(dst[:len(src)], src, n)
+		return nil
 	}
-	if len(src) == c.opts.SectorSize && c.data == nil && len(c.tfms) == 1 {
-		return c.one(dst, src, firstSector, false)
-	}
-	return c.engine.run(c, dst[:len(src)], src, firstSector, false)
+	return c.sectors(dst, src, firstSector, false, false)
 }
 
 // maxBatch is how many sectors share one IV scratch buffer.

@@ -207,6 +207,14 @@ func TestEngineParallelMatchesInline(t *testing.T) {
 				if !bytes.Equal(x, y) {
 					t.Fatalf("%s, sector %d, %d sectors: parallel differs from inline", sp.spec, ss, n)
 				}
+				// The Inline methods on the parallel engine: the same bytes.
+				z := make([]byte, len(src))
+				if err := a.EncryptSectorsInline(z, src, first); err != nil || !bytes.Equal(z, y) {
+					t.Fatalf("%s, sector %d, %d sectors: EncryptSectorsInline differs from inline (%v)", sp.spec, ss, n, err)
+				}
+				if err := a.DecryptSectorsInline(z, z, first); err != nil || !bytes.Equal(z, src) {
+					t.Fatalf("%s, sector %d, %d sectors: DecryptSectorsInline does not invert (%v)", sp.spec, ss, n, err)
+				}
 				if err := a.DecryptSectors(x, x, first); err != nil || !bytes.Equal(x, src) {
 					t.Fatalf("%s, sector %d, %d sectors: parallel decryption does not invert (%v)", sp.spec, ss, n, err)
 				}
@@ -288,6 +296,9 @@ func TestZeroAllocs(t *testing.T) {
 			c.EncryptSectors(buf, buf, 0)
 			if a := testing.AllocsPerRun(50, func() { c.EncryptSectors(buf, buf, 8) }); a != 0 {
 				t.Errorf("%s threshold %d: %v allocs per batch", spec, th, a)
+			}
+			if a := testing.AllocsPerRun(50, func() { c.EncryptSectorsInline(buf, buf, 8); c.DecryptSectorsInline(buf, buf, 8) }); a != 0 {
+				t.Errorf("%s threshold %d: %v allocs per inline batch", spec, th, a)
 			}
 			one := buf[:4096]
 			if a := testing.AllocsPerRun(50, func() { c.EncryptSectors(one, one, 8); c.DecryptSectors(one, one, 8) }); a != 0 {
