@@ -2,7 +2,10 @@ package blkcrypt
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
+	"errors"
+	"fmt"
 	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
@@ -68,6 +71,91 @@ func TestVolumeUnalignedAgainstShadow(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestVolumeWriteAtInPlace: WriteAtInPlace puts on the device exactly what
+// WriteAt does (two files, one key, the same writes: aligned, unaligned and
+// longer than a chunk), and after a whole-sector write its buffer holds the
+// ciphertext that went to the device.
+func TestVolumeWriteAtInPlace(t *testing.T) {
+	for _, ss := range []int{512, 4096} {
+		dir := t.TempDir()
+		key := make([]byte, 64)
+		rand.Read(key)
+		size := int64(3 * chunkSize)
+		var vols [2]*Volume
+		var paths [2]string
+		for i := range vols {
+			paths[i] = filepath.Join(dir, fmt.Sprint(i))
+			if err := os.WriteFile(paths[i], make([]byte, size), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			v, err := OpenPlain(paths[i], key, PlainOptions{SectorSize: ss})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer v.Close()
+			vols[i] = v
+		}
+		r := mrand.New(mrand.NewPCG(uint64(ss), 11))
+		s := int64(ss)
+		for i := 0; i < 100; i++ {
+			off := r.Int64N(size)
+			n := 1 + r.Int64N(min(size-off, 20000))
+			whole := r.IntN(2) == 0
+			if whole {
+				off = off / s * s
+				n = max(s, min(size-off, r.Int64N(3*chunkSize))/s*s)
+			}
+			b := make([]byte, n)
+			rand.Read(b)
+			if _, err := vols[0].WriteAt(bytes.Clone(b), off); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := vols[1].WriteAtInPlace(b, off); err != nil {
+				t.Fatal(err)
+			}
+			if whole {
+				ct := make([]byte, n)
+				f, err := os.Open(paths[1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = f.ReadAt(ct, off)
+				f.Close()
+				if err != nil || !bytes.Equal(b, ct) {
+					t.Fatalf("sector size %d: after a whole-sector write of %d at %d the buffer is not the ciphertext on the device (%v)", ss, n, off, err)
+				}
+			}
+		}
+		a, err := os.ReadFile(paths[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(paths[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Fatalf("sector size %d: the devices differ after the same WriteAt and WriteAtInPlace writes", ss)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "ro")
+	if err := os.WriteFile(p, make([]byte, 8192), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := Open(context.Background(), p, OpenOptions{Type: TypePlain, VolumeKey: make([]byte, 64), Plain: PlainOptions{KeySize: 64}, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	b := bytes.Repeat([]byte{7}, 4096)
+	if _, err := ro.WriteAtInPlace(b, 0); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("WriteAtInPlace on a read-only volume: %v, want ErrReadOnly", err)
+	}
+	if !bytes.Equal(b, bytes.Repeat([]byte{7}, 4096)) {
+		t.Fatal("a refused WriteAtInPlace changed its buffer")
 	}
 }
 
@@ -162,5 +250,8 @@ func TestVolumeZeroAllocs(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(20, func() { v.WriteAt(buf, 65536) }); a > 0 && !raceEnabled {
 		t.Errorf("WriteAt: %v allocs", a)
+	}
+	if a := testing.AllocsPerRun(20, func() { v.WriteAtInPlace(buf, 65536) }); a > 0 && !raceEnabled {
+		t.Errorf("WriteAtInPlace: %v allocs", a)
 	}
 }

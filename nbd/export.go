@@ -37,8 +37,9 @@ var (
 // export is an Export with what the server derives from it.
 type export struct {
 	Export
-	discard Discarder  // nil unless discards are allowed and supported
-	zero    ZeroWriter // nil if the backend cannot zero natively
+	discard Discarder     // nil unless discards are allowed and supported
+	zero    ZeroWriter    // nil if the backend cannot zero natively
+	inPlace InPlaceWriter // nil if the backend only has WriteAt
 	tflags  uint16
 
 	// Guarded by Server.mu.
@@ -100,6 +101,9 @@ func newExport(e Export) *export {
 	}
 	if z, ok := e.Backend.(ZeroWriter); ok {
 		x.zero = z
+	}
+	if w, ok := e.Backend.(InPlaceWriter); ok {
+		x.inPlace = w
 	}
 	f := uint16(FlagHasFlags | FlagSendFlush)
 	if e.ReadOnly {

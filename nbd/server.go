@@ -37,6 +37,13 @@ type ZeroWriter interface {
 	WriteZeroes(off, length int64) error
 }
 
+// InPlaceWriter is implemented by backends that can write from a buffer
+// they may overwrite (a blkcrypt Volume encrypts in it). The server's
+// write payloads are its own, so it uses WriteAtInPlace when it can.
+type InPlaceWriter interface {
+	WriteAtInPlace(p []byte, off int64) (int, error)
+}
+
 // Options configures a Server. The zero value is usable.
 type Options struct {
 	// ExportName is the name of the single export. Clients may ask for

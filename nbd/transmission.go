@@ -273,7 +273,11 @@ func (c *conn) handle(r *request) {
 	case cmdWrite:
 		if n > 0 {
 			var put int
-			put, err = c.e.Backend.WriteAt(r.buf.b[replyPrefix:replyPrefix+n], off)
+			if c.e.inPlace != nil {
+				put, err = c.e.inPlace.WriteAtInPlace(r.buf.b[replyPrefix:replyPrefix+n], off)
+			} else {
+				put, err = c.e.Backend.WriteAt(r.buf.b[replyPrefix:replyPrefix+n], off)
+			}
 			if err == nil && put != n {
 				err = io.ErrShortWrite
 			}
