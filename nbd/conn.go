@@ -54,6 +54,7 @@ type conn struct {
 	reading       atomic.Bool // the reader is reading a write payload (counted in inflight)
 	lastActive    int64       // Server.now() when a request last arrived or finished
 	work          chan *request
+	workers       int // started by dispatch; only the read loop touches it
 	wg            sync.WaitGroup
 
 	drainOnce sync.Once

@@ -3,6 +3,7 @@ package nbd
 import (
 	"bytes"
 	"crypto/rand"
+	"runtime"
 	"sync"
 	"testing"
 )
@@ -48,6 +49,39 @@ func TestInPlaceWriter(t *testing.T) {
 		got := cl.mustOK(reqArgs{typ: cmdRead, off: uint64(off), length: 1 << 20})
 		if !bytes.Equal(got, want[off:off+1<<20]) {
 			t.Fatalf("read at %d differs from what was written", off)
+		}
+	}
+}
+
+// TestWorkersOnDemand: a connection starts workers as its queue grows, so
+// one that only ever had a request or two in flight keeps a few goroutines,
+// not maxInflight; and a deep queue still gets them all at once.
+func TestWorkersOnDemand(t *testing.T) {
+	m := newMem(1<<20, 512)
+	ts := startServer(t, m, Options{})
+	before := runtime.NumGoroutine()
+	cl := ts.dial(t, dialOpts{structured: true})
+	defer cl.disconnect()
+	for i := range 50 {
+		cl.mustOK(reqArgs{typ: cmdRead, off: uint64(i) * 4096, length: 4096})
+	}
+	if d := runtime.NumGoroutine() - before; d > 12 {
+		t.Fatalf("%d more goroutines after 50 requests one at a time (maxInflight %d)", d, maxInflight)
+	}
+	// A full queue: every request in flight at once, all answered.
+	calls := make([]*call, 3*maxInflight)
+	for i := range calls {
+		calls[i] = cl.start(reqArgs{typ: cmdWrite, off: uint64(i) * 4096, payload: bytes.Repeat([]byte{byte(i)}, 4096)})
+	}
+	for i, p := range calls {
+		if p.wait(t); p.err != nil || p.errno != 0 {
+			t.Fatalf("write %d: %v, errno %d", i, p.err, p.errno)
+		}
+	}
+	got := m.snapshot()
+	for i := range calls {
+		if !bytes.Equal(got[i*4096:(i+1)*4096], bytes.Repeat([]byte{byte(i)}, 4096)) {
+			t.Fatalf("write %d did not land", i)
 		}
 	}
 }

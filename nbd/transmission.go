@@ -38,17 +38,15 @@ func (s *Server) getBuffer(n int) *buffer {
 func (s *Server) putBuffer(b *buffer) { s.bufPools[b.class].Put(b) }
 
 // transmit runs the transmission phase: this goroutine decodes requests and
-// hands them to maxInflight workers.
+// hands them to workers, started as the connection's queue grows, up to
+// maxInflight: an idle connection keeps only as many goroutines as it
+// once had requests in flight.
 func (c *conn) transmit() error {
 	c.fmu.Lock()
 	c.transmitting = true
 	c.lastActive = c.s.now()
 	c.fmu.Unlock()
-	c.work = make(chan *request, maxInflight)
-	c.wg.Add(maxInflight)
-	for range maxInflight {
-		go c.worker()
-	}
+	c.work = make(chan *request) // unbuffered: a send succeeds only into an idle worker
 	defer func() {
 		close(c.work)
 		c.wg.Wait()
@@ -120,8 +118,26 @@ func (c *conn) readLoop() error {
 				return readErr("write payload", err)
 			}
 		}
-		c.work <- r
+		c.dispatch(r)
 	}
+}
+
+// dispatch hands r to an idle worker, or to a new one while there are
+// fewer than maxInflight. acquire let r in only with fewer than
+// maxInflight requests in flight, so with maxInflight workers one of them
+// is idle or about to be.
+func (c *conn) dispatch(r *request) {
+	select {
+	case c.work <- r:
+		return
+	default:
+	}
+	if c.workers < maxInflight {
+		c.workers++
+		c.wg.Add(1)
+		go c.worker()
+	}
+	c.work <- r
 }
 
 // validate checks a request against the export; it returns an NBD error
