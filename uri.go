@@ -191,3 +191,18 @@ func uriDiscarder(dev Device) func(off, n int64) error {
 		return nil
 	}
 }
+
+// QueueDepth is the requests in flight per client connection that the
+// volume's device asks a server to allow (an rbd: device asks for more, to
+// hide its network round trips); 0 leaves it to the server. It is what
+// nbd.QueueDepther asks of a backend.
+func (v *Volume) QueueDepth() int {
+	var dev any = v.dev
+	if d, ok := dev.(*uriDevice); ok {
+		dev = d.URIDevice
+	}
+	if q, ok := dev.(interface{ QueueDepth() int }); ok {
+		return q.QueueDepth()
+	}
+	return 0
+}

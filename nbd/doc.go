@@ -120,13 +120,13 @@
 //
 // # Concurrency and resources
 //
-// Per connection one goroutine decodes requests and up to 64 workers,
+// Per connection one goroutine decodes requests and up to 16 workers,
 // started as its queue grows, execute them; replies are written whole under
-// a per-connection lock and may be sent out of order. At most 64 requests
-// (nbdcopy's queue) and max(2*MaxRequest, 16 MiB) of payload are in flight
-// per connection; beyond that the server stops reading from that client. A
-// Backend that implements InPlaceWriter gets each write's payload buffer to
-// overwrite. Payload buffers come from size-classed sync.Pools, so the
+// a per-connection lock and may be sent out of order. At most 16 requests
+// (or what a QueueDepther backend asks for, up to 64: nbdcopy's queue) and
+// max(2*MaxRequest, 16 MiB) of payload are in flight per connection;
+// beyond that the server stops reading from that client. A Backend that
+// implements InPlaceWriter gets each write's payload buffer to overwrite. Payload buffers come from size-classed sync.Pools, so the
 // steady state allocates nothing per request, and at most
 // max(2*MaxRequest, 16 MiB) of payload per connection is held, so
 // Options.MaxConns also bounds the server's memory.

@@ -40,6 +40,7 @@ type export struct {
 	discard Discarder     // nil unless discards are allowed and supported
 	zero    ZeroWriter    // nil if the backend cannot zero natively
 	inPlace InPlaceWriter // nil if the backend only has WriteAt
+	depth   int           // requests in flight per connection
 	tflags  uint16
 
 	// Guarded by Server.mu.
@@ -104,6 +105,10 @@ func newExport(e Export) *export {
 	}
 	if w, ok := e.Backend.(InPlaceWriter); ok {
 		x.inPlace = w
+	}
+	x.depth = defaultQueueDepth
+	if q, ok := e.Backend.(QueueDepther); ok && q.QueueDepth() > 0 {
+		x.depth = min(q.QueueDepth(), maxInflight)
 	}
 	f := uint16(FlagHasFlags | FlagSendFlush)
 	if e.ReadOnly {

@@ -44,6 +44,14 @@ type InPlaceWriter interface {
 	WriteAtInPlace(p []byte, off int64) (int, error)
 }
 
+// QueueDepther is implemented by backends that want a queue per connection
+// other than the default 16 requests (at most 64): one over a network
+// block store, whose round trips a deeper queue hides. Values below 1 mean
+// the default.
+type QueueDepther interface {
+	QueueDepth() int
+}
+
 // Options configures a Server. The zero value is usable.
 type Options struct {
 	// ExportName is the name of the single export. Clients may ask for
@@ -103,11 +111,12 @@ const (
 	defaultMaxRequest       = 32 << 20
 	minMaxRequest           = 64 << 10
 	maxMaxRequest           = 256 << 20
-	// maxInflight is the requests in flight per connection: nbdcopy's
-	// default queue (--requests=64). With qemu-nbd's 16, a server over
-	// librbd stopped reading its socket while the OSD had room: nbdcopy
-	// writes through the native rbd: device went 5% faster with 64
-	// (docs/scaling.md). The byte budget still bounds the memory.
+	// defaultQueueDepth is the requests in flight per connection, unless
+	// the backend asks for another depth (QueueDepther), up to
+	// maxInflight (nbdcopy's queue, --requests=64). 16 is qemu-nbd's
+	// depth; on a tmpfs image nbdcopy's reads were 10% slower with 64,
+	// whose buffers no longer stay in the cache (docs/scaling.md).
+	defaultQueueDepth = 16
 	maxInflight       = 64
 	minInflightBudget = 16 << 20 // payload bytes in flight per connection (at least)
 	zeroChunk         = 1 << 20  // buffer size for WRITE_ZEROES emulation

@@ -39,8 +39,8 @@ func (s *Server) putBuffer(b *buffer) { s.bufPools[b.class].Put(b) }
 
 // transmit runs the transmission phase: this goroutine decodes requests and
 // hands them to workers, started as the connection's queue grows, up to
-// maxInflight: an idle connection keeps only as many goroutines as it
-// once had requests in flight.
+// the export's depth: an idle connection keeps only as many goroutines as
+// it once had requests in flight.
 func (c *conn) transmit() error {
 	c.fmu.Lock()
 	c.transmitting = true
@@ -123,16 +123,16 @@ func (c *conn) readLoop() error {
 }
 
 // dispatch hands r to an idle worker, or to a new one while there are
-// fewer than maxInflight. acquire let r in only with fewer than
-// maxInflight requests in flight, so with maxInflight workers one of them
-// is idle or about to be.
+// fewer than the export's depth. acquire let r in only with fewer than
+// that many requests in flight, so with that many workers one of them is
+// idle or about to be.
 func (c *conn) dispatch(r *request) {
 	select {
 	case c.work <- r:
 		return
 	default:
 	}
-	if c.workers < maxInflight {
+	if c.workers < c.e.depth {
 		c.workers++
 		c.wg.Add(1)
 		go c.worker()
@@ -216,7 +216,7 @@ func (c *conn) validate(typ, flags uint16, off uint64, length uint32) (uint32, s
 // acquire waits until a request with n payload bytes may be in flight.
 func (c *conn) acquire(n int64) {
 	c.fmu.Lock()
-	for c.inflight >= maxInflight || (c.inflight > 0 && c.inflightBytes+n > c.s.budget) {
+	for c.inflight >= c.e.depth || (c.inflight > 0 && c.inflightBytes+n > c.s.budget) {
 		c.fcond.Wait()
 	}
 	c.inflight++

@@ -242,6 +242,13 @@ func (im *Image) release() error {
 	return err
 }
 
+// QueueDepth asks an NBD server in front of the image for 64 requests in
+// flight per connection (nbdcopy's queue), four times its default: every
+// request is a network round trip through librbd to the OSDs, and with 16
+// per connection the server stopped reading its clients while the OSD had
+// room (nbdcopy writes 5% faster with 64; docs/scaling.md).
+func (im *Image) QueueDepth() int { return 64 }
+
 // Size is the image's size in bytes.
 func (im *Image) Size() (int64, error) { return im.size, nil }
 
