@@ -160,16 +160,19 @@ func TestQemuLUKS1Matrix(t *testing.T) {
 				if iv == "essiv" {
 					opts += ",ivgen-hash-alg=sha256"
 				}
-				// qemu times its PBKDF and now and then fails with "Unable to
-				// get accurate CPU usage" on a short iter-time: retry that.
+				// qemu times its PBKDF and fails with "Unable to get accurate
+				// CPU usage" when its first timed run measures 0 ms, which on
+				// a fast core it mostly does (qemu 7.2; fixed in 9.2.1 by
+				// "crypto: fix bogus error benchmarking pbkdf on fast
+				// machines"): 2 to 6 of 8 tries failed on the 4.1 GHz Xeon
+				// VM of 2026-12-01. Retry that, and only that.
 				var o []byte
 				var err error
-				// Under load it can fail several times in a row, so back off.
-				for try := 0; try < 12; try++ {
+				for try := 0; try < 60; try++ {
 					if o, err = exec.Command("qemu-img", "create", "--object", "secret,id=s0,file="+pass, "-f", "luks", "-o", opts, img, "1M").CombinedOutput(); err == nil || !strings.Contains(string(o), "accurate CPU usage") {
 						break
 					}
-					time.Sleep(time.Duration(try+1) * 50 * time.Millisecond)
+					time.Sleep(20 * time.Millisecond)
 				}
 				if err != nil {
 					t.Fatalf("qemu-img create %s: %v %s", opts, err, o)
