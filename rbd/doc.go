@@ -20,6 +20,10 @@
 // configuration changed rbd_cache or rbd_cache_policy from librbd's
 // defaults, say rbd_cache_policy = writeback to keep a cache.
 //
+// An Image asks an NBD server in front of it for 64 requests in flight
+// per connection (QueueDepth; the server's default is 16): each request is
+// a network round trip, and the deeper queue keeps the OSDs busy.
+//
 // Without the tag the package is empty, and an RBD image is reached over
 // NBD instead: qemu-nbd's raw rbd export as an nbd+unix:// URI. Which route
 // is faster is measured by bench/rbd.sh (docs/scaling.md has the figures).
