@@ -8,8 +8,9 @@
 //     registers, 32 blocks in flight with every round key and tweak in a
 //     register, the tweak encryption of a data unit in the same call; a
 //     multi-sector XTS kernel for sectors of 512 bytes and multiples.
-//     Multi-buffer CBC encryption has its own ZMM kernels (below); the rest
-//     it does as "vaes". It is listed after "vaes" on the
+//     Multi-buffer CBC encryption has its own ZMM kernels (below), and CBC
+//     decryption of 32 blocks or more one with 32 blocks in flight; the
+//     rest it does as "vaes". It is listed after "vaes" on the
 //     Intel models that lower their clock under ZMM code (Ice Lake, Tiger
 //     Lake), as the Linux kernel ranks its zmm AES code there.
 //   - "vaes" (amd64 with VAES, VPCLMULQDQ and AVX2; VEX-encoded YMM, no
@@ -50,7 +51,8 @@ const (
 	implAESNI
 	implVAES
 	// implVAES512 only names the implementation: its Blocks have impl
-	// implVAES (every non-XTS path is the YMM one) and zmm set.
+	// implVAES (the paths without a ZMM kernel are the YMM ones) and zmm
+	// set.
 	implVAES512
 )
 
@@ -73,7 +75,7 @@ type Block struct {
 	dec    [4 * (maxRounds + 1)]uint32
 	rounds int
 	impl   implID
-	zmm    bool // XTS takes the ZMM kernels ("vaes-avx512")
+	zmm    bool // XTS and CBC take the ZMM kernels ("vaes-avx512")
 }
 
 // Impls lists the implementation names usable on this CPU, best first.

@@ -180,6 +180,12 @@ func encCBCMB16ZMM(nr int, xk *byte, dst, src *byte, ss int, ivs *byte, lag int)
 func encESSIVCBCMB16ZMM(nr int, xk *byte, dst, src *byte, ss int, ivs *byte, lag int, ivnr int, ivxk *byte)
 
 //go:noescape
+func decCBCZMM(nr int, xk *byte, dst, src *byte, n int, iv *[16]byte)
+
+//go:noescape
+func decESSIVCBCZMM(nr int, xk *byte, ivnr int, ivxk *byte, dst, src *byte, n int, iv *[16]byte)
+
+//go:noescape
 func xtsEncVAES(nr int, yk *byte, dst, src *byte, n int, tweak *[16]byte)
 
 //go:noescape
@@ -247,6 +253,14 @@ func archEncCBC(b *Block, dst, src []byte, iv *[16]byte) {
 
 func archDecCBC(b *Block, dst, src []byte, iv *[16]byte) {
 	n := len(src) / 16
+	if b.zmm && n >= 32 {
+		m := n &^ 31
+		decCBCZMM(b.rounds, b.xkDec(), ptr(dst), ptr(src), m, iv)
+		if m == n {
+			return
+		}
+		dst, src, n = dst[16*m:], src[16*m:], n-m
+	}
 	if b.impl == implVAES && n >= 16 {
 		m := n &^ 15
 		decCBCVAES(b.rounds, b.ykDec(), ptr(dst), ptr(src), m, iv)
@@ -264,6 +278,18 @@ func archEncESSIVCBC(b, ivKey *Block, dst, src []byte, iv *[16]byte) {
 
 func archDecESSIVCBC(b, ivKey *Block, dst, src []byte, iv *[16]byte) {
 	n := len(src) / 16
+	if b.zmm && n >= 32 {
+		m := n &^ 31
+		var civ [16]byte
+		if m < n { // the chain of the rest, read before an in-place call overwrites it
+			copy(civ[:], src[16*m-16:16*m])
+		}
+		decESSIVCBCZMM(b.rounds, b.xkDec(), ivKey.rounds, ivKey.xkEnc(), ptr(dst), ptr(src), m, iv)
+		if m < n {
+			archDecCBC(b, dst[16*m:], src[16*m:], &civ)
+		}
+		return
+	}
 	if b.impl == implVAES && n >= 16 {
 		m := n &^ 15
 		var civ [16]byte

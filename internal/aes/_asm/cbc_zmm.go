@@ -195,3 +195,72 @@ func (g *gen) cbcMBZMM(name string, essiv bool) {
 	g.p("VZEROUPPER")
 	g.p("RET")
 }
+
+// cbcDecZMM is CBC decryption of n blocks (n a multiple of 32), 32 in
+// flight in eight ZMM registers with every round key in a register, as the
+// ZMM XTS kernels keep them. The YMM kernel (cbcDecVAES) loads a round key
+// from memory for each round and keeps 16 blocks in flight: 17.9 GB/s at
+// 4 KiB (AES-256) against 18.35 here, and an ESSIV sector of 4 KiB through
+// capi at 1.00x the Linux kernel's best XTS decryption against 1.06x (Intel
+// Xeon VM, 2026-12-01).
+//
+// Each register's previous ciphertexts are one unaligned 64-byte load at
+// -16, except register 0's, whose first lane is the chain value: Z9 holds
+// the chain in its top lane, and VALIGNQ shifts it in front of C0..C2.
+// With essiv the chain starts from E(ivxk, *iv) (xmm, keys from memory)
+// and *iv is not modified; without, *iv is updated.
+func (g *gen) cbcDecZMM(name string, essiv bool) {
+	args := []string{"nr", "xk", "dst", "src", "n", "iv"}
+	doc := "CBC decryption of n blocks (n a multiple of 32), 32 in flight; *iv is updated."
+	if essiv {
+		args = []string{"nr", "xk", "ivnr", "ivxk", "dst", "src", "n", "iv"}
+		doc = "CBC decryption of n blocks (n a multiple of 32), 32 in flight, with IV = E(ivxk, *iv);\n*iv is not modified."
+	}
+	g.begin(name, 0, doc, args...)
+	g.arg("dst", "DI")
+	g.arg("src", "SI")
+	g.arg("n", "CX")
+	g.arg("iv", "BX")
+	g.p("VMOVDQU (BX), X9")
+	if essiv {
+		g.arg("ivnr", "R8")
+		g.arg("ivxk", "R9")
+		g.keyEnd("R10", "R9", "R8", 16)
+		g.p("VPXOR (R9), X9, X9")
+		g.rounds("AESENC", []string{"X9"}, "R10", "R8", 16, "", true)
+	}
+	g.p("VSHUFI64X2 $0, Z9, Z9, Z9")
+	g.arg("nr", "AX")
+	g.arg("xk", "R12")
+	g.keyEnd("R11", "R12", "AX", 16)
+	g.zmmKeys("R12", "R11", "AX")
+	loop, done := g.newLabel("loop32"), g.newLabel("done")
+	g.lbl(loop)
+	g.p("CMPQ CX, $32")
+	g.p("JB %s", done)
+	for i := 0; i < 8; i++ {
+		g.p("VPXORQ %d(SI), Z31, Z%d", 64*i, i)
+	}
+	g.zmmRounds("AESDEC", regs(zr, 0, 8), "AX")
+	// All loads precede the stores, so dst may be src.
+	g.p("VMOVDQU64 (SI), Z10")
+	g.p("VALIGNQ $6, Z9, Z10, Z10")
+	g.p("VPXORQ Z10, Z0, Z0")
+	for i := 1; i < 8; i++ {
+		g.p("VPXORQ %d(SI), Z%d, Z%d", 64*i-16, i, i)
+	}
+	g.p("VMOVDQU64 448(SI), Z9")
+	for i := 0; i < 8; i++ {
+		g.p("VMOVDQU64 Z%d, %d(DI)", i, 64*i)
+	}
+	g.p("ADDQ $512, SI")
+	g.p("ADDQ $512, DI")
+	g.p("SUBQ $32, CX")
+	g.p("JMP %s", loop)
+	g.lbl(done)
+	if !essiv {
+		g.p("VEXTRACTI32X4 $3, Z9, (BX)")
+	}
+	g.p("VZEROUPPER")
+	g.p("RET")
+}

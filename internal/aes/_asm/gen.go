@@ -1226,6 +1226,8 @@ func main() {
 	g.cbcMBVAES("encCBCMB16VAES")
 	g.cbcMBZMM("encCBCMB16ZMM", false)
 	g.cbcMBZMM("encESSIVCBCMB16ZMM", true)
+	g.cbcDecZMM("decCBCZMM", false)
+	g.cbcDecZMM("decESSIVCBCZMM", true)
 	g.xtsVAES("xtsEncVAES", "AESENC", false)
 	g.xtsVAES("xtsDecVAES", "AESDEC", false)
 	g.xtsVAES("xtsEncSectorsVAES", "AESENC", true)
