@@ -260,16 +260,7 @@ func (v *Volume) readCipher(buf []byte, start int64) error {
 
 // WriteAt encrypts p into the volume at off. Partial sectors at either end
 // are read, merged and rewritten.
-func (v *Volume) WriteAt(p []byte, off int64) (int, error) {
-	if v.readOnly {
-		return 0, ErrReadOnly
-	}
-	if err := v.acquire(); err != nil {
-		return 0, err
-	}
-	defer v.release()
-	return v.writeAt(p, off, false)
-}
+func (v *Volume) WriteAt(p []byte, off int64) (int, error) { return v.write(p, off, false) }
 
 // WriteAtInPlace is WriteAt for a caller that is done with p: the whole
 // sectors of p are encrypted in p itself and written from there, so p
@@ -277,7 +268,9 @@ func (v *Volume) WriteAt(p []byte, off int64) (int, error) {
 // WriteAt's pass through a second buffer, whose cache misses an NBD
 // server's writes over librbd paid for (nbd.InPlaceWriter;
 // docs/scaling.md).
-func (v *Volume) WriteAtInPlace(p []byte, off int64) (int, error) {
+func (v *Volume) WriteAtInPlace(p []byte, off int64) (int, error) { return v.write(p, off, true) }
+
+func (v *Volume) write(p []byte, off int64, inPlace bool) (int, error) {
 	if v.readOnly {
 		return 0, ErrReadOnly
 	}
@@ -285,7 +278,7 @@ func (v *Volume) WriteAtInPlace(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer v.release()
-	return v.writeAt(p, off, true)
+	return v.writeAt(p, off, inPlace)
 }
 
 // writeAt is WriteAt (or with inPlace WriteAtInPlace) for a caller that

@@ -278,31 +278,29 @@ func archEncESSIVCBC(b, ivKey *Block, dst, src []byte, iv *[16]byte) {
 
 func archDecESSIVCBC(b, ivKey *Block, dst, src []byte, iv *[16]byte) {
 	n := len(src) / 16
-	if b.zmm && n >= 32 {
-		m := n &^ 31
-		var civ [16]byte
-		if m < n { // the chain of the rest, read before an in-place call overwrites it
-			copy(civ[:], src[16*m-16:16*m])
-		}
+	wide := b.zmm && n >= 32
+	var m int
+	switch {
+	case wide:
+		m = n &^ 31
+	case b.impl == implVAES && n >= 16:
+		m = n &^ 15
+	default:
+		decESSIVCBCAESNI(b.rounds, b.xkDec(), ivKey.rounds, ivKey.xkEnc(), ptr(dst), ptr(src), n, iv)
+		return
+	}
+	var civ [16]byte
+	if m < n { // the chain of the rest, read before an in-place call overwrites it
+		copy(civ[:], src[16*m-16:16*m])
+	}
+	if wide {
 		decESSIVCBCZMM(b.rounds, b.xkDec(), ivKey.rounds, ivKey.xkEnc(), ptr(dst), ptr(src), m, iv)
-		if m < n {
-			archDecCBC(b, dst[16*m:], src[16*m:], &civ)
-		}
-		return
-	}
-	if b.impl == implVAES && n >= 16 {
-		m := n &^ 15
-		var civ [16]byte
-		if m < n { // the chain of the rest, read before an in-place call overwrites it
-			copy(civ[:], src[16*m-16:16*m])
-		}
+	} else {
 		decESSIVCBCVAES(b.rounds, b.ykDec(), ivKey.rounds, ivKey.xkEnc(), ptr(dst), ptr(src), m, iv)
-		if m < n {
-			decCBCAESNI(b.rounds, b.xkDec(), &dst[16*m], &src[16*m], n-m, &civ)
-		}
-		return
 	}
-	decESSIVCBCAESNI(b.rounds, b.xkDec(), ivKey.rounds, ivKey.xkEnc(), ptr(dst), ptr(src), n, iv)
+	if m < n {
+		archDecCBC(b, dst[16*m:], src[16*m:], &civ)
+	}
 }
 
 // cbcLag is the delay of the second half of the lanes of encCBCMB16ZMM and

@@ -223,11 +223,7 @@ func (g *gen) cbcDecZMM(name string, essiv bool) {
 	g.arg("iv", "BX")
 	g.p("VMOVDQU (BX), X9")
 	if essiv {
-		g.arg("ivnr", "R8")
-		g.arg("ivxk", "R9")
-		g.keyEnd("R10", "R9", "R8", 16)
-		g.p("VPXOR (R9), X9, X9")
-		g.rounds("AESENC", []string{"X9"}, "R10", "R8", 16, "", true)
+		g.essivChainX9()
 	}
 	g.p("VSHUFI64X2 $0, Z9, Z9, Z9")
 	g.arg("nr", "AX")

@@ -755,6 +755,17 @@ func (g *gen) ecbVAES(name, op string) {
 	g.p("RET")
 }
 
+// essivChainX9 encrypts the IV in X9 with the ESSIV key (arguments ivnr,
+// ivxk; xmm, keys from memory): the chain a CBC-ESSIV decryption starts
+// from. It uses R8-R10.
+func (g *gen) essivChainX9() {
+	g.arg("ivnr", "R8")
+	g.arg("ivxk", "R9")
+	g.keyEnd("R10", "R9", "R8", 16)
+	g.p("VPXOR (R9), X9, X9")
+	g.rounds("AESENC", []string{"X9"}, "R10", "R8", 16, "", true)
+}
+
 // cbcDecVAES: CBC decryption, 16 blocks in flight; n must be a multiple of 16.
 // With essiv the chain starts from E(ivxk, *iv): that encryption (xmm, keys
 // from memory) does not feed the first iteration's rounds, only their final
@@ -786,11 +797,7 @@ func (g *gen) cbcDecVAES(name string, sectors, essiv bool) {
 		g.p("VMOVDQU (BX), X9")
 	}
 	if essiv {
-		g.arg("ivnr", "R8")
-		g.arg("ivxk", "R9")
-		g.keyEnd("R10", "R9", "R8", 16)
-		g.p("VPXOR (R9), X9, X9")
-		g.rounds("AESENC", []string{"X9"}, "R10", "R8", 16, "", true)
+		g.essivChainX9()
 	}
 	loop, done := g.newLabel("loop16"), g.newLabel("done")
 	g.lbl(loop)
