@@ -116,6 +116,21 @@ type stripeSet [lockStripes / 64]uint64
 // lockRange locks the stripes covering [off, off+n) in ascending order and
 // returns them for unlockRange. It allocates nothing.
 func (v *Volume) lockRange(off, n int64, write bool) stripeSet {
+	set := v.stripes(off, n)
+	for i := 0; i < lockStripes; i++ {
+		if set[i/64]&(1<<(i%64)) != 0 {
+			if write {
+				v.locks[i].Lock()
+			} else {
+				v.locks[i].RLock()
+			}
+		}
+	}
+	return set
+}
+
+// stripes returns the stripes covering [off, off+n).
+func (v *Volume) stripes(off, n int64) stripeSet {
 	var set stripeSet
 	r0, r1 := off>>lockShift, (off+n-1)>>lockShift
 	if r1-r0+1 >= lockStripes {
@@ -126,15 +141,6 @@ func (v *Volume) lockRange(off, n int64, write bool) stripeSet {
 		for r := r0; r <= r1; r++ {
 			i := r % lockStripes
 			set[i/64] |= 1 << (i % 64)
-		}
-	}
-	for i := 0; i < lockStripes; i++ {
-		if set[i/64]&(1<<(i%64)) != 0 {
-			if write {
-				v.locks[i].Lock()
-			} else {
-				v.locks[i].RLock()
-			}
 		}
 	}
 	return set

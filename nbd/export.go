@@ -40,6 +40,7 @@ type export struct {
 	discard Discarder     // nil unless discards are allowed and supported
 	zero    ZeroWriter    // nil if the backend cannot zero natively
 	inPlace InPlaceWriter // nil if the backend only has WriteAt
+	async   AsyncWriter   // nil if the backend has no StartWriteAt
 	depth   int           // requests in flight per connection
 	tflags  uint16
 
@@ -105,6 +106,9 @@ func newExport(e Export) *export {
 	}
 	if w, ok := e.Backend.(InPlaceWriter); ok {
 		x.inPlace = w
+	}
+	if w, ok := e.Backend.(AsyncWriter); ok && !e.ReadOnly {
+		x.async = w
 	}
 	x.depth = defaultQueueDepth
 	if q, ok := e.Backend.(QueueDepther); ok && q.QueueDepth() > 0 {

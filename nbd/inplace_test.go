@@ -3,8 +3,10 @@ package nbd
 import (
 	"bytes"
 	"crypto/rand"
+	"errors"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -146,5 +148,136 @@ func TestQueueDepth(t *testing.T) {
 			}
 		}
 		cl.disconnect()
+	}
+}
+
+// asyncMem adds StartWriteAt to inPlaceMem: writes at offsets that are
+// 32 KiB past a 64 KiB boundary are refused (the server must run them
+// through WriteAtInPlace), the rest complete on goroutines of their own
+// once gate lets them, failing at failOff.
+type asyncMem struct {
+	*inPlaceMem
+	gate    chan struct{}
+	failOff int64
+	started atomic.Int64
+	pending sync.WaitGroup
+}
+
+func (m *asyncMem) StartWriteAt(p []byte, off int64, done func(error)) bool {
+	if off%(64<<10) == 32<<10 {
+		return false
+	}
+	m.started.Add(1)
+	m.pending.Add(1)
+	go func() {
+		defer m.pending.Done()
+		<-m.gate
+		if off == m.failOff {
+			done(errors.New("backend failed"))
+			return
+		}
+		m.memBackend.WriteAt(p, off)
+		for i := range p {
+			p[i] ^= 0x5a
+		}
+		done(nil)
+	}()
+	return true
+}
+
+// TestAsyncWriter: a backend with StartWriteAt gets every write it can
+// start that way except those with FUA; each is answered only once its done
+// is called, with the backend's error if it failed; the writes it refuses
+// and the FUA ones go through WriteAtInPlace on a worker and are answered
+// meanwhile. What the backend scribbles on the buffers never shows, and a
+// client that disconnects with writes in flight leaves nothing behind.
+func TestAsyncWriter(t *testing.T) {
+	m := &asyncMem{inPlaceMem: &inPlaceMem{memBackend: newMem(4<<20, 512)}, gate: make(chan struct{}), failOff: 5 << 16}
+	ts := startServer(t, m, Options{})
+	cl := ts.dial(t, dialOpts{structured: true})
+	want := make([]byte, 4<<20)
+	type sent struct {
+		c        *call
+		off      int
+		async    bool
+		fails    bool
+		gotReply bool
+	}
+	var calls []sent
+	for i := range 24 {
+		off := i * 32 << 10
+		b := randBytes(uint64(i), 16<<10)
+		var flags uint16
+		if i%8 == 4 {
+			flags = cmdFlagFUA
+		}
+		s := sent{off: off, async: off%(64<<10) == 0 && flags == 0, fails: off == 5<<16}
+		s.c = cl.start(reqArgs{typ: cmdWrite, flags: flags, off: uint64(off), payload: b})
+		if !s.fails {
+			copy(want[off:], b)
+		}
+		calls = append(calls, s)
+	}
+	for i, s := range calls {
+		if !s.async {
+			if s.c.wait(t); s.c.err != nil || s.c.errno != 0 {
+				t.Fatalf("write %d (synchronous): %v, errno %d", i, s.c.err, s.c.errno)
+			}
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	for i, s := range calls {
+		if s.async {
+			select {
+			case <-s.c.done:
+				t.Fatalf("write %d was answered before the backend called done", i)
+			default:
+			}
+		}
+	}
+	if n := m.started.Load(); n != 9 {
+		t.Errorf("the backend started %d writes, want 9 (the aligned ones without FUA)", n)
+	}
+	if n := m.inPlace.Load(); n != 15 {
+		t.Errorf("WriteAtInPlace ran %d times, want 15 (the refused and the FUA writes)", n)
+	}
+	close(m.gate)
+	for i, s := range calls {
+		s.c.wait(t)
+		switch {
+		case s.fails && s.c.errno != nbdEIO:
+			t.Errorf("write %d: errno %d, want EIO from the failed backend write", i, s.c.errno)
+		case !s.fails && (s.c.err != nil || s.c.errno != 0):
+			t.Errorf("write %d: %v, errno %d", i, s.c.err, s.c.errno)
+		}
+	}
+	got := cl.mustOK(reqArgs{typ: cmdRead, off: 0, length: 1 << 20})
+	if !bytes.Equal(got, want[:1<<20]) {
+		t.Fatal("the bytes read differ from what the client wrote")
+	}
+
+	// Writes in flight at a disconnect: the server closes the connection
+	// only once the backend is done with them.
+	m.gate = make(chan struct{})
+	for i := range 4 {
+		cl.start(reqArgs{typ: cmdWrite, off: uint64(i) << 16, payload: make([]byte, 4096)})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for m.started.Load() < 13 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	var opened atomic.Bool
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		opened.Store(true)
+		close(m.gate)
+	}()
+	cl.disconnect() // returns when the server has closed the connection
+	if !opened.Load() {
+		t.Error("the server closed the connection with writes still in the backend")
+	}
+	m.pending.Wait()
+	if n := m.started.Load(); n != 13 {
+		t.Errorf("the backend started %d writes in all, want 13", n)
 	}
 }

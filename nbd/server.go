@@ -44,6 +44,19 @@ type InPlaceWriter interface {
 	WriteAtInPlace(p []byte, off int64) (int, error)
 }
 
+// AsyncWriter is implemented by backends that can start a write and report
+// its end later (a blkcrypt Volume over an rbd: device). The server starts
+// each write it can that way from the goroutine that read the request and
+// replies from done, so no worker waits for the write and none is woken to
+// reply. StartWriteAt returns false, having done nothing, for a write it
+// cannot start so; the server then runs it on a worker through WriteAt or
+// WriteAtInPlace. It must not block. Like WriteAtInPlace, it may overwrite
+// p, the server's own buffer, which it must leave alone once done is
+// called. Writes with FUA always go to a worker.
+type AsyncWriter interface {
+	StartWriteAt(p []byte, off int64, done func(error)) bool
+}
+
 // QueueDepther is implemented by backends that want a queue per connection
 // other than the default 16 requests (at most 64): one over a network
 // block store, whose round trips a deeper queue hides. Values below 1 mean

@@ -16,6 +16,11 @@ type request struct {
 	weight  int64   // bytes charged against the connection's budget
 	buf     *buffer // payload buffer (nil if none)
 	scratch [64]byte
+
+	// For a write started through AsyncWriter: its connection, and
+	// writeDone as a func value made once per pooled request.
+	c      *conn
+	doneFn func(error)
 }
 
 // buffer is a pooled payload buffer with replyPrefix spare bytes in front.
@@ -117,6 +122,9 @@ func (c *conn) readLoop() error {
 				c.release(r)
 				return readErr("write payload", err)
 			}
+			if c.e.async != nil && flags&cmdFlagFUA == 0 && c.startWrite(r) {
+				continue
+			}
 		}
 		c.dispatch(r)
 	}
@@ -138,6 +146,44 @@ func (c *conn) dispatch(r *request) {
 		go c.worker()
 	}
 	c.work <- r
+}
+
+// startWrite starts write r through the export's AsyncWriter, reporting
+// whether it did; writeDone replies once the backend is done with it.
+func (c *conn) startWrite(r *request) bool {
+	if r.doneFn == nil {
+		r.doneFn = r.writeDone
+	}
+	r.c = c
+	c.wg.Add(1)
+	if c.e.async.StartWriteAt(r.buf.b[replyPrefix:replyPrefix+int(r.length)], int64(r.off), r.doneFn) {
+		return true
+	}
+	r.c = nil
+	c.wg.Done()
+	return false
+}
+
+// writeDone replies to an asynchronous write, on whichever goroutine or
+// thread the backend finished it: for librbd one of its own threads, where
+// a panic would end the process, hence the recover.
+func (r *request) writeDone(err error) {
+	c := r.c
+	r.c = nil
+	defer c.wg.Done()
+	defer func() {
+		if p := recover(); p != nil {
+			c.internalError(r, p)
+		}
+		c.release(r)
+	}()
+	if err != nil {
+		c.logBackendErr(r, err)
+		c.replyError(r.scratch[:], r.typ, r.cookie, errno(err), "backend I/O error")
+		return
+	}
+	c.backendOK()
+	c.replyOK(r)
 }
 
 // validate checks a request against the export; it returns an NBD error
@@ -251,17 +297,22 @@ func (c *conn) worker() {
 func (c *conn) handleSafe(r *request) {
 	defer func() {
 		if p := recover(); p != nil {
-			c.logf("panic handling command %d: %v\n%s", r.typ, p, debug.Stack())
-			c.wmu.Lock()
-			if c.werr == nil {
-				c.werr = fmt.Errorf("nbd: internal error: %v", p)
-			}
-			c.wmu.Unlock()
-			c.raw.Close()
+			c.internalError(r, p)
 		}
 		c.release(r)
 	}()
 	c.handle(r)
+}
+
+// internalError ends the connection after a panic handling r.
+func (c *conn) internalError(r *request, p any) {
+	c.logf("panic handling command %d: %v\n%s", r.typ, p, debug.Stack())
+	c.wmu.Lock()
+	if c.werr == nil {
+		c.werr = fmt.Errorf("nbd: internal error: %v", p)
+	}
+	c.wmu.Unlock()
+	c.raw.Close()
 }
 
 // handle runs one validated request against the backend and replies.

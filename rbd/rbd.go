@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/cgo"
 	"strings"
 	"sync"
 	"syscall"
@@ -316,6 +317,40 @@ func (im *Image) WriteAt(p []byte, off int64) (int, error) {
 		return 0, nil
 	}
 	return im.transfer(true, p, off)
+}
+
+// WriteAtAsync starts a write of p at off and returns without waiting for
+// it: done gets the outcome, from a thread of librbd's (so it must not
+// block for long), or at once from the caller's goroutine if the write
+// could not start. p must not change until done is called. It is what lets
+// an NBD server answer a write from its completion, with no goroutine
+// waiting for each one (blkcrypt.Volume.StartWriteAt; docs/scaling.md).
+func (im *Image) WriteAtAsync(p []byte, off int64, done func(n int, err error)) {
+	switch {
+	case im.readOnly:
+		done(0, ErrReadOnly)
+		return
+	case off < 0 || off > im.size || int64(len(p)) > im.size-off:
+		done(0, fmt.Errorf("%w: write of %d bytes at %d on a %d-byte image", ErrOutOfRange, len(p), off, im.size))
+		return
+	case len(p) == 0:
+		done(0, nil)
+		return
+	}
+	im.mu.RLock()
+	if im.closed {
+		im.mu.RUnlock()
+		done(0, ErrClosed)
+		return
+	}
+	a := &asyncWrite{im: im, n: len(p), done: done}
+	a.h = cgo.NewHandle(completer(a))
+	a.pin.Pin(&p[0])
+	// librbd's aio write is all or nothing: it completes with 0 for the
+	// whole length, or with an error.
+	if r := im.submit(true, p, off, a.h); r < 0 {
+		a.complete(r)
+	}
 }
 
 // Sync flushes librbd's cache to the OSDs.

@@ -58,43 +58,9 @@ func TestRBDGateway(t *testing.T) {
 	for _, n := range names {
 		args = append(args, "--export", n+"="+device[n]+",key-file="+pass[n]+",type=luks2")
 	}
-	gctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stderr := &nbdtest.LockedBuffer{}
-	done := make(chan int, 1)
-	go func() {
-		done <- cli.Main(gctx, args, &cli.Env{Stdin: bytes.NewReader(nil), Stdout: io.Discard, Stderr: stderr})
-	}()
-	stopped := false
-	stop := func() int {
-		if stopped {
-			return 0
-		}
-		stopped = true
-		cancel()
-		select {
-		case code := <-done:
-			return code
-		case <-time.After(time.Minute):
-			t.Fatal("serve did not stop within a minute of its cancellation")
-			return -1
-		}
-	}
-	// The gateway's Volume of the RBD image stops before qemu-nbd does.
-	t.Cleanup(func() { stop() })
-	for deadline := time.Now().Add(time.Minute); ; {
-		if testenv.UnixListening(sock) {
-			break
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited with %d: %s", code, stderr.String())
-		case <-time.After(25 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not listen within a minute: %s", stderr.String())
-		}
-	}
+	// Its cleanup runs before qemu-nbd's: the gateway's Volume of the RBD
+	// image stops first.
+	stderr, stop := startServe(t, sock, args)
 	uri := func(n string) string { return "nbd+unix:///" + n + "?socket=" + sock }
 
 	// Client 1 of each export connects and stays.
@@ -190,4 +156,45 @@ func TestRBDGateway(t *testing.T) {
 	if !bytes.Equal(c.LibrbdRead(t, img, "luks2", pass["rbd"]), shadow["rbd"]) {
 		t.Error("librbd reads other bytes from the RBD export's image than the gateway's clients wrote")
 	}
+}
+
+// startServe runs `blkcrypt ARGS` (a serve listening on sock) in this
+// process until it listens, and returns its stderr and a stop function
+// that cancels it and returns its exit code (0 once stopped before). The
+// test's cleanup stops it too.
+func startServe(t *testing.T, sock string, args []string) (*nbdtest.LockedBuffer, func() int) {
+	t.Helper()
+	gctx, cancel := context.WithCancel(context.Background())
+	stderr := &nbdtest.LockedBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(gctx, args, &cli.Env{Stdin: bytes.NewReader(nil), Stdout: io.Discard, Stderr: stderr})
+	}()
+	stopped := false
+	stop := func() int {
+		if stopped {
+			return 0
+		}
+		stopped = true
+		cancel()
+		select {
+		case code := <-done:
+			return code
+		case <-time.After(time.Minute):
+			t.Fatal("serve did not stop within a minute of its cancellation")
+			return -1
+		}
+	}
+	t.Cleanup(func() { stop() })
+	for deadline := time.Now().Add(time.Minute); !testenv.UnixListening(sock); {
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited with %d: %s", code, stderr.String())
+		case <-time.After(25 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not listen within a minute: %s", stderr.String())
+		}
+	}
+	return stderr, stop
 }
