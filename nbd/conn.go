@@ -43,6 +43,14 @@ type conn struct {
 	wmu  sync.Mutex // serialises replies
 	werr error      // first write error; guarded by wmu
 
+	// Replies to asynchronous writes, for the replier goroutine, which
+	// runs while replying is set (writeDone).
+	pmu      sync.Mutex
+	pending  []*request
+	spare    []*request // the replier's last batch, for reuse
+	replying bool
+	replyBuf []byte // the replier's own
+
 	host    string // IP without the port, or Unix peer uid: whose share of MaxConns this is
 	evicted bool   // made way for a newer client; guarded by s.mu
 

@@ -157,11 +157,15 @@ func TestQueueDepth(t *testing.T) {
 // once gate lets them, failing at failOff.
 type asyncMem struct {
 	*inPlaceMem
-	gate    chan struct{}
-	failOff int64
-	started atomic.Int64
-	pending sync.WaitGroup
+	gate     chan struct{}
+	failOff  int64
+	started  atomic.Int64
+	returned atomic.Int64 // done calls that returned
+	pending  sync.WaitGroup
+	depth    int
 }
+
+func (m *asyncMem) QueueDepth() int { return m.depth }
 
 func (m *asyncMem) StartWriteAt(p []byte, off int64, done func(error)) bool {
 	if off%(64<<10) == 32<<10 {
@@ -181,6 +185,7 @@ func (m *asyncMem) StartWriteAt(p []byte, off int64, done func(error)) bool {
 			p[i] ^= 0x5a
 		}
 		done(nil)
+		m.returned.Add(1)
 	}()
 	return true
 }
@@ -280,4 +285,44 @@ func TestAsyncWriter(t *testing.T) {
 	if n := m.started.Load(); n != 13 {
 		t.Errorf("the backend started %d writes in all, want 13", n)
 	}
+}
+
+// TestAsyncWriterStuckClient: a client that stops reading its replies
+// does not hold up the backend's completions (for librbd, its own threads,
+// which every client of the export shares): done returns while the reply
+// cannot be sent, and another client's writes go on being answered.
+func TestAsyncWriterStuckClient(t *testing.T) {
+	gate := make(chan struct{})
+	close(gate)
+	m := &asyncMem{inPlaceMem: &inPlaceMem{memBackend: newMem(64<<20, 512)}, gate: gate, failOff: -1, depth: 64}
+	ts := startServer(t, m, Options{})
+	stuck := ts.conn(t)
+	oc := newOptClient(t, stuck, flagCFixedNewstyle|flagCNoZeroes)
+	oc.expect(t, optGo, goData("", infoBlockSize), repAck)
+	stuck.SetDeadline(time.Time{})
+	// Reads whose replies overfill the socket, then writes, none of whose
+	// replies are read.
+	var reqs []byte
+	for i := range 8 {
+		reqs = append(reqs, reqBytes(cmdRead, 0, uint64(i), uint64(i)<<22, 4<<20, nil)...)
+	}
+	for i := range 8 {
+		reqs = append(reqs, reqBytes(cmdWrite, 0, uint64(100+i), uint64(i)<<16, 4096, make([]byte, 4096))...)
+	}
+	if _, err := stuck.Write(reqs); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for m.returned.Load() < 8 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := m.returned.Load(); n != 8 {
+		t.Fatalf("%d of 8 done calls returned while their client was not reading", n)
+	}
+	cl := ts.dial(t, dialOpts{structured: true})
+	defer cl.disconnect()
+	for i := range 16 {
+		cl.mustOK(reqArgs{typ: cmdWrite, off: 32<<20 + uint64(i)<<16, payload: make([]byte, 4096)})
+	}
+	stuck.Close()
 }

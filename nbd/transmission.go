@@ -21,6 +21,7 @@ type request struct {
 	// writeDone as a func value made once per pooled request.
 	c      *conn
 	doneFn func(error)
+	reply  []byte // its reply, in scratch, until the replier sends it
 }
 
 // buffer is a pooled payload buffer with replyPrefix spare bytes in front.
@@ -164,26 +165,71 @@ func (c *conn) startWrite(r *request) bool {
 	return false
 }
 
-// writeDone replies to an asynchronous write, on whichever goroutine or
-// thread the backend finished it: for librbd one of its own threads, where
-// a panic would end the process, hence the recover.
+// writeDone queues the reply to an asynchronous write, on whichever
+// goroutine or thread the backend finished it: for librbd one of its own
+// threads. That thread must not wait for a client that does not read its
+// replies (every write of the export would wait behind it), so replies go
+// to the connection's replier, which sends them; a panic here would end
+// the process, hence the recover.
 func (r *request) writeDone(err error) {
 	c := r.c
 	r.c = nil
-	defer c.wg.Done()
 	defer func() {
 		if p := recover(); p != nil {
 			c.internalError(r, p)
+			c.release(r)
+			c.wg.Done()
 		}
-		c.release(r)
 	}()
 	if err != nil {
 		c.logBackendErr(r, err)
-		c.replyError(r.scratch[:], r.typ, r.cookie, errno(err), "backend I/O error")
-		return
+		r.reply = c.errorReply(r.scratch[:], r.cookie, errno(err), "backend I/O error")
+	} else {
+		c.backendOK()
+		r.reply = c.okReply(r)
 	}
-	c.backendOK()
-	c.replyOK(r)
+	c.pmu.Lock()
+	c.pending = append(c.pending, r)
+	start := !c.replying
+	c.replying = true
+	c.pmu.Unlock()
+	if start {
+		go c.replier()
+	}
+}
+
+// replier sends the queued replies, as many as have gathered in one write,
+// until none are left. Each request stays in flight, counted against the
+// connection's queue and in c.wg, until its reply is sent: a client that
+// stops reading its replies stops being read from, as with the workers'.
+func (c *conn) replier() {
+	var batch []*request
+	for {
+		c.pmu.Lock()
+		if len(c.pending) == 0 {
+			c.replying = false
+			c.pmu.Unlock()
+			return
+		}
+		batch, c.pending = c.pending, c.spare[:0]
+		c.pmu.Unlock()
+		out := c.replyBuf[:0]
+		for _, r := range batch {
+			out = append(out, r.reply...)
+		}
+		c.writeFull(out)
+		c.replyBuf = out[:0]
+		for i, r := range batch {
+			r.reply = nil
+			c.release(r)
+			batch[i] = nil
+			c.wg.Done()
+		}
+		c.pmu.Lock()
+		c.spare = batch[:0]
+		c.pmu.Unlock()
+		batch = nil
+	}
 }
 
 // validate checks a request against the export; it returns an NBD error
@@ -395,9 +441,12 @@ func (c *conn) writeZeroes(r *request) error {
 	return nil
 }
 
-// replyOK sends a successful reply without payload: a simple reply, or for
-// a zero-length structured read an NBD_REPLY_TYPE_NONE chunk.
-func (c *conn) replyOK(r *request) {
+// replyOK sends a successful reply without payload.
+func (c *conn) replyOK(r *request) { c.writeFull(c.okReply(r)) }
+
+// okReply builds in r.scratch a successful reply without payload: a simple
+// reply, or for a zero-length structured read an NBD_REPLY_TYPE_NONE chunk.
+func (c *conn) okReply(r *request) []byte {
 	p := r.scratch[:]
 	if c.structured && r.typ == cmdRead {
 		be.PutUint32(p[0:], structuredMagic)
@@ -405,13 +454,12 @@ func (c *conn) replyOK(r *request) {
 		be.PutUint16(p[6:], replyTypeNone)
 		be.PutUint64(p[8:], r.cookie)
 		be.PutUint32(p[16:], 0)
-		c.writeFull(p[:structuredHeaderLen])
-		return
+		return p[:structuredHeaderLen]
 	}
 	be.PutUint32(p[0:], simpleMagic)
 	be.PutUint32(p[4:], 0)
 	be.PutUint64(p[8:], r.cookie)
-	c.writeFull(p[:simpleReplyLen])
+	return p[:simpleReplyLen]
 }
 
 // replyRead sends the data read into r.buf with one write.
@@ -439,9 +487,14 @@ func (c *conn) replyRead(r *request) {
 // replyError sends an error reply, structured (with msg) if negotiated.
 // scratch must hold at least structuredHeaderLen+6+len(msg) bytes.
 func (c *conn) replyError(scratch []byte, typ uint16, cookie uint64, en uint32, msg string) error {
+	return c.writeFull(c.errorReply(scratch, cookie, en, msg))
+}
+
+// errorReply builds replyError's reply in scratch.
+func (c *conn) errorReply(scratch []byte, cookie uint64, en uint32, msg string) []byte {
+	p := scratch
 	if c.structured {
 		msg = msg[:min(len(msg), len(scratch)-structuredHeaderLen-6)]
-		p := scratch
 		be.PutUint32(p[0:], structuredMagic)
 		be.PutUint16(p[4:], replyFlagDone)
 		be.PutUint16(p[6:], replyTypeError)
@@ -450,11 +503,10 @@ func (c *conn) replyError(scratch []byte, typ uint16, cookie uint64, en uint32, 
 		be.PutUint32(p[20:], en)
 		be.PutUint16(p[24:], uint16(len(msg)))
 		copy(p[26:], msg)
-		return c.writeFull(p[:26+len(msg)])
+		return p[:26+len(msg)]
 	}
-	p := scratch
 	be.PutUint32(p[0:], simpleMagic)
 	be.PutUint32(p[4:], en)
 	be.PutUint64(p[8:], cookie)
-	return c.writeFull(p[:simpleReplyLen])
+	return p[:simpleReplyLen]
 }
