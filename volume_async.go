@@ -1,6 +1,9 @@
 package blkcrypt
 
-import "io"
+import (
+	"io"
+	mbits "math/bits"
+)
 
 // AsyncWriter is a Device that can start a write and report its end later,
 // with no goroutine waiting for it: rbd.Image, whose writes are network
@@ -75,14 +78,15 @@ func (v *Volume) StartWriteAt(p []byte, off int64, done func(error)) bool {
 // rather than wait for a stripe another request holds.
 func (v *Volume) tryLockRange(off, n int64) (stripeSet, bool) {
 	set := v.stripes(off, n)
-	for i := 0; i < lockStripes; i++ {
-		if set[i/64]&(1<<(i%64)) != 0 && !v.locks[i].TryLock() {
-			for j := i - 1; j >= 0; j-- {
-				if set[j/64]&(1<<(j%64)) != 0 {
-					v.locks[j].Unlock()
-				}
+	var held stripeSet
+	for w, bits := range set {
+		for ; bits != 0; bits &= bits - 1 {
+			i := w*64 + mbits.TrailingZeros64(bits)
+			if !v.locks[i].TryLock() {
+				v.unlockRange(held, true)
+				return stripeSet{}, false
 			}
-			return stripeSet{}, false
+			held[w] |= bits & -bits
 		}
 	}
 	return set, true

@@ -45,11 +45,11 @@ func asyncVolume(t *testing.T, key []byte, ss int, size int64, async bool) (*Vol
 	t.Helper()
 	const dataOff = 64 << 10
 	p := filepath.Join(t.TempDir(), "v.img")
-	if err := os.WriteFile(p, make([]byte, dataOff+size), 0o600); err != nil {
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(p, os.O_RDWR, 0)
-	if err != nil {
+	if err := f.Truncate(dataOff + size); err != nil {
 		t.Fatal(err)
 	}
 	c, err := sector.New("aes-xts-plain64", key, sector.Options{SectorSize: ss})
@@ -206,7 +206,7 @@ func TestVolumeStartWriteAtRefuses(t *testing.T) {
 func TestVolumeStartWriteAtHolds(t *testing.T) {
 	key := make([]byte, 64)
 	rand.Read(key)
-	v, a, _ := asyncVolume(t, key, 4096, 4<<20, true)
+	v, a, _ := asyncVolume(t, key, 4096, 257<<20, true)
 	a.gate = make(chan struct{})
 	first, ok := startWrite(t, v, bytes.Repeat([]byte{1}, 8192), 0)
 	if !ok {
@@ -218,6 +218,19 @@ func TestVolumeStartWriteAtHolds(t *testing.T) {
 	other, ok := startWrite(t, v, bytes.Repeat([]byte{2}, 4096), 1<<20)
 	if !ok {
 		t.Fatal("a write elsewhere did not start")
+	}
+	// Writes up to 256 MiB away have locks of their own (nbdcopy keeps 64
+	// MiB in flight); one a stripe period away shares the first one's.
+	var far []<-chan error
+	for _, off := range []int64{16 << 20, 64 << 20, 128 << 20, 256<<20 - 128<<10} {
+		ch, ok := startWrite(t, v, make([]byte, 4096), off)
+		if !ok {
+			t.Fatalf("a write at %d MiB waited for one at 0", off>>20)
+		}
+		far = append(far, ch)
+	}
+	if _, ok := startWrite(t, v, make([]byte, 4096), lockStripes<<lockShift); ok {
+		t.Fatal("a write sharing the first one's lock stripe started")
 	}
 	wrote := make(chan error, 1)
 	go func() {
@@ -236,7 +249,7 @@ func TestVolumeStartWriteAtHolds(t *testing.T) {
 	default:
 	}
 	close(a.gate)
-	for _, ch := range []<-chan error{first, other, wrote} {
+	for _, ch := range append(far, first, other, wrote) {
 		if err := waitDone(t, ch); err != nil {
 			t.Fatal(err)
 		}
