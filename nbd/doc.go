@@ -126,8 +126,14 @@
 // (or what a QueueDepther backend asks for, up to 64: nbdcopy's queue) and
 // max(2*MaxRequest, 16 MiB) of payload are in flight per connection;
 // beyond that the server stops reading from that client. A Backend that
-// implements InPlaceWriter gets each write's payload buffer to overwrite. Payload buffers come from size-classed sync.Pools, so the
-// steady state allocates nothing per request, and at most
+// implements InPlaceWriter gets each write's payload buffer to overwrite.
+// One that implements AsyncWriter (a Volume over librbd) has each write
+// without FUA started by the decoding goroutine itself, with no worker
+// waiting for it; its completion queues the reply for a replier goroutine
+// that sends whatever replies have gathered in one write, and the request
+// counts as in flight until then. Payload buffers come from size-classed
+// sync.Pools, so the steady state allocates nothing per request (beyond
+// what an AsyncWriter's completion takes), and at most
 // max(2*MaxRequest, 16 MiB) of payload per connection is held, so
 // Options.MaxConns also bounds the server's memory.
 //
