@@ -14,15 +14,19 @@
 // CEPH_ARGS is honoured; the client is client.admin.
 //
 // Two librbd defaults are changed, because they cost CPU and buy a Volume
-// nothing: writes are zero-copy (rbd_disable_zero_copy_writes=false; every
-// write waits for its completion with its buffer untouched), and librbd's
+// nothing: writes are zero-copy (rbd_disable_zero_copy_writes=false; no
+// write's buffer changes before its completion), and librbd's
 // cache is off (rbd_cache=false, as qemu's cache=none sets it) unless the
 // configuration changed rbd_cache or rbd_cache_policy from librbd's
 // defaults, say rbd_cache_policy = writeback to keep a cache.
 //
 // An Image asks an NBD server in front of it for 64 requests in flight
 // per connection (QueueDepth; the server's default is 16): each request is
-// a network round trip, and the deeper queue keeps the OSDs busy.
+// a network round trip, and the deeper queue keeps the OSDs busy. Its
+// WriteAtAsync (blkcrypt.AsyncWriter) starts a write and returns; the
+// completion runs on librbd's thread. A Volume's StartWriteAt uses it, so
+// an NBD server answers writes from their completions with no goroutine
+// waiting for each.
 //
 // Without the tag the package is empty, and an RBD image is reached over
 // NBD instead: qemu-nbd's raw rbd export as an nbd+unix:// URI. Which route
