@@ -34,9 +34,10 @@ func (v *Volume) asyncDev() AsyncWriter {
 // inside the volume, a read-only or closing volume, one in reencryption, or
 // a range whose lock another request holds. The caller then uses
 // WriteAtInPlace, which waits and reports the reason. So StartWriteAt
-// never blocks: an NBD server calls it from the goroutine that reads its
-// client's requests, and answers from done (nbd.AsyncWriter;
-// docs/scaling.md).
+// never waits for another request (only, at most, for the device to take
+// the write: librbd's throttles): an NBD server calls it from the goroutine
+// that reads its client's requests, and answers from done
+// (nbd.AsyncWriter; docs/scaling.md).
 func (v *Volume) StartWriteAt(p []byte, off int64, done func(error)) bool {
 	if v.readOnly || v.rx != nil || len(p) == 0 || off%v.ss != 0 || int64(len(p))%v.ss != 0 {
 		return false
