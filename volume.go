@@ -76,7 +76,8 @@ const closingBit = 1 << 62
 // lockStripes locks each: regions 256 MiB apart share a lock. With fewer
 // (256 locks of 64 KiB, 16 MiB apart) the 64 MiB that nbdcopy keeps in
 // flight over four connections made three writes in four wait for an
-// unrelated one (docs/scaling.md). The locks take 48 KiB per volume.
+// unrelated one, and fall back from StartWriteAt to a worker
+// (docs/scaling.md). The locks take 48 KiB per volume.
 const (
 	lockStripes = 2048
 	lockShift   = 17
