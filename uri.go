@@ -197,12 +197,17 @@ func uriDiscarder(dev Device) func(off, n int64) error {
 // hide its network round trips); 0 leaves it to the server. It is what
 // nbd.QueueDepther asks of a backend.
 func (v *Volume) QueueDepth() int {
-	var dev any = v.dev
-	if d, ok := dev.(*uriDevice); ok {
-		dev = d.URIDevice
-	}
-	if q, ok := dev.(interface{ QueueDepth() int }); ok {
+	if q, ok := v.baseDevice().(interface{ QueueDepth() int }); ok {
 		return q.QueueDepth()
 	}
 	return 0
+}
+
+// baseDevice is the volume's device without Open's wrapper for a URI
+// device, for the optional interfaces the device itself may have.
+func (v *Volume) baseDevice() any {
+	if d, ok := v.dev.(*uriDevice); ok {
+		return d.URIDevice
+	}
+	return v.dev
 }

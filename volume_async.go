@@ -14,11 +14,7 @@ type AsyncWriter interface {
 
 // asyncDev returns the volume's device as an AsyncWriter, or nil.
 func (v *Volume) asyncDev() AsyncWriter {
-	var dev any = v.dev
-	if d, ok := dev.(*uriDevice); ok {
-		dev = d.URIDevice
-	}
-	a, _ := dev.(AsyncWriter)
+	a, _ := v.baseDevice().(AsyncWriter)
 	return a
 }
 

@@ -47,7 +47,6 @@ type conn struct {
 	// runs while replying is set (writeDone).
 	pmu      sync.Mutex
 	pending  []*request
-	spare    []*request // the replier's last batch, for reuse
 	replying bool
 	replyBuf []byte // the replier's own
 

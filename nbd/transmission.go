@@ -211,7 +211,8 @@ func (c *conn) replier() {
 			c.pmu.Unlock()
 			return
 		}
-		batch, c.pending = c.pending, c.spare[:0]
+		// The last batch's array takes the next replies.
+		batch, c.pending = c.pending, batch[:0]
 		c.pmu.Unlock()
 		out := c.replyBuf[:0]
 		for _, r := range batch {
@@ -219,16 +220,12 @@ func (c *conn) replier() {
 		}
 		c.writeFull(out)
 		c.replyBuf = out[:0]
-		for i, r := range batch {
+		for _, r := range batch {
 			r.reply = nil
 			c.release(r)
-			batch[i] = nil
 			c.wg.Done()
 		}
-		c.pmu.Lock()
-		c.spare = batch[:0]
-		c.pmu.Unlock()
-		batch = nil
+		clear(batch)
 	}
 }
 
