@@ -40,6 +40,10 @@ type conn struct {
 	hdr  [requestHeaderLen]byte // reader goroutine's request header
 	rbuf [128]byte              // reader goroutine's scratch for error replies
 
+	// Write merging (readLoop only; see merge).
+	rc     syscall.RawConn // for headerReady's peek; nil under TLS
+	seqEnd uint64          // where the last write ended
+
 	wmu  sync.Mutex // serialises replies
 	werr error      // first write error; guarded by wmu
 

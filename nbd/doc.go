@@ -131,7 +131,15 @@
 // without FUA started by the decoding goroutine itself, with no worker
 // waiting for it; its completion queues the reply for a replier goroutine
 // that sends whatever replies have gathered in one write, and the request
-// counts as in flight until then. Payload buffers come from size-classed
+// counts as in flight until then. For such a backend, writes that follow
+// one another on the export and in the stream, with no FUA and whose
+// headers have already arrived (a peek at the socket, never a wait), are
+// read into one buffer and started as one write of up to 1 MiB, not
+// crossing a 1 MiB boundary: librbd and the OSD spend per operation, and
+// nbdcopy's 256 KiB requests reach them as 1 MiB ones. Each request keeps
+// its own reply; a merged write that fails fails each of them. Merging
+// starts only at the offset where the connection's last write ended, so a
+// random writer's buffers stay the size of its requests. Payload buffers come from size-classed
 // sync.Pools, so the steady state allocates nothing per request (beyond
 // what an AsyncWriter's completion takes), and at most
 // max(2*MaxRequest, 16 MiB) of payload per connection is held, so

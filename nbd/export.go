@@ -85,7 +85,7 @@ func (c *conn) logBackendErr(r *request, err error) {
 	if first {
 		more += "; not listed until a request succeeds"
 	}
-	c.logf("export %q: command %d at %d+%d: %v%s", e.Name, r.typ, r.off, r.length, err, more)
+	c.logf("export %q: command %d at %d+%d: %v%s", e.Name, r.typ, r.off, r.span(), err, more)
 }
 
 // backendOK clears the failing mark after a request the backend served.

@@ -22,6 +22,20 @@ type request struct {
 	c      *conn
 	doneFn func(error)
 	reply  []byte // its reply, in scratch, until the replier sends it
+
+	// Writes merged into this one (merge): their payloads follow its own
+	// in buf, they carry no buffer or weight of their own, and they are
+	// answered and released with it.
+	group []*request
+}
+
+// span is the length of r's payload and those merged into it.
+func (r *request) span() int {
+	n := int(r.length)
+	for _, f := range r.group {
+		n += int(f.length)
+	}
+	return n
 }
 
 // buffer is a pooled payload buffer with replyPrefix spare bytes in front.
@@ -63,22 +77,26 @@ func (c *conn) transmit() error {
 
 func (c *conn) readLoop() error {
 	s := c.s
+	c.rc = nil
+	if c.e.async != nil {
+		c.rc = c.rawConn()
+	}
+	have := false // c.hdr already holds the next request's header (merge)
 	for {
-		if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
-			if err == io.EOF {
-				return nil // client went away between requests
+		if !have {
+			if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
+				if err == io.EOF {
+					return nil // client went away between requests
+				}
+				return readErr("request header", err)
 			}
-			return readErr("request header", err)
 		}
+		have = false
 		h := c.hdr[:]
 		if m := be.Uint32(h[0:]); m != requestMagic {
 			return fmt.Errorf("nbd: bad request magic %#x", m)
 		}
-		flags := be.Uint16(h[4:])
-		typ := be.Uint16(h[6:])
-		cookie := be.Uint64(h[8:])
-		off := be.Uint64(h[16:])
-		length := be.Uint32(h[24:])
+		flags, typ, cookie, off, length := parseRequest(h)
 
 		if typ == cmdDisc {
 			return nil
@@ -109,11 +127,16 @@ func (c *conn) readLoop() error {
 				bufLen = int(min(length, zeroChunk))
 			}
 		}
-		c.acquire(int64(bufLen))
+		async := typ == cmdWrite && length > 0 && c.e.async != nil && flags&cmdFlagFUA == 0
+		room := bufLen
+		if async && off == c.seqEnd {
+			room = max(bufLen, c.mergeRoom(off))
+		}
+		c.acquire(int64(room))
 		r := s.reqPool.Get().(*request)
-		r.typ, r.flags, r.cookie, r.off, r.length, r.weight = typ, flags, cookie, off, length, int64(bufLen)
-		if bufLen > 0 {
-			r.buf = s.getBuffer(bufLen)
+		r.typ, r.flags, r.cookie, r.off, r.length, r.weight = typ, flags, cookie, off, length, int64(room)
+		if room > 0 {
+			r.buf = s.getBuffer(room)
 		}
 		if typ == cmdWrite && bufLen > 0 {
 			c.reading.Store(true)
@@ -123,12 +146,79 @@ func (c *conn) readLoop() error {
 				c.release(r)
 				return readErr("write payload", err)
 			}
-			if c.e.async != nil && flags&cmdFlagFUA == 0 && c.startWrite(r) {
-				continue
+			var merr error
+			if room > bufLen {
+				have, merr = c.merge(r, room)
 			}
+			c.seqEnd = off + uint64(r.span())
+			if !(async && c.startWrite(r)) {
+				c.dispatch(r)
+			}
+			if merr != nil {
+				return merr
+			}
+			continue
 		}
 		c.dispatch(r)
 	}
+}
+
+// parseRequest decodes a request header whose magic has been checked.
+func parseRequest(h []byte) (flags, typ uint16, cookie, off uint64, length uint32) {
+	return be.Uint16(h[4:]), be.Uint16(h[6:]), be.Uint64(h[8:]), be.Uint64(h[16:]), be.Uint32(h[24:])
+}
+
+// mergeMax bounds a merged write. librbd and the OSD spend per operation,
+// not per byte, on much of a write: on one memstore OSD, rbd bench wrote
+// 1 MiB operations with about 20% less OSD CPU and 25% faster than the
+// 256 KiB requests nbdcopy sends, and 4 MiB ones gained nothing more.
+const mergeMax = 1 << 20
+
+// mergeRoom is how long a write at off may grow by merging: up to the
+// next multiple of mergeMax, so that merged writes stay aligned to the
+// object boundaries of any power-of-two object size of at least mergeMax.
+func (c *conn) mergeRoom(off uint64) int {
+	m := uint64(min(mergeMax, c.s.maxReq))
+	return int(m - off%m)
+}
+
+// merge appends to write r, whose buffer has room bytes, the writes that
+// directly follow it in the stream and on the export, as long as their
+// headers have already arrived: a sequential writer's stream of small
+// writes reaches an AsyncWriter backend as fewer, larger ones, and never
+// waits for a request the client has not sent. It reports whether c.hdr
+// holds a request it read but did not take, for the read loop to handle;
+// an error ends the connection after r has been started.
+func (c *conn) merge(r *request, room int) (bool, error) {
+	n := int(r.length)
+	for n < room && c.headerReady() {
+		if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
+			return false, readErr("request header", err)
+		}
+		h := c.hdr[:]
+		if be.Uint32(h[0:]) != requestMagic {
+			return true, nil
+		}
+		flags, typ, cookie, off, length := parseRequest(h)
+		if typ != cmdWrite || flags != 0 || off != r.off+uint64(n) || length == 0 || int(length) > room-n {
+			return true, nil
+		}
+		if en, _ := c.validate(typ, flags, off, length); en != 0 || !c.tryAcquire() {
+			return true, nil
+		}
+		f := c.s.reqPool.Get().(*request)
+		f.typ, f.flags, f.cookie, f.off, f.length, f.weight = typ, flags, cookie, off, length, 0
+		c.reading.Store(true)
+		_, err := io.ReadFull(c.br, r.buf.b[replyPrefix+n:replyPrefix+n+int(length)])
+		c.reading.Store(false)
+		if err != nil {
+			c.release(f)
+			return false, readErr("write payload", err)
+		}
+		r.group = append(r.group, f)
+		n += int(length)
+	}
+	return false, nil
 }
 
 // dispatch hands r to an idle worker, or to a new one while there are
@@ -149,53 +239,84 @@ func (c *conn) dispatch(r *request) {
 	c.work <- r
 }
 
-// startWrite starts write r through the export's AsyncWriter, reporting
-// whether it did; writeDone replies once the backend is done with it.
+// startWrite starts write r, and those merged into it, through the
+// export's AsyncWriter, reporting whether it did; writeDone replies once
+// the backend is done with them.
 func (c *conn) startWrite(r *request) bool {
 	if r.doneFn == nil {
 		r.doneFn = r.writeDone
 	}
 	r.c = c
-	c.wg.Add(1)
-	if c.e.async.StartWriteAt(r.buf.b[replyPrefix:replyPrefix+int(r.length)], int64(r.off), r.doneFn) {
+	c.wg.Add(1 + len(r.group))
+	if c.e.async.StartWriteAt(r.buf.b[replyPrefix:replyPrefix+r.span()], int64(r.off), r.doneFn) {
 		return true
 	}
 	r.c = nil
-	c.wg.Done()
+	c.wg.Add(-1 - len(r.group))
 	return false
 }
 
-// writeDone queues the reply to an asynchronous write, on whichever
-// goroutine or thread the backend finished it: for librbd one of its own
-// threads. That thread must not wait for a client that does not read its
-// replies (every write of the export would wait behind it), so replies go
-// to the connection's replier, which sends them; a panic here would end
-// the process, hence the recover.
+// writeDone queues the replies to an asynchronous write and those merged
+// into it, on whichever goroutine or thread the backend finished it: for
+// librbd one of its own threads. That thread must not wait for a client
+// that does not read its replies (every write of the export would wait
+// behind it), so replies go to the connection's replier, which sends them;
+// a panic here would end the process, hence the recover.
 func (r *request) writeDone(err error) {
 	c := r.c
 	r.c = nil
+	queued := false
 	defer func() {
 		if p := recover(); p != nil {
 			c.internalError(r, p)
-			c.release(r)
-			c.wg.Done()
+			if !queued {
+				c.wg.Add(-1 - len(r.group))
+				c.releaseGroup(r)
+				c.release(r)
+			}
 		}
 	}()
 	if err != nil {
 		c.logBackendErr(r, err)
-		r.reply = c.errorReply(r.scratch[:], r.cookie, errno(err), "backend I/O error")
 	} else {
 		c.backendOK()
-		r.reply = c.okReply(r)
+	}
+	r.reply = c.writeReply(r, err)
+	for _, f := range r.group {
+		f.reply = c.writeReply(f, err)
 	}
 	c.pmu.Lock()
 	c.pending = append(c.pending, r)
+	c.pending = append(c.pending, r.group...)
+	// The replier owns them all once pmu is unlocked, r too: it may
+	// release r at once, and r.group must be empty by then.
+	clear(r.group)
+	r.group = r.group[:0]
 	start := !c.replying
 	c.replying = true
 	c.pmu.Unlock()
+	queued = true
 	if start {
 		go c.replier()
 	}
+}
+
+// writeReply builds in r.scratch the reply to write r, done with err.
+func (c *conn) writeReply(r *request, err error) []byte {
+	if err != nil {
+		return c.errorReply(r.scratch[:], r.cookie, errno(err), "backend I/O error")
+	}
+	return c.okReply(r)
+}
+
+// releaseGroup releases the writes merged into r, whose replies have been
+// sent or will never be.
+func (c *conn) releaseGroup(r *request) {
+	for _, f := range r.group {
+		c.release(f)
+	}
+	clear(r.group)
+	r.group = r.group[:0]
 }
 
 // replier sends the queued replies, as many as have gathered in one write,
@@ -314,6 +435,20 @@ func (c *conn) acquire(n int64) {
 	c.fmu.Unlock()
 }
 
+// tryAcquire lets in a request merged into another (no buffer of its
+// own), if that needs no waiting: the read loop must not wait while it
+// holds a merged write it has not started.
+func (c *conn) tryAcquire() bool {
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	if c.inflight >= c.e.depth {
+		return false
+	}
+	c.inflight++
+	c.lastActive = c.s.now()
+	return true
+}
+
 // release returns a request and its buffer to the pools.
 func (c *conn) release(r *request) {
 	if r.buf != nil {
@@ -342,6 +477,7 @@ func (c *conn) handleSafe(r *request) {
 		if p := recover(); p != nil {
 			c.internalError(r, p)
 		}
+		c.releaseGroup(r)
 		c.release(r)
 	}()
 	c.handle(r)
@@ -381,6 +517,7 @@ func (c *conn) handle(r *request) {
 			err = io.ErrUnexpectedEOF
 		}
 	case cmdWrite:
+		n = r.span()
 		if n > 0 {
 			var put int
 			if c.e.inPlace != nil {
@@ -406,10 +543,22 @@ func (c *conn) handle(r *request) {
 	}
 	if err != nil {
 		c.logBackendErr(r, err)
+	} else {
+		c.backendOK()
+	}
+	if len(r.group) > 0 {
+		// One write answers the whole merged group, as the replier would.
+		out := append(make([]byte, 0, (1+len(r.group))*simpleReplyLen), c.writeReply(r, err)...)
+		for _, f := range r.group {
+			out = append(out, c.writeReply(f, err)...)
+		}
+		c.writeFull(out)
+		return
+	}
+	if err != nil {
 		c.replyError(r.scratch[:], r.typ, r.cookie, errno(err), "backend I/O error")
 		return
 	}
-	c.backendOK()
 	c.replyOK(r)
 }
 
