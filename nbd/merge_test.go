@@ -94,7 +94,7 @@ func TestMergedWrites(t *testing.T) {
 	batch := []w{
 		{off: b, n: u}, {off: b + u, n: u}, {off: b + 2*u, n: u}, // merged, up to the 1 MiB boundary
 		{off: 17 * mib, n: u}, {off: 17*mib + u, n: u}, {off: 17*mib + 2*u, n: u}, // merged; fails
-		{off: 17*mib + 3*u, n: u, flags: cmdFlagFUA}, // FUA: a worker's
+		{off: 17*mib + 3*u, n: u, flags: cmdFlagFUA},         // FUA: a worker's
 		{off: 17*mib + 4*u, n: u}, {off: 17*mib + 5*u, n: u}, // merged; refused (32 KiB past 64 KiB)
 		{read: true},
 		{off: 17*mib + 6*u, n: u}, // next is not adjacent
