@@ -117,7 +117,7 @@ func (v *Volume) Cipher() *sector.Cipher { return v.cipher }
 // DataOffset is where the ciphertext starts on the device, in bytes.
 func (v *Volume) DataOffset() int64 { return v.off }
 
-// stripeSet is a set of lock stripes, as a 256-bit mask.
+// stripeSet is a set of lock stripes, as a bit mask.
 type stripeSet [lockStripes / 64]uint64
 
 // lockRange locks the stripes covering [off, off+n) in ascending order and

@@ -164,37 +164,8 @@ func TestRBDGateway(t *testing.T) {
 // test's cleanup stops it too.
 func startServe(t *testing.T, sock string, args []string) (*nbdtest.LockedBuffer, func() int) {
 	t.Helper()
-	gctx, cancel := context.WithCancel(context.Background())
 	stderr := &nbdtest.LockedBuffer{}
-	done := make(chan int, 1)
-	go func() {
-		done <- cli.Main(gctx, args, &cli.Env{Stdin: bytes.NewReader(nil), Stdout: io.Discard, Stderr: stderr})
-	}()
-	stopped := false
-	stop := func() int {
-		if stopped {
-			return 0
-		}
-		stopped = true
-		cancel()
-		select {
-		case code := <-done:
-			return code
-		case <-time.After(time.Minute):
-			t.Fatal("serve did not stop within a minute of its cancellation")
-			return -1
-		}
-	}
-	t.Cleanup(func() { stop() })
-	for deadline := time.Now().Add(time.Minute); !testenv.UnixListening(sock); {
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited with %d: %s", code, stderr.String())
-		case <-time.After(25 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not listen within a minute: %s", stderr.String())
-		}
-	}
+	env := &cli.Env{Stdin: bytes.NewReader(nil), Stdout: io.Discard, Stderr: stderr}
+	stop := testenv.Serve(t, sock, func(ctx context.Context) int { return cli.Main(ctx, args, env) }, stderr.String)
 	return stderr, stop
 }

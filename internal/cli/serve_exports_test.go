@@ -56,47 +56,11 @@ func (s *syncBuffer) waitFor(t *testing.T, want string, n int) {
 func startGatewayCLI(t *testing.T, args ...string) (string, *syncBuffer, func() int) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "gw.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
 	errb := &syncBuffer{}
-	go func() {
-		env := &Env{Stdin: bytes.NewReader(nil), Stdout: io.Discard, Stderr: errb}
-		done <- Main(ctx, append([]string{"serve", "--listen", "unix:" + sock}, args...), env)
-	}()
-	// Listening, not just bound (see testenv.UnixListening). A short poll:
-	// serve --reencrypt starts its run as it listens, and a test that
-	// means to catch it mid-way must not lose its head start.
-	for deadline := time.Now().Add(time.Minute); ; {
-		if testenv.UnixListening(sock) {
-			break
-		}
-		select {
-		case code := <-done:
-			cancel()
-			t.Fatalf("serve exited early with %d: %s", code, errb.String())
-		case <-time.After(time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("serve did not listen within a minute: %s", errb.String())
-		}
-	}
-	stopped := false
-	stop := func() int {
-		if stopped {
-			return 0
-		}
-		stopped = true
-		cancel()
-		select {
-		case code := <-done:
-			return code
-		case <-time.After(60 * time.Second):
-			t.Fatal("serve did not stop after cancellation")
-			return -1
-		}
-	}
-	t.Cleanup(func() { stop() })
+	env := &Env{Stdin: bytes.NewReader(nil), Stdout: io.Discard, Stderr: errb}
+	stop := testenv.Serve(t, sock, func(ctx context.Context) int {
+		return Main(ctx, append([]string{"serve", "--listen", "unix:" + sock}, args...), env)
+	}, errb.String)
 	return sock, errb, stop
 }
 
