@@ -1,6 +1,7 @@
 package kdf
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"runtime"
@@ -107,6 +108,15 @@ func (o Options) Check(defType string) error {
 // keyLen bytes: forced values as given, otherwise the benchmark's result.
 // defType fills an empty Type.
 func Resolve(o Options, defType string, keyLen int) (Params, error) {
+	return ResolveContext(context.Background(), o, defType, keyLen)
+}
+
+// ResolveContext is Resolve whose benchmark stops, with ctx's error in the
+// chain, when ctx ends: a benchmarked Argon2 runs for seconds.
+func ResolveContext(ctx context.Context, o Options, defType string, keyLen int) (Params, error) {
+	if err := ctx.Err(); err != nil {
+		return Params{}, err
+	}
 	if err := o.Check(defType); err != nil {
 		return Params{}, err
 	}
@@ -129,7 +139,7 @@ func Resolve(o Options, defType string, keyLen int) (Params, error) {
 		return p, nil
 	}
 	if o.Type == PBKDF2 {
-		perSec, err := benchmarkPBKDF2(o.Hash, keyLen, o.Progress)
+		perSec, err := benchmarkPBKDF2(ctx, o.Hash, keyLen, o.Progress)
 		if err != nil {
 			return Params{}, err
 		}
@@ -151,7 +161,7 @@ func Resolve(o Options, defType string, keyLen int) (Params, error) {
 	}
 	par = max(1, min(par, uint32(runtime.NumCPU())))
 	target := uint32(max(1, o.IterTime.Milliseconds()))
-	t, m, err := benchmarkArgon2(o.Type, keyLen, maxMem, par, target, o.Progress)
+	t, m, err := benchmarkArgon2(ctx, o.Type, keyLen, maxMem, par, target, o.Progress)
 	if err != nil {
 		return Params{}, err
 	}
@@ -163,10 +173,16 @@ func Resolve(o Options, defType string, keyLen int) (Params, error) {
 // digest: 1000 when the keyslot KDF was forced, otherwise what the hash
 // computes in 125 ms (LUKS_MKD_ITERATIONS_MS), at least 1000.
 func DigestIterations(o Options, hashName string, keyLen int) (uint32, error) {
+	return DigestIterationsContext(context.Background(), o, hashName, keyLen)
+}
+
+// DigestIterationsContext is DigestIterations whose benchmark stops when
+// ctx ends.
+func DigestIterationsContext(ctx context.Context, o Options, hashName string, keyLen int) (uint32, error) {
 	if o.Forced() {
 		return MinDigestIterations, nil
 	}
-	perSec, err := benchmarkPBKDF2(hashName, keyLen, o.Progress)
+	perSec, err := benchmarkPBKDF2(ctx, hashName, keyLen, o.Progress)
 	if err != nil {
 		return 0, err
 	}
@@ -180,7 +196,7 @@ func DigestIterations(o Options, hashName string, keyLen int) (uint32, error) {
 // benchmarkPBKDF2 returns PBKDF2 iterations per second of CPU time, as
 // crypt_pbkdf_check measures them: grow the iteration count until one run
 // takes more than 500 ms of CPU time, then scale.
-func benchmarkPBKDF2(hashName string, keyLen int, progress func(time.Duration)) (uint32, error) {
+func benchmarkPBKDF2(ctx context.Context, hashName string, keyLen int, progress func(time.Duration)) (uint32, error) {
 	h, err := HashFunc(hashName)
 	if err != nil {
 		return 0, err
@@ -192,7 +208,7 @@ func benchmarkPBKDF2(hashName string, keyLen int, progress func(time.Duration)) 
 	var perSec uint32
 	for step := 0; ; step++ {
 		start := threadCPUTime()
-		k, err := PBKDF2Key(h, pass, salt, int(iter), keyLen)
+		k, err := PBKDF2KeyContext(ctx, h, pass, salt, int(iter), keyLen)
 		if err != nil {
 			return 0, err
 		}
@@ -230,20 +246,23 @@ func benchmarkPBKDF2(hashName string, keyLen int, progress func(time.Duration)) 
 
 // measureArgon2 runs Argon2 up to samples times and returns the fastest
 // wall-clock time in ms, stopping early when a run is below atLeast ms.
-func measureArgon2(typ string, keyLen int, t, m, par uint32, samples int, atLeast int64) int64 {
+func measureArgon2(ctx context.Context, typ string, keyLen int, t, m, par uint32, samples int, atLeast int64) (int64, error) {
 	pass, salt := []byte("foobarfo"), []byte("0123456789abcdef0123456789abcdef")
 	best := int64(math.MaxInt64)
 	for i := 0; i < samples; i++ {
 		start := time.Now()
-		k, _ := Derive(Params{Type: typ, Iterations: t, MemoryKiB: m, Parallel: par}, pass, salt, keyLen)
+		k, err := DeriveContext(ctx, Params{Type: typ, Iterations: t, MemoryKiB: m, Parallel: par}, pass, salt, keyLen)
 		clear(k)
+		if err != nil {
+			return 0, err
+		}
 		ms := time.Since(start).Milliseconds()
 		if ms < atLeast {
-			return ms
+			return ms, nil
 		}
 		best = min(best, ms)
 	}
-	return best
+	return best, nil
 }
 
 // nextArgon2 moves (t, m) towards target ms from a measurement of ms;
@@ -287,7 +306,7 @@ func nextArgon2(t, m *uint32, minT, minM, maxM uint32, ms int64, target uint32) 
 // benchmarkArgon2 follows crypt_argon2_check: find small parameters that
 // take at least 250 ms, extrapolate to the target, then refine until a run
 // lands within 95–110 % of it.
-func benchmarkArgon2(typ string, keyLen int, maxM, par, target uint32, progress func(time.Duration)) (uint32, uint32, error) {
+func benchmarkArgon2(ctx context.Context, typ string, keyLen int, maxM, par, target uint32, progress func(time.Duration)) (uint32, uint32, error) {
 	minT := uint32(MinArgon2Time)
 	minM := min(uint32(minBenchMemoryKiB), maxM)
 	if minM < par*8 {
@@ -300,8 +319,11 @@ func benchmarkArgon2(typ string, keyLen int, maxM, par, target uint32, progress 
 	atMost := int64(target) * benchPercentAtMost / 100
 	t, m := minT, minM
 	var ms int64
+	var err error
 	for {
-		ms = measureArgon2(typ, keyLen, t, m, par, benchSamplesFast, benchMinMS)
+		if ms, err = measureArgon2(ctx, typ, keyLen, t, m, par, benchSamplesFast, benchMinMS); err != nil {
+			return 0, 0, err
+		}
 		if progress != nil {
 			progress(time.Duration(ms) * time.Millisecond)
 		}
@@ -335,7 +357,9 @@ func benchmarkArgon2(typ string, keyLen int, maxM, par, target uint32, progress 
 		if nextArgon2(&t, &m, minT, minM, maxM, ms, target) {
 			break
 		}
-		ms = measureArgon2(typ, keyLen, t, m, par, benchSamplesSlow, atLeast)
+		if ms, err = measureArgon2(ctx, typ, keyLen, t, m, par, benchSamplesSlow, atLeast); err != nil {
+			return 0, 0, err
+		}
 		if progress != nil {
 			progress(time.Duration(ms) * time.Millisecond)
 		}
