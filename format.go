@@ -193,12 +193,12 @@ func Format(ctx context.Context, path string, passphrase []byte, o FormatOptions
 	}
 	ks := luksutil.KeyslotOptions{Slot: keyslotArg(o.Keyslot), PBKDF: o.PBKDF.kdf()}
 	if typ == "luks2" {
-		_, err = luks2.Format(dev, key, passphrase, luks2.FormatOptions{
+		_, err = luks2.FormatContext(ctx, dev, key, passphrase, luks2.FormatOptions{
 			Cipher: o.Cipher, SectorSize: o.SectorSize, UUID: o.UUID, Label: o.Label, Subsystem: o.Subsystem,
 			DataOffset: o.Offset * 512, Align: o.Align * 512, Detached: o.Header != "", Keyslot: ks,
 		})
 	} else {
-		_, err = luks1.Format(dev, key, passphrase, luks1.FormatOptions{
+		_, err = luks1.FormatContext(ctx, dev, key, passphrase, luks1.FormatOptions{
 			Cipher: o.Cipher, Hash: o.Hash, UUID: o.UUID, PayloadOffset: uint32(o.Offset), Align: uint32(o.Align),
 			Detached: o.Header != "", Keyslot: ks,
 		})
@@ -275,7 +275,7 @@ func AddKey(ctx context.Context, path string, passphrase, newPassphrase []byte, 
 			return err
 		}
 		defer clear(key)
-		slot, err = h.AddKey(dev, key, newPassphrase, luksutil.KeyslotOptions{Slot: luksutil.AnySlot, PBKDF: pbkdf.kdf()})
+		slot, err = h.AddKeyContext(ctx, dev, key, newPassphrase, luksutil.KeyslotOptions{Slot: luksutil.AnySlot, PBKDF: pbkdf.kdf()})
 		return err
 	})
 	return slot, err

@@ -315,6 +315,12 @@ func checkPBKDF(o kdf.Options) error {
 // enables it, so a crash leaves the old header intact. opts.PBKDF sets the
 // iteration time or forced iterations; the hash is always the header's.
 func (h *Header) AddKey(dev Device, volumeKey, passphrase []byte, opts KeyslotOptions) (int, error) {
+	return h.AddKeyContext(context.Background(), dev, volumeKey, passphrase, opts)
+}
+
+// AddKeyContext is AddKey whose KDF benchmark and derivation stop, with
+// ctx's error in the chain and nothing written, when ctx ends.
+func (h *Header) AddKeyContext(ctx context.Context, dev Device, volumeKey, passphrase []byte, opts KeyslotOptions) (int, error) {
 	if err := checkPBKDF(opts.PBKDF); err != nil {
 		return -1, err
 	}
@@ -341,13 +347,16 @@ func (h *Header) AddKey(dev Device, volumeKey, passphrase []byte, opts KeyslotOp
 	} else if h.p.Keyslots[slot].Active != KeyDisabled {
 		return -1, fmt.Errorf("%w: keyslot %d is active, remove it first", ErrSlotInUse, slot)
 	}
-	return slot, h.setKey(dev, slot, volumeKey, passphrase, opts.PBKDF)
+	return slot, h.setKey(ctx, dev, slot, volumeKey, passphrase, opts.PBKDF)
 }
 
-func (h *Header) setKey(dev Device, slot int, volumeKey, passphrase []byte, o kdf.Options) error {
+func (h *Header) setKey(ctx context.Context, dev Device, slot int, volumeKey, passphrase []byte, o kdf.Options) error {
 	o.Type, o.Hash = kdf.PBKDF2, h.p.HashSpec()
-	params, err := kdf.Resolve(o, kdf.PBKDF2, int(h.p.KeyBytes))
+	params, err := kdf.ResolveContext(ctx, o, kdf.PBKDF2, int(h.p.KeyBytes))
 	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
 		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	params.Iterations = max(params.Iterations, MinIterations)
@@ -359,7 +368,7 @@ func (h *Header) setKey(dev Device, slot int, volumeKey, passphrase []byte, o kd
 	k.Iterations = params.Iterations
 	k.Active = KeyEnabled
 	spec := h.areaSpec(slot)
-	material, err := luksutil.SealArea(spec, params, k.Salt[:], passphrase, volumeKey)
+	material, err := luksutil.SealAreaContext(ctx, spec, params, k.Salt[:], passphrase, volumeKey)
 	if err != nil {
 		return err
 	}
@@ -403,10 +412,16 @@ func (h *Header) RemoveKey(dev Device, slot int) error {
 // passphrase working. Without a free keyslot it returns ErrNoFreeSlot
 // rather than overwrite the only copy in place.
 func (h *Header) ChangeKey(dev Device, oldPassphrase, newPassphrase []byte, slot int, opts KeyslotOptions) (int, error) {
+	return h.ChangeKeyContext(context.Background(), dev, oldPassphrase, newPassphrase, slot, opts)
+}
+
+// ChangeKeyContext is ChangeKey whose key derivations stop, with ctx's
+// error in the chain and nothing written, when ctx ends.
+func (h *Header) ChangeKeyContext(ctx context.Context, dev Device, oldPassphrase, newPassphrase []byte, slot int, opts KeyslotOptions) (int, error) {
 	if err := checkPBKDF(opts.PBKDF); err != nil {
 		return -1, err
 	}
-	key, old, err := h.Unlock(dev, oldPassphrase, slot)
+	key, old, err := h.UnlockContext(ctx, dev, oldPassphrase, slot)
 	if err != nil {
 		return -1, err
 	}
@@ -429,7 +444,7 @@ func (h *Header) ChangeKey(dev Device, oldPassphrase, newPassphrase []byte, slot
 	}
 	o := opts
 	o.Slot = ns
-	if _, err := h.AddKey(dev, key, newPassphrase, o); err != nil {
+	if _, err := h.AddKeyContext(ctx, dev, key, newPassphrase, o); err != nil {
 		return -1, err
 	}
 	if err := h.RemoveKey(dev, old); err != nil {
@@ -472,6 +487,13 @@ const DefaultCipher = "aes-xts-plain64"
 // in one step; only after that are the remaining header and keyslot areas
 // wiped (zeros, and random data over unused keyslot areas).
 func Format(dev Device, volumeKey, passphrase []byte, opts FormatOptions) (*Header, error) {
+	return FormatContext(context.Background(), dev, volumeKey, passphrase, opts)
+}
+
+// FormatContext is Format that stops, with ctx's error in the chain, when
+// ctx ends during its KDF benchmark or derivation; those run before the
+// first write, so a cancelled FormatContext leaves the device as it was.
+func FormatContext(ctx context.Context, dev Device, volumeKey, passphrase []byte, opts FormatOptions) (*Header, error) {
 	if err := checkPBKDF(opts.Keyslot.PBKDF); err != nil {
 		return nil, err
 	}
@@ -566,7 +588,7 @@ func Format(dev Device, volumeKey, passphrase []byte, opts FormatOptions) (*Head
 	if o.Forced() {
 		p.MKDigestIterations = MinIterations
 	} else {
-		slotParams, err = kdf.Resolve(o, kdf.PBKDF2, len(volumeKey))
+		slotParams, err = kdf.ResolveContext(ctx, o, kdf.PBKDF2, len(volumeKey))
 		if err != nil {
 			return nil, err
 		}
@@ -608,7 +630,7 @@ func Format(dev Device, volumeKey, passphrase []byte, opts FormatOptions) (*Head
 
 	// Keyslot material first, then the header: the switch is one write.
 	empty := &Header{p: *p}
-	if err := empty.setKey(dev, slot, volumeKey, passphrase, o); err != nil {
+	if err := empty.setKey(ctx, dev, slot, volumeKey, passphrase, o); err != nil {
 		return nil, err
 	}
 	h = empty

@@ -222,6 +222,12 @@ func ReadContext(ctx context.Context, dev Device) (*Header, error) {
 			if s.state == hdrOK || s.state == hdrObsolete || s.state == hdrCancelled {
 				break
 			}
+			if errors.Is(s.err, ErrDeviceTooSmall) {
+				// The device ends inside this copy: every later
+				// offset is past its end, and "nothing there"
+				// would hide the copy that was cut off.
+				break
+			}
 		}
 	}
 	if s.state == hdrCancelled {
@@ -724,6 +730,12 @@ func (h *Header) UnlockContext(ctx context.Context, dev Device, passphrase []byt
 // (cryptsetup's --unbound): it returns the stored key, the keyslot, and
 // whether that key is the volume key.
 func (h *Header) UnlockUnbound(dev Device, passphrase []byte, slot int) ([]byte, int, bool, error) {
+	return h.UnlockUnboundContext(context.Background(), dev, passphrase, slot)
+}
+
+// UnlockUnboundContext is UnlockUnbound that returns with ctx's error (in
+// the chain) when ctx ends during a key derivation or between keyslots.
+func (h *Header) UnlockUnboundContext(ctx context.Context, dev Device, passphrase []byte, slot int) ([]byte, int, bool, error) {
 	var try []int
 	if slot != AnySlot {
 		if _, err := h.keyslot(slot); err != nil {
@@ -738,7 +750,10 @@ func (h *Header) UnlockUnbound(dev Device, passphrase []byte, slot int) ([]byte,
 		if k.Type != "luks2" && slot == AnySlot {
 			continue
 		}
-		key, err := h.openKeyslot(context.Background(), dev, k, passphrase)
+		if err := ctx.Err(); err != nil {
+			return nil, -1, false, err
+		}
+		key, err := h.openKeyslot(ctx, dev, k, passphrase)
 		if err == nil {
 			return key, id, h.bound(k), nil
 		}

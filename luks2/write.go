@@ -2,6 +2,7 @@ package luks2
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
@@ -163,6 +164,12 @@ type newKeyslot struct {
 }
 
 func (h *Header) buildKeyslot(id int, key, passphrase []byte, opts KeyslotOptions, avoid []luksutil.Range) (*newKeyslot, error) {
+	return h.buildKeyslotContext(context.Background(), id, key, passphrase, opts, avoid)
+}
+
+// buildKeyslotContext makes a keyslot's metadata and sealed material; its
+// KDF benchmark and derivation stop when ctx ends. It writes nothing.
+func (h *Header) buildKeyslotContext(ctx context.Context, id int, key, passphrase []byte, opts KeyslotOptions, avoid []luksutil.Range) (*newKeyslot, error) {
 	if err := opts.PBKDF.Check(kdf.Argon2id); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
@@ -172,8 +179,11 @@ func (h *Header) buildKeyslot(id int, key, passphrase []byte, opts KeyslotOption
 	if err != nil {
 		return nil, err
 	}
-	params, err := kdf.Resolve(opts.PBKDF, kdf.Argon2id, encKey)
+	params, err := kdf.ResolveContext(ctx, opts.PBKDF, kdf.Argon2id, encKey)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	afHash := opts.PBKDF.Hash
@@ -209,7 +219,7 @@ func (h *Header) buildKeyslot(id int, key, passphrase []byte, opts KeyslotOption
 		obj.set("priority", jint(int64(opts.Priority.DiskValue())))
 	}
 	spec := luksutil.AreaSpec{Cipher: enc, KeySize: encKey, Offset: int64(off), KeyLen: len(key), Stripes: stripes, AFHash: afHash}
-	material, err := luksutil.SealArea(spec, params, salt, passphrase, key)
+	material, err := luksutil.SealAreaContext(ctx, spec, params, salt, passphrase, key)
 	if err != nil {
 		return nil, err
 	}
@@ -280,6 +290,12 @@ func (h *Header) pickSlot(slot int) (int, error) {
 // returns its number. The key material goes to a free part of the keyslots
 // area and is synced before the metadata that references it.
 func (h *Header) AddKey(dev Device, volumeKey, passphrase []byte, opts KeyslotOptions) (int, error) {
+	return h.AddKeyContext(context.Background(), dev, volumeKey, passphrase, opts)
+}
+
+// AddKeyContext is AddKey whose KDF benchmark and derivation stop, with
+// ctx's error in the chain and nothing written, when ctx ends.
+func (h *Header) AddKeyContext(ctx context.Context, dev Device, volumeKey, passphrase []byte, opts KeyslotOptions) (int, error) {
 	if err := h.Writable(); err != nil {
 		return -1, err
 	}
@@ -287,18 +303,29 @@ func (h *Header) AddKey(dev Device, volumeKey, passphrase []byte, opts KeyslotOp
 	if d == nil || !h.VolumeKeyDigestOK(volumeKey) {
 		return -1, ErrWrongKey
 	}
-	return h.addKeyslot(dev, d.ID, volumeKey, passphrase, opts, nil)
+	return h.addKeyslot(ctx, dev, d.ID, volumeKey, passphrase, opts, nil)
 }
 
-func (h *Header) addKeyslot(dev Device, digest int, key, passphrase []byte, opts KeyslotOptions, avoid []luksutil.Range) (int, error) {
+func (h *Header) addKeyslot(ctx context.Context, dev Device, digest int, key, passphrase []byte, opts KeyslotOptions, avoid []luksutil.Range) (int, error) {
+	nk, err := h.prepareKeyslot(ctx, key, passphrase, opts, avoid)
+	if err != nil {
+		return -1, err
+	}
+	return h.storeNewKeyslot(dev, digest, nk)
+}
+
+// prepareKeyslot picks a keyslot number and builds it, writing nothing.
+func (h *Header) prepareKeyslot(ctx context.Context, key, passphrase []byte, opts KeyslotOptions, avoid []luksutil.Range) (*newKeyslot, error) {
 	id, err := h.pickSlot(opts.Slot)
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
-	nk, err := h.buildKeyslot(id, key, passphrase, opts, avoid)
-	if err != nil {
-		return -1, err
-	}
+	return h.buildKeyslotContext(ctx, id, key, passphrase, opts, avoid)
+}
+
+// storeNewKeyslot adds a built keyslot to digest and writes it.
+func (h *Header) storeNewKeyslot(dev Device, digest int, nk *newKeyslot) (int, error) {
+	id := nk.id
 	root := h.md.root.clone()
 	sid := strconv.Itoa(id)
 	insertSorted(root.get("keyslots"), sid, nk.obj)
@@ -352,6 +379,10 @@ func (h *Header) AddUnboundKey(dev Device, key, passphrase []byte, opts KeyslotO
 // 1000 iterations when the keyslot KDF is forced, else what the hash does
 // in 125 ms.
 func newDigest(key []byte, o kdf.Options, segments []string) (*jval, error) {
+	return newDigestContext(context.Background(), key, o, segments)
+}
+
+func newDigestContext(ctx context.Context, key []byte, o kdf.Options, segments []string) (*jval, error) {
 	hash := o.Hash
 	if hash == "" {
 		hash = kdf.DefaultHash
@@ -360,7 +391,7 @@ func newDigest(key []byte, o kdf.Options, segments []string) (*jval, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
-	it, err := kdf.DigestIterations(o, hash, len(key))
+	it, err := kdf.DigestIterationsContext(ctx, o, hash, len(key))
 	if err != nil {
 		return nil, err
 	}
@@ -432,10 +463,16 @@ func (h *Header) RemoveKey(dev Device, slot int) error {
 // ignored. Without free space in the keyslots area it returns
 // ErrNoFreeSlot instead of overwriting the keyslot in place.
 func (h *Header) ChangeKey(dev Device, oldPassphrase, newPassphrase []byte, slot int, opts KeyslotOptions) (int, error) {
+	return h.ChangeKeyContext(context.Background(), dev, oldPassphrase, newPassphrase, slot, opts)
+}
+
+// ChangeKeyContext is ChangeKey whose key derivations stop, with ctx's
+// error in the chain and nothing written, when ctx ends.
+func (h *Header) ChangeKeyContext(ctx context.Context, dev Device, oldPassphrase, newPassphrase []byte, slot int, opts KeyslotOptions) (int, error) {
 	if err := h.Writable(); err != nil {
 		return -1, err
 	}
-	key, id, _, err := h.UnlockUnbound(dev, oldPassphrase, slot)
+	key, id, _, err := h.UnlockUnboundContext(ctx, dev, oldPassphrase, slot)
 	if err != nil {
 		return -1, err
 	}
@@ -444,7 +481,7 @@ func (h *Header) ChangeKey(dev Device, oldPassphrase, newPassphrase []byte, slot
 	if opts.Priority == PriorityUnset {
 		opts.Priority = old.Priority
 	}
-	nk, err := h.buildKeyslot(id, key, newPassphrase, opts, nil)
+	nk, err := h.buildKeyslotContext(ctx, id, key, newPassphrase, opts, nil)
 	if err != nil {
 		return -1, err
 	}
@@ -582,6 +619,14 @@ func existingSeqID(dev Device) uint64 {
 // first, so a cut leaves it, no LUKS header, or the new one, never a
 // header that nothing opens.
 func Format(dev Device, volumeKey, passphrase []byte, opts FormatOptions) (*Header, error) {
+	return FormatContext(context.Background(), dev, volumeKey, passphrase, opts)
+}
+
+// FormatContext is Format that stops, with ctx's error in the chain, when
+// ctx ends during its KDF benchmarks and derivations: they all run before
+// the first write, so a cancelled FormatContext leaves the device as it
+// was.
+func FormatContext(ctx context.Context, dev Device, volumeKey, passphrase []byte, opts FormatOptions) (*Header, error) {
 	if len(volumeKey) == 0 {
 		return nil, fmt.Errorf("%w: empty volume key", ErrInvalidOptions)
 	}
@@ -666,7 +711,7 @@ func Format(dev Device, volumeKey, passphrase []byte, opts FormatOptions) (*Head
 		return nil, fmt.Errorf("%w: label and subsystem take at most %d bytes", ErrInvalidOptions, LabelLen-1)
 	}
 
-	dobj, err := newDigest(volumeKey, opts.Keyslot.PBKDF, []string{"0"})
+	dobj, err := newDigestContext(ctx, volumeKey, opts.Keyslot.PBKDF, []string{"0"})
 	if err != nil {
 		return nil, err
 	}
@@ -702,13 +747,9 @@ func Format(dev Device, volumeKey, passphrase []byte, opts FormatOptions) (*Head
 	h.md = md
 
 	// The first keyslot avoids whatever an existing header still needs,
-	// when the keyslots area leaves room for that.
+	// when the keyslots area leaves room for that. It is built (the KDF
+	// benchmark and derivation) before anything is written.
 	avoid := luksutil.InUse(dev)
-	if buriedKeyslots(avoid, 2*mds) {
-		if err := eraseSignatures(dev); err != nil {
-			return nil, fmt.Errorf("erasing the old header signatures: %w", err)
-		}
-	}
 	kopts := opts.Keyslot
 	if kopts.Slot == AnySlot {
 		kopts.Slot = 0
@@ -716,7 +757,17 @@ func Format(dev Device, volumeKey, passphrase []byte, opts FormatOptions) (*Head
 	if _, err := h.findArea(areaSize(len(volumeKey)), avoid); err != nil {
 		avoid = nil
 	}
-	slot, err := h.addKeyslot(dev, 0, volumeKey, passphrase, kopts, avoid)
+	nk, err := h.prepareKeyslot(ctx, volumeKey, passphrase, kopts, avoid)
+	if err != nil {
+		return nil, err
+	}
+	if buriedKeyslots(luksutil.InUse(dev), 2*mds) {
+		if err := eraseSignatures(dev); err != nil {
+			clear(nk.material)
+			return nil, fmt.Errorf("erasing the old header signatures: %w", err)
+		}
+	}
+	slot, err := h.storeNewKeyslot(dev, 0, nk)
 	if err != nil {
 		return nil, err
 	}

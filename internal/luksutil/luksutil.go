@@ -136,9 +136,15 @@ type Header interface {
 	VolumeKeyDigestOK(key []byte) bool
 	// AddKey stores volumeKey under a new passphrase and returns the slot.
 	AddKey(dev Device, volumeKey, passphrase []byte, opts KeyslotOptions) (int, error)
+	// AddKeyContext is AddKey whose KDF stops, writing nothing, when ctx
+	// ends.
+	AddKeyContext(ctx context.Context, dev Device, volumeKey, passphrase []byte, opts KeyslotOptions) (int, error)
 	// ChangeKey replaces the passphrase of the keyslot that oldPassphrase
 	// opens (only slot, unless AnySlot) and returns the new slot number.
 	ChangeKey(dev Device, oldPassphrase, newPassphrase []byte, slot int, opts KeyslotOptions) (int, error)
+	// ChangeKeyContext is ChangeKey whose KDFs stop, writing nothing, when
+	// ctx ends.
+	ChangeKeyContext(ctx context.Context, dev Device, oldPassphrase, newPassphrase []byte, slot int, opts KeyslotOptions) (int, error)
 	// RemoveKey disables a keyslot and wipes its key material.
 	RemoveKey(dev Device, slot int) error
 }
@@ -250,12 +256,21 @@ func OpenAreaContext(ctx context.Context, dev Device, a AreaSpec, p kdf.Params, 
 // SealArea derives the area key from passphrase, splits key into stripes,
 // encrypts the material and returns it, ready to be written at a.Offset.
 func SealArea(a AreaSpec, p kdf.Params, salt, passphrase, key []byte) ([]byte, error) {
+	return SealAreaContext(context.Background(), a, p, salt, passphrase, key)
+}
+
+// SealAreaContext is SealArea whose key derivation stops, with ctx's error
+// in the chain, when ctx ends.
+func SealAreaContext(ctx context.Context, a AreaSpec, p kdf.Params, salt, passphrase, key []byte) ([]byte, error) {
 	h, err := kdf.HashFunc(a.AFHash)
 	if err != nil {
 		return nil, fmt.Errorf("%w: AF hash: %w", ErrUnsupported, err)
 	}
-	dk, err := kdf.Derive(p, passphrase, salt, a.KeySize)
+	dk, err := kdf.DeriveContext(ctx, p, passphrase, salt, a.KeySize)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
 	defer clear(dk)
