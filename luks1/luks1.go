@@ -82,9 +82,9 @@ func inUse(dev Device) []luksutil.Range {
 // cryptsetup's LUKS_read_phdr does, including the check that the device
 // holds every keyslot area.
 func Read(dev Device) (*Header, error) {
-	buf := make([]byte, PhdrSize)
-	if _, err := dev.ReadAt(buf, 0); err != nil {
-		return nil, fmt.Errorf("reading LUKS1 header: %w", err)
+	buf, err := readPhdr(dev)
+	if err != nil {
+		return nil, err
 	}
 	return parse(dev, buf)
 }

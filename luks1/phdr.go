@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"sort"
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
@@ -88,6 +89,36 @@ func (p *Phdr) HashSpec() string { return cstr(p.HashSpecRaw[:]) }
 
 // UUID returns the UUID field.
 func (p *Phdr) UUID() string { return cstr(p.UUIDRaw[:]) }
+
+// readPhdr reads the PhdrSize bytes of the binary header at the start of
+// dev. A device that ends before them is no I/O failure but a verdict on
+// the device, so it never returns io.EOF: ErrNotLUKS when the bytes that
+// are there carry no LUKS1 magic (a short or empty device), and
+// ErrDeviceTooSmall when a LUKS1 header starts but is cut off. Only an
+// unwrapped io.EOF is the end of the device; a wrapped one is a cause (a
+// connection that ended mid-reply) and is returned as such.
+func readPhdr(dev io.ReaderAt) ([]byte, error) {
+	buf := make([]byte, PhdrSize)
+	n, err := dev.ReadAt(buf, 0)
+	if n == len(buf) {
+		return buf, nil // io.ReaderAt may report EOF with a full read
+	}
+	if err != io.EOF { //nolint:errorlint // see above
+		if err == nil {
+			err = io.ErrShortBuffer // a ReaderAt must not do this
+		}
+		return nil, fmt.Errorf("reading the LUKS1 header: %w", err)
+	}
+	b := buf[:n]
+	magic := len(b) >= len(Magic) && (bytes.Equal(b[:len(Magic)], Magic[:]) || bytes.Equal(b[:len(Magic)], NoMagic[:]))
+	if !magic {
+		return nil, fmt.Errorf("%w: no LUKS magic (the device has only %d bytes)", luksutil.ErrNotLUKS, n)
+	}
+	if len(b) >= 8 && binary.BigEndian.Uint16(b[6:]) != 1 {
+		return nil, fmt.Errorf("%w: unsupported LUKS version %d", luksutil.ErrNotLUKS, binary.BigEndian.Uint16(b[6:]))
+	}
+	return nil, fmt.Errorf("%w: the device has %d bytes, a LUKS1 header needs %d", luksutil.ErrDeviceTooSmall, n, PhdrSize)
+}
 
 // ParsePhdr decodes a binary header from at least PhdrSize bytes. It checks
 // nothing but the length; see Validate.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/kdf"
@@ -66,6 +67,62 @@ func cfield(b []byte) string {
 		b = b[:i]
 	}
 	return string(b)
+}
+
+// readHeaderBytes fills buf from dev at off. It returns the bytes read and
+// whether the device ended before buf was full; any other failure is an
+// I/O error. Only an unwrapped io.EOF is the end of the device (a wrapped
+// one is a cause, such as a connection that ended mid-reply), and a full
+// read is a success even when the ReaderAt adds io.EOF to it.
+func readHeaderBytes(dev io.ReaderAt, buf []byte, off uint64) (n int, short bool, err error) {
+	n, err = dev.ReadAt(buf, int64(off))
+	switch {
+	case n == len(buf):
+		return n, false, nil
+	case err == io.EOF: //nolint:errorlint // see above
+		return n, true, nil
+	case err == nil:
+		return n, false, io.ErrShortBuffer // a ReaderAt must not do this
+	}
+	return n, false, err
+}
+
+// readBinHeader reads the 4096-byte binary header of the metadata copy at
+// offset. LUKS2 looks for a copy at fixed offsets up to 4 MiB, so a device
+// that ends before one is an answer, not an I/O error: ErrNotLUKS when the
+// bytes that are there do not start with the copy's magic (nothing there),
+// ErrDeviceTooSmall when they do (a header that is cut off).
+func readBinHeader(dev io.ReaderAt, offset uint64, secondary bool) ([]byte, error) {
+	buf := make([]byte, BinHeaderSize)
+	n, short, err := readHeaderBytes(dev, buf, offset)
+	if err != nil {
+		return nil, fmt.Errorf("reading the LUKS2 header at offset %d: %w", offset, err)
+	}
+	if !short {
+		return buf, nil
+	}
+	want := MagicPrimary
+	if secondary {
+		want = MagicSecondary
+	}
+	if n < MagicLen || [MagicLen]byte(buf[:MagicLen]) != want {
+		return nil, fmt.Errorf("%w: no LUKS2 magic at offset %d (the device ends at %d)", luksutil.ErrNotLUKS, offset, offset+uint64(n))
+	}
+	return nil, fmt.Errorf("%w: the LUKS2 header at offset %d is cut off by the end of the device at %d", luksutil.ErrDeviceTooSmall, offset, offset+uint64(n))
+}
+
+// readJSONArea reads the size-byte JSON area that follows the binary
+// header at offset; a device that ends inside it is ErrDeviceTooSmall.
+func readJSONArea(dev io.ReaderAt, offset, size uint64) ([]byte, error) {
+	area := make([]byte, size)
+	n, short, err := readHeaderBytes(dev, area, offset+BinHeaderSize)
+	if err != nil {
+		return nil, fmt.Errorf("reading the LUKS2 JSON area at offset %d: %w", offset+BinHeaderSize, err)
+	}
+	if short {
+		return nil, fmt.Errorf("%w: the LUKS2 metadata at offset %d needs %d bytes, the device ends at %d", luksutil.ErrDeviceTooSmall, offset, BinHeaderSize+size, offset+BinHeaderSize+uint64(n))
+	}
+	return area, nil
 }
 
 // ParseBinHeader decodes at least BinHeaderSize bytes; it checks nothing.

@@ -121,16 +121,16 @@ type copyRead struct {
 
 // readCopy reads and checks one metadata copy at offset.
 func readCopy(ctx context.Context, dev Device, offset uint64, secondary bool) copyRead {
-	buf := make([]byte, BinHeaderSize)
-	if _, err := dev.ReadAt(buf, int64(offset)); err != nil {
+	buf, err := readBinHeader(dev, offset, secondary)
+	if err != nil {
 		return copyRead{state: hdrFailIO, err: err}
 	}
 	bin, _ := ParseBinHeader(buf)
 	if err := bin.sanityCheck(secondary, offset); err != nil {
 		return copyRead{bin: bin, err: err}
 	}
-	area := make([]byte, bin.HdrSize-BinHeaderSize)
-	if _, err := dev.ReadAt(area, int64(offset)+BinHeaderSize); err != nil {
+	area, err := readJSONArea(dev, offset, bin.HdrSize-BinHeaderSize)
+	if err != nil {
 		return copyRead{bin: bin, state: hdrFailIO, err: err}
 	}
 	sum, err := checksum(bin.ChecksumAlg, buf, area)
