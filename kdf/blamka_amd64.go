@@ -1,0 +1,23 @@
+//go:build amd64 && gc && !purego
+
+package kdf
+
+import "golang.org/x/sys/cpu"
+
+// useAVX2 selects the assembly block function: AVX2 computes four 64-bit
+// BlaMka lanes per instruction, where the portable code is about 2.5
+// times slower than golang.org/x/crypto/argon2's SSE4.1 assembly.
+var useAVX2 = cpu.X86.HasAVX2
+
+// processBlockAVX2 is processBlockGeneric in AVX2; out may be x.
+//
+//go:noescape
+func processBlockAVX2(out, x, y *block, xor bool)
+
+func processBlock(out, x, y *block, xor bool) {
+	if useAVX2 {
+		processBlockAVX2(out, x, y, xor)
+		return
+	}
+	processBlockGeneric(out, x, y, xor)
+}
