@@ -202,10 +202,10 @@ func openLUKS2Online(ctx context.Context, h *luks2.Header, dev Device, size int6
 	}
 	data := asRWDevice(dev, size, o.ReadOnly)
 	hdr := data
-	ro := luks2.ReencryptOptions{Slot: keyslotArg(o.Keyslot), ResumeOnly: true}
+	ro := luks2.ReencryptOptions{Slot: o.Keyslot, ResumeOnly: true}
 	if o.Reencrypt != nil {
 		ro = *o.Reencrypt
-		ro.Slot = keyslotArg(o.Keyslot)
+		ro.Slot = o.Keyslot
 	}
 	if o.HeaderDevice != nil {
 		hsize, err := DeviceSize(o.HeaderDevice)
@@ -273,6 +273,9 @@ func openLUKS2Online(ctx context.Context, h *luks2.Header, dev Device, size int6
 // Reencrypting reports whether the volume has a LUKS2 reencryption in
 // progress, and how many bytes of it are done.
 func (v *Volume) Reencrypting() (done, total int64, ok bool) {
+	if v == nil {
+		return 0, 0, false
+	}
 	if v.rx == nil {
 		return v.size, v.size, false
 	}
@@ -297,6 +300,9 @@ var ErrNoReencryption = luks2.ErrNoReencryption
 // holds the reencryption lock); a volume opened to follow another tool's
 // reencryption gets ErrNoReencryption.
 func (v *Volume) Reencrypt(ctx context.Context, progress func(done, total int64)) error {
+	if !v.usable() {
+		return ErrClosed
+	}
 	rx := v.rx
 	if rx == nil || rx.unlock == nil {
 		return fmt.Errorf("%w: open the volume with a reencryption (OpenOptions.Reencrypt)", ErrNoReencryption)

@@ -55,8 +55,13 @@ type ReencryptOptions struct {
 	// HotzoneSize caps the bytes reencrypted per step (default 32 MiB;
 	// 2 MiB offline with resilience none).
 	HotzoneSize uint64
-	// Slot is the keyslot to open (AnySlot for any).
-	Slot int
+	// Slot, when set, is the keyslot to keep (cryptsetup's --key-slot):
+	// only it is opened, it alone gets a keyslot for the new key, and the
+	// other keyslots of the old key are removed at the end. nil (the zero
+	// value) opens any keyslot, which must then be the only one of the
+	// volume key. On a resumed run it names a keyslot of the old or the
+	// new key; the other key comes from any of its keyslots.
+	Slot *int
 	// Keyslot configures the new keyslot (its KDF; the slot is picked).
 	Keyslot KeyslotOptions
 	// InitOnly writes the reencryption metadata and stops.
@@ -255,18 +260,26 @@ func Reencrypt(ctx context.Context, dev Device, passphrase []byte, opts Reencryp
 			if opts.Cipher != "" || opts.KeySize != 0 || opts.SectorSize != 0 {
 				return fmt.Errorf("%w: %w: an %s in progress keeps its cipher, key size and sector size", ErrInvalidOptions, ErrReencryptInProgress, mode)
 			}
-			return h.resumeModal(ctx, dev, data, passphrase, modalOpts{opts.HotzoneSize, opts.Slot, opts.StopAfter, opts.Progress, opts.Resilience, opts.Hash})
+			return h.resumeModal(ctx, dev, data, passphrase, modalOpts{opts.HotzoneSize, slotArg(opts.Slot), opts.StopAfter, opts.Progress, opts.Resilience, opts.Hash})
 		}
 		if err := h.checkResumeOptions(opts); err != nil {
 			return err
 		}
 	}
-	r, err := h.loadReenc(ctx, dev, data, passphrase, opts.Slot)
+	r, err := h.loadReenc(ctx, dev, data, passphrase, slotArg(opts.Slot))
 	if err != nil {
 		return err
 	}
 	defer r.wipe()
 	return h.reencRun(ctx, dev, data, r, opts)
+}
+
+// slotArg is the keyslot a ReencryptOptions.Slot names, or AnySlot.
+func slotArg(slot *int) int {
+	if slot == nil {
+		return AnySlot
+	}
+	return *slot
 }
 
 // checkResumeOptions refuses resume flags that contradict the stored
@@ -379,15 +392,21 @@ func (h *Header) reencryptInit(ctx context.Context, dev, data Device, passphrase
 	if seg.IVTweak%uint64(newSS/512) != 0 || seg.Offset%uint64(newSS) != 0 {
 		return fmt.Errorf("%w: the data offset or IV tweak is not aligned to the %d-byte sector size", ErrInvalidOptions, newSS)
 	}
-	oldKey, slot, err := h.UnlockContext(ctx, dev, passphrase, o.Slot)
+	// The run's first step must fit: a hotzone smaller than the alignment
+	// would stop it after this init has written its metadata.
+	if o.HotzoneSize != 0 && o.HotzoneSize < uint64(max(seg.SectorSize, newSS)) {
+		return fmt.Errorf("%w: hotzone size %d is below the %d-byte sector size", ErrInvalidOptions, o.HotzoneSize, max(seg.SectorSize, newSS))
+	}
+	oldKey, slot, err := h.UnlockContext(ctx, dev, passphrase, slotArg(o.Slot))
 	if err != nil {
 		return err
 	}
 	defer clear(oldKey)
 	// Only the opened keyslot gets the new key; the other keyslots of the
 	// old key are removed when the run ends, as cryptsetup does with
-	// --key-slot. Without a named slot that loss is refused.
-	if o.Slot == AnySlot {
+	// --key-slot. Without a named slot that loss is refused: cryptsetup
+	// would ask for each keyslot's passphrase, and refuses a key file.
+	if slotArg(o.Slot) == AnySlot {
 		var others []int
 		for id, k := range h.md.keyslots {
 			if id != slot && k.Type == "luks2" && k.Digest == oldDigestID(h) {
@@ -512,6 +531,11 @@ func (h *Header) reencryptInit(ctx context.Context, dev, data Device, passphrase
 	insertSorted(dgs, strconv.Itoa(newDID), newDig)
 	insertSorted(root.get("keyslots"), strconv.Itoa(newSlot), nk.obj)
 	insertSorted(root.get("keyslots"), strconv.Itoa(reSlot), reKS)
+	// Tokens follow their keyslot to the new one (cryptsetup's
+	// assign_tokens): the old keyslot leaves them with the rest of the old
+	// key at the end, and a systemd-tpm2 or clevis token bound to it
+	// unlocks the new keyslot instead of none.
+	assignTokens(root, slot, newSlot)
 
 	vd, err := verificationData(oldKey, newKey, reKS, prev, fin, nil)
 	if err != nil {
@@ -539,6 +563,35 @@ func (h *Header) reencryptInit(ctx context.Context, dev, data Device, passphrase
 	rememberKey(ctx, oldDigest.ID, oldKey) // reencrypt_keys.go
 	rememberKey(ctx, newDID, newKey)
 	return nil
+}
+
+// assignTokens adds keyslot to to every token that lists keyslot from,
+// at the end of its list, as cryptsetup's crypt_token_assign_keyslot does.
+func assignTokens(root *jval, from, to int) {
+	toks := root.get("tokens")
+	if toks == nil || toks.kind != jObj {
+		return
+	}
+	f, n := strconv.Itoa(from), strconv.Itoa(to)
+	for _, t := range toks.obj {
+		ks := t.val.get("keyslots")
+		if ks == nil || ks.kind != jArr || !arrHas(ks, f) || arrHas(ks, n) {
+			continue
+		}
+		ks.arr = append(ks.arr, jstr(n))
+		ks.raw = nil
+		t.val.raw = nil
+	}
+	toks.raw = nil
+}
+
+func arrHas(a *jval, s string) bool {
+	for _, e := range a.arr {
+		if e.kind == jStr && e.s == s {
+			return true
+		}
+	}
+	return false
 }
 
 func oldDigestID(h *Header) int {
@@ -776,12 +829,30 @@ func (h *Header) loadReenc(ctx context.Context, dev, data Device, passphrase []b
 		}
 	}
 
-	// Keys: every keyslot the passphrase opens, by digest.
+	// Keys: every keyslot the passphrase opens, by digest. A named
+	// keyslot holds one of the two keys; the other comes from any keyslot
+	// of its digest, as cryptsetup's init with --key-slot opens the old
+	// key with that keyslot and the new one with the keyslot it has just
+	// made for it (with the same passphrase).
+	slotDigest := -1
+	if slot != AnySlot {
+		k, err := h.keyslot(slot)
+		if err != nil {
+			return nil, err
+		}
+		if k.Type != "luks2" || (k.Digest != r.digOld && k.Digest != r.digNew) {
+			return nil, fmt.Errorf("%w: keyslot %d holds neither the old nor the new volume key", ErrWrongPassphrase, slot)
+		}
+		slotDigest = k.Digest
+	}
 	keys := map[int][]byte{}
 	var lastErr error = ErrWrongPassphrase
-	for _, id := range h.byPriorityAll(slot) {
+	for _, id := range h.byPriorityAll(AnySlot) {
 		ksl := h.md.keyslots[id]
 		if ksl.Type != "luks2" || (ksl.Digest != r.digOld && ksl.Digest != r.digNew) || keys[ksl.Digest] != nil {
+			continue
+		}
+		if ksl.Digest == slotDigest && id != slot {
 			continue
 		}
 		if key := derivedKey(ctx, ksl.Digest); key != nil {

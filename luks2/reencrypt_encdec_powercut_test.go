@@ -114,7 +114,7 @@ func TestEncryptDatashiftPowerCut(t *testing.T) {
 			}
 			os.Remove(cp)
 		}
-		if err := luks2.Reencrypt(context.Background(), openRW(t, img), pass, luks2.ReencryptOptions{ResumeOnly: true, Slot: luks2.AnySlot}); err != nil && !errors.Is(err, luks2.ErrNoReencryption) {
+		if err := luks2.Reencrypt(context.Background(), openRW(t, img), pass, luks2.ReencryptOptions{ResumeOnly: true}); err != nil && !errors.Is(err, luks2.ErrNoReencryption) {
 			t.Fatalf("%s: blkcrypt resume: %v", what, err)
 		}
 		got, err := plainOf(img, img, pass, pcsData)
@@ -312,7 +312,7 @@ func TestEncryptDetachedPowerCut(t *testing.T) {
 				t.Fatalf("%s: after cryptsetup resumed, the plaintext differs (%v)", what, err)
 			}
 		}
-		err = luks2.Reencrypt(context.Background(), openRW(t, hp), pass, luks2.ReencryptOptions{ResumeOnly: true, Slot: luks2.AnySlot, Data: openRW(t, dp)})
+		err = luks2.Reencrypt(context.Background(), openRW(t, hp), pass, luks2.ReencryptOptions{ResumeOnly: true, Data: openRW(t, dp)})
 		if err != nil && !errors.Is(err, luks2.ErrNoReencryption) {
 			t.Fatalf("%s: blkcrypt resume: %v", what, err)
 		}

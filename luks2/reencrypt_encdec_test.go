@@ -110,7 +110,7 @@ func TestEncryptDatashiftInterop(t *testing.T) {
 			} else {
 				cs.MustRun(append([]string{"reencrypt", "--encrypt", "--type", "luks2", "--reduce-device-size", "2M", "--init-only",
 					"--force-offline-reencrypt", "--batch-mode", "--key-file", cs.KeyFile(pass)}, append(csFast, img)...)...)
-				err := luks2.Reencrypt(context.Background(), openRW(t, img), pass, luks2.ReencryptOptions{ResumeOnly: true, Slot: luks2.AnySlot})
+				err := luks2.Reencrypt(context.Background(), openRW(t, img), pass, luks2.ReencryptOptions{ResumeOnly: true})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -168,7 +168,7 @@ func TestEncryptDetachedInterop(t *testing.T) {
 				cs.MustRun(append([]string{"reencrypt", "--encrypt", "--type", "luks2", "--header", hdr, "--init-only", "--resilience", tc.res,
 					"--force-offline-reencrypt", "--batch-mode", "--key-file", cs.KeyFile(pass)}, append(csFast, img)...)...)
 				f := openRW(t, hdr)
-				err := luks2.Reencrypt(context.Background(), f, pass, luks2.ReencryptOptions{ResumeOnly: true, Slot: luks2.AnySlot, Data: openRW(t, img), HotzoneSize: 1 << 20})
+				err := luks2.Reencrypt(context.Background(), f, pass, luks2.ReencryptOptions{ResumeOnly: true, Data: openRW(t, img), HotzoneSize: 1 << 20})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -234,7 +234,7 @@ func TestDecryptDetachedInterop(t *testing.T) {
 			} else {
 				cs.MustRun(append([]string{"reencrypt", "--decrypt", "--header", hdr, "--init-only", "--resilience", tc.res,
 					"--force-offline-reencrypt", "--batch-mode", "--key-file", cs.KeyFile(pass)}, img)...)
-				err := luks2.Reencrypt(context.Background(), openRW(t, hdr), pass, luks2.ReencryptOptions{ResumeOnly: true, Slot: luks2.AnySlot, Data: openRW(t, img), HotzoneSize: 1 << 20})
+				err := luks2.Reencrypt(context.Background(), openRW(t, hdr), pass, luks2.ReencryptOptions{ResumeOnly: true, Data: openRW(t, img), HotzoneSize: 1 << 20})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -306,13 +306,13 @@ func TestEncryptDecryptBadInput(t *testing.T) {
 		orig, _ := os.ReadFile(img)
 		for name, run := range map[string]func() error{
 			"wrong passphrase": func() error {
-				return luks2.Reencrypt(ctx, openRW(t, img), []byte("wrong"), luks2.ReencryptOptions{ResumeOnly: true, Slot: luks2.AnySlot})
+				return luks2.Reencrypt(ctx, openRW(t, img), []byte("wrong"), luks2.ReencryptOptions{ResumeOnly: true})
 			},
 			"other resilience": func() error {
-				return luks2.Reencrypt(ctx, openRW(t, img), pass, luks2.ReencryptOptions{ResumeOnly: true, Slot: luks2.AnySlot, Resilience: "journal"})
+				return luks2.Reencrypt(ctx, openRW(t, img), pass, luks2.ReencryptOptions{ResumeOnly: true, Resilience: "journal"})
 			},
 			"new cipher": func() error {
-				return luks2.Reencrypt(ctx, openRW(t, img), pass, luks2.ReencryptOptions{ResumeOnly: true, Slot: luks2.AnySlot, Cipher: "serpent-xts-plain64"})
+				return luks2.Reencrypt(ctx, openRW(t, img), pass, luks2.ReencryptOptions{ResumeOnly: true, Cipher: "serpent-xts-plain64"})
 			},
 			"decrypt": func() error {
 				return luks2.Decrypt(ctx, openRW(t, img), openRW(t, img), pass, luks2.DecryptOptions{Slot: luks2.AnySlot})
@@ -395,7 +395,7 @@ func TestDecryptAttachedInterop(t *testing.T) {
 			} else {
 				cs.MustRun("reencrypt", "--decrypt", "--header", hdr, "--init-only", "--hotzone-size", "256k",
 					"--force-offline-reencrypt", "--batch-mode", "--key-file", cs.KeyFile(pass), img)
-				err := luks2.Reencrypt(context.Background(), openRW(t, hdr), pass, luks2.ReencryptOptions{ResumeOnly: true, Slot: luks2.AnySlot, Data: openRW(t, img)})
+				err := luks2.Reencrypt(context.Background(), openRW(t, hdr), pass, luks2.ReencryptOptions{ResumeOnly: true, Data: openRW(t, img)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -434,7 +434,7 @@ func TestEncryptCancel(t *testing.T) {
 		t.Fatalf("got %v after %d hotzones", err, calls)
 	}
 	needDump(t, cs, img, "online-reencrypt-v2")
-	if err := luks2.Reencrypt(context.Background(), openRW(t, img), pass, luks2.ReencryptOptions{ResumeOnly: true, Slot: luks2.AnySlot}); err != nil {
+	if err := luks2.Reencrypt(context.Background(), openRW(t, img), pass, luks2.ReencryptOptions{ResumeOnly: true}); err != nil {
 		t.Fatal(err)
 	}
 	if got := dataWithKey(t, cs, img, img, pass, esData); !bytes.Equal(got, orig[:esData]) {

@@ -25,7 +25,7 @@ func TestReencryptDigestGuardsMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := Reencrypt(ctx, dev, pass, ReencryptOptions{InitOnly: true, Slot: AnySlot, Keyslot: fast}); err != nil {
+	if err := Reencrypt(ctx, dev, pass, ReencryptOptions{InitOnly: true, Keyslot: fast}); err != nil {
 		t.Fatal(err)
 	}
 	initState := dev.Current()
@@ -84,7 +84,7 @@ func TestReencryptDigestGuardsMetadata(t *testing.T) {
 				t.Fatalf("writing the edited metadata: %v", err)
 			}
 			before := d.Current()
-			err = Reencrypt(ctx, d, pass, ReencryptOptions{ResumeOnly: true, Slot: AnySlot, Keyslot: fast})
+			err = Reencrypt(ctx, d, pass, ReencryptOptions{ResumeOnly: true, Keyslot: fast})
 			if err == nil || !errors.Is(err, ErrCorruptHeader) || !strings.Contains(err.Error(), "digest") {
 				t.Fatalf("resume of edited metadata: %v", err)
 			}
@@ -94,7 +94,7 @@ func TestReencryptDigestGuardsMetadata(t *testing.T) {
 		})
 	}
 	d := powercut.New(initState)
-	if err := Reencrypt(ctx, d, pass, ReencryptOptions{ResumeOnly: true, Slot: AnySlot, Keyslot: fast}); err != nil {
+	if err := Reencrypt(ctx, d, pass, ReencryptOptions{ResumeOnly: true, Keyslot: fast}); err != nil {
 		t.Fatalf("the untouched state does not resume: %v", err)
 	}
 }
@@ -124,7 +124,7 @@ func TestReencryptFinishWithoutOldKey(t *testing.T) {
 	c.EncryptSectors(ct, plain, 0)
 	dev.WriteAt(ct, 4<<20)
 	stopBeforeFinish = true
-	err = Reencrypt(context.Background(), dev, pass, ReencryptOptions{Slot: AnySlot, Keyslot: fast, HotzoneSize: 256 << 10})
+	err = Reencrypt(context.Background(), dev, pass, ReencryptOptions{Keyslot: fast, HotzoneSize: 256 << 10})
 	stopBeforeFinish = false
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +140,7 @@ func TestReencryptFinishWithoutOldKey(t *testing.T) {
 	if err := h.commit(dev, root); err != nil {
 		t.Fatal(err)
 	}
-	if err := Reencrypt(context.Background(), dev, pass, ReencryptOptions{ResumeOnly: true, Slot: AnySlot, Keyslot: fast}); err != nil {
+	if err := Reencrypt(context.Background(), dev, pass, ReencryptOptions{ResumeOnly: true, Keyslot: fast}); err != nil {
 		t.Fatalf("finishing without the old key: %v", err)
 	}
 	h, err = Read(dev)

@@ -38,7 +38,7 @@ func TestReencryptDerivesOnce(t *testing.T) {
 	}
 	// Every keyslot area the run may use: the whole keyslots area.
 	dev.areas = [][2]int64{{int64(2 * h.bin.HdrSize), int64(h.KeyslotsSize())}}
-	if err := Reencrypt(context.Background(), dev, pass, ReencryptOptions{Slot: AnySlot, Keyslot: fast, Resilience: "none"}); err != nil {
+	if err := Reencrypt(context.Background(), dev, pass, ReencryptOptions{Keyslot: fast, Resilience: "none"}); err != nil {
 		t.Fatal(err)
 	}
 	if dev.n != 1 {

@@ -59,7 +59,7 @@ func OpenOnline(ctx context.Context, dev Device, passphrase []byte, opts Reencry
 	} else if err := h.checkResumeOptions(opts); err != nil {
 		return nil, err
 	}
-	r, err := h.loadReenc(ctx, dev, data, passphrase, opts.Slot)
+	r, err := h.loadReenc(ctx, dev, data, passphrase, slotArg(opts.Slot))
 	if err != nil {
 		return nil, err
 	}

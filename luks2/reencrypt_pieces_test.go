@@ -40,7 +40,7 @@ func TestReencryptPowerCutPieces(t *testing.T) {
 			copy(base[off:], ct)
 			var dataWrites int
 			op := func(dev *powercut.Device) error {
-				err := luks2.Reencrypt(context.Background(), dev, pass, luks2.ReencryptOptions{Resilience: tc.res, HotzoneSize: 192 << 10, Slot: luks2.AnySlot, Keyslot: reencKDF})
+				err := luks2.Reencrypt(context.Background(), dev, pass, luks2.ReencryptOptions{Resilience: tc.res, HotzoneSize: 192 << 10, Keyslot: reencKDF})
 				dataWrites = 0
 				for _, o := range dev.Trace() {
 					if !o.Sync && o.Off >= off {

@@ -51,7 +51,7 @@ func resumeFile(img string, pass []byte) error {
 		return err
 	}
 	defer f.Close()
-	err = luks2.Reencrypt(context.Background(), luks2.File{File: f}, pass, luks2.ReencryptOptions{ResumeOnly: true, Slot: luks2.AnySlot, Keyslot: reencKDF, HotzoneSize: 192 << 10})
+	err = luks2.Reencrypt(context.Background(), luks2.File{File: f}, pass, luks2.ReencryptOptions{ResumeOnly: true, Keyslot: reencKDF, HotzoneSize: 192 << 10})
 	if errors.Is(err, luks2.ErrNoReencryption) {
 		return nil
 	}
@@ -100,7 +100,7 @@ func TestReencryptPowerCut(t *testing.T) {
 			// Where the data writes are in the trace, for "none".
 			var firstData, lastOp int
 			op := func(dev *powercut.Device) error {
-				err := luks2.Reencrypt(context.Background(), dev, pass, luks2.ReencryptOptions{Resilience: tc.res, HotzoneSize: hot, Slot: luks2.AnySlot, Keyslot: reencKDF})
+				err := luks2.Reencrypt(context.Background(), dev, pass, luks2.ReencryptOptions{Resilience: tc.res, HotzoneSize: hot, Keyslot: reencKDF})
 				firstData = -1
 				for i, o := range dev.Trace() {
 					if !o.Sync && o.Off >= off && firstData < 0 {

@@ -101,9 +101,6 @@ func reencrypt(t *testing.T, img string, pass []byte, o luks2.ReencryptOptions) 
 	if o.Keyslot.PBKDF.Type == "" {
 		o.Keyslot = reencKDF
 	}
-	if o.Slot == 0 {
-		o.Slot = luks2.AnySlot
-	}
 	return luks2.Reencrypt(context.Background(), luks2.File{File: f}, pass, o)
 }
 

@@ -93,9 +93,15 @@ func runReencrypt(ctx context.Context, env *Env, p *parsed) error {
 		Cipher:     p.str("cipher"),
 		Resilience: p.str("resilience"),
 		Hash:       p.str("hash"),
-		Slot:       slotOpt(p),
 		InitOnly:   p.bool("init-only"),
 		ResumeOnly: p.bool("resume-only"),
+	}
+	if p.has("key-slot") {
+		s := slotOpt(p)
+		if s < 0 || s >= luks2.MaxKeyslots {
+			return usageErr("invalid --key-slot %d", s)
+		}
+		o.Slot = &s
 	}
 	if err := checkResilience(p, o.Resilience, o.Hash, o.ResumeOnly); err != nil {
 		return err
