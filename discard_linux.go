@@ -14,6 +14,9 @@ import (
 // returns for a hole (zeros decrypted: garbage), as on Linux. Discards leak
 // which blocks are in use, so the NBD server only passes them on when asked.
 func (v *Volume) Discard(off, n int64) error {
+	if !v.usable() {
+		return ErrClosed
+	}
 	if v.readOnly {
 		return ErrReadOnly
 	}

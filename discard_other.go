@@ -5,6 +5,9 @@ package blkcrypt
 // Discard is advisory; off Linux there is no portable hole punching, so it
 // only validates the request.
 func (v *Volume) Discard(off, n int64) error {
+	if !v.usable() {
+		return ErrClosed
+	}
 	if v.readOnly {
 		return ErrReadOnly
 	}

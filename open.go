@@ -3,7 +3,6 @@ package blkcrypt
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -33,7 +32,9 @@ const (
 
 // OpenOptions choose how a volume is unlocked. The zero value of every
 // field is the safe default: detect the type, try every keyslot, open
-// read-write.
+// read-write the formats whose metadata blkcrypt writes as cryptsetup does
+// (LUKS, plain, loop-AES) and read-only the others (BitLocker, FileVault 2,
+// TrueCrypt/VeraCrypt) unless ReadWrite asks.
 type OpenOptions struct {
 	// Type is one of the Type constants, "luks" for either LUKS version,
 	// or "" to detect: the formats with a signature first (LUKS, BitLocker,
@@ -48,6 +49,11 @@ type OpenOptions struct {
 	// ReadOnly opens the device read-only and takes a shared lock instead
 	// of an exclusive one.
 	ReadOnly bool
+	// ReadWrite allows writes to a BitLocker, FileVault 2 or
+	// TrueCrypt/VeraCrypt volume, which open read-only otherwise (the
+	// CLI's --bitlk-read-write, --fvault2-read-write, --tcrypt-read-write).
+	// It contradicts ReadOnly.
+	ReadWrite bool
 	// KeyFiles are the contents of key files: a LUKS passphrase
 	// (KeyFiles[0]), TrueCrypt/VeraCrypt key files (all of them), a
 	// BitLocker startup key (.BEK), a loop-AES key file (decrypted), or a
@@ -110,6 +116,9 @@ type LoopAESOptions struct {
 // promptly with ctx's error when ctx ends during key derivation or a header
 // search.
 func Open(ctx context.Context, path string, o OpenOptions) (*Volume, error) {
+	if err := checkOpen(&o); err != nil {
+		return nil, err
+	}
 	if IsURI(path) {
 		return openURIVolume(ctx, path, o)
 	}
@@ -178,7 +187,9 @@ func openLocked(path string, readOnly bool) (*os.File, func(), error) {
 	return f, release, nil
 }
 
-var errNotDevice = errors.New("not a file or block device")
+// errNotDevice is a path that names neither a file nor a block device (a
+// directory); it matches ErrInvalidOptions.
+var errNotDevice = volspec.Sub("not a file or block device", volspec.ErrInvalidOptions)
 
 // fileDevice is a locked data file, and the detached header file (also
 // locked) kept until Close. Close unlocks before it closes: a child process
@@ -207,6 +218,12 @@ func (d *fileDevice) Close() error {
 // works as it is. The device is opened read-only when it is not an
 // io.WriterAt. OpenDevice takes no lock: the caller owns the device.
 func OpenDevice(ctx context.Context, dev io.ReaderAt, o OpenOptions) (*Volume, error) {
+	if dev == nil {
+		return nil, fmt.Errorf("%w: a nil device", ErrInvalidOptions)
+	}
+	if err := checkOpen(&o); err != nil {
+		return nil, err
+	}
 	d := adaptDevice(dev)
 	if d.w == nil {
 		o.ReadOnly = true
@@ -315,6 +332,9 @@ func open(ctx context.Context, dev Device, raw any, path, hpath string, o OpenOp
 			typ = TypeTCRYPT
 		}
 	}
+	if readOnlyByDefault(typ) && !o.ReadWrite {
+		o.ReadOnly = true
+	}
 	var v *Volume
 	switch typ {
 	case "luks", TypeLUKS1, TypeLUKS2:
@@ -353,6 +373,30 @@ func open(ctx context.Context, dev Device, raw any, path, hpath string, o OpenOp
 	}
 	v.typ = typ
 	return v, nil
+}
+
+// checkOpen refuses contradicting options and, for a type named in
+// advance, settles read-only before the device is opened (and so takes
+// the shared lock).
+func checkOpen(o *OpenOptions) error {
+	if o.ReadOnly && o.ReadWrite {
+		return fmt.Errorf("%w: ReadOnly and ReadWrite together", ErrInvalidOptions)
+	}
+	if readOnlyByDefault(o.Type) && !o.ReadWrite {
+		o.ReadOnly = true
+	}
+	if o.Type == TypePlain && len(o.Passphrase) == 0 && len(o.KeyFiles) == 0 && len(o.VolumeKey) == 0 {
+		return fmt.Errorf("%w: plain mode needs a passphrase, key file or volume key", ErrInvalidOptions)
+	}
+	return nil
+}
+
+// readOnlyByDefault names the formats blkcrypt opens read-only unless
+// asked: their metadata (BitLocker's and FileVault 2's logs, a TrueCrypt
+// hidden volume inside its outer one) can be damaged by writes that
+// cryptsetup users do not expect.
+func readOnlyByDefault(typ string) bool {
+	return typ == TypeBITLK || typ == TypeFVAULT2 || typ == TypeTCRYPT
 }
 
 // Detect names the format whose signature dev carries ("luks1", "luks2",
@@ -431,11 +475,21 @@ type layerDevice struct{ *Volume }
 func (v layerDevice) Sync() error { return v.Flush() }
 
 // Type is the volume's type, spelled as the Type constants.
-func (v *Volume) Type() string { return v.typ }
+func (v *Volume) Type() string {
+	if v == nil {
+		return ""
+	}
+	return v.typ
+}
 
 // Note is a warning the format left about the volume (a guessed TrueCrypt
 // system partition, a BitLocker size mismatch), or "".
-func (v *Volume) Note() string { return v.note }
+func (v *Volume) Note() string {
+	if v == nil {
+		return ""
+	}
+	return v.note
+}
 
 // Verify that every alias still has the method sets the root relies on.
 var (

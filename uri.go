@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/nbd/nbdclient"
 )
 
@@ -155,24 +154,6 @@ func formatURI(ctx context.Context, uri string, size int64) (URIDevice, error) {
 	return dev, nil
 }
 
-// uriHeader is withHeader for a URI device.
-func uriHeader(ctx context.Context, uri string, f func(dev luksutil.Device, h luksutil.Header) error) (err error) {
-	dev, err := OpenURI(ctx, uri, false)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := dev.Close(); err == nil {
-			err = cerr
-		}
-	}()
-	h, err := readHeader(ctx, dev)
-	if err != nil {
-		return err
-	}
-	return f(dev, h)
-}
-
 // uriDiscarder returns the Discard of a URI device that has one (NBD TRIM),
 // with "not supported" taken as done: discards are advisory.
 func uriDiscarder(dev Device) func(off, n int64) error {
@@ -197,6 +178,9 @@ func uriDiscarder(dev Device) func(off, n int64) error {
 // hide its network round trips); 0 leaves it to the server. It is what
 // nbd.QueueDepther asks of a backend.
 func (v *Volume) QueueDepth() int {
+	if !v.usable() {
+		return 0
+	}
 	if q, ok := v.baseDevice().(interface{ QueueDepth() int }); ok {
 		return q.QueueDepth()
 	}

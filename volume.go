@@ -89,6 +89,9 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &
 // NewVolume makes a volume over dev: size bytes of ciphertext starting at
 // byte offset off, encrypted with c. Sector numbers count from off.
 func NewVolume(dev Device, c *sector.Cipher, off, size int64, readOnly bool) (*Volume, error) {
+	if dev == nil || c == nil {
+		return nil, fmt.Errorf("%w: NewVolume needs a device and a cipher", ErrInvalidOptions)
+	}
 	ss := int64(c.SectorSize())
 	if off < 0 || size < 0 {
 		return nil, fmt.Errorf("negative offset or size")
@@ -100,22 +103,42 @@ func NewVolume(dev Device, c *sector.Cipher, off, size int64, readOnly bool) (*V
 }
 
 // Size is the decrypted size in bytes.
-func (v *Volume) Size() int64 { return v.size }
+func (v *Volume) Size() int64 {
+	if v == nil {
+		return 0
+	}
+	return v.size
+}
 
 // SectorSize is the encryption sector size in bytes.
-func (v *Volume) SectorSize() int { return int(v.ss) }
+func (v *Volume) SectorSize() int {
+	if v == nil {
+		return 0
+	}
+	return int(v.ss)
+}
 
 // BlockSize is SectorSize, for the NBD server.
-func (v *Volume) BlockSize() int { return int(v.ss) }
+func (v *Volume) BlockSize() int { return v.SectorSize() }
 
 // ReadOnly reports whether writes are refused.
-func (v *Volume) ReadOnly() bool { return v.readOnly }
+func (v *Volume) ReadOnly() bool { return v == nil || v.dev == nil || v.readOnly }
 
 // Cipher returns the sector cipher.
-func (v *Volume) Cipher() *sector.Cipher { return v.cipher }
+func (v *Volume) Cipher() *sector.Cipher {
+	if v == nil {
+		return nil
+	}
+	return v.cipher
+}
 
 // DataOffset is where the ciphertext starts on the device, in bytes.
-func (v *Volume) DataOffset() int64 { return v.off }
+func (v *Volume) DataOffset() int64 {
+	if v == nil {
+		return 0
+	}
+	return v.off
+}
 
 // stripeSet is a set of lock stripes, as a bit mask.
 type stripeSet [lockStripes / 64]uint64
@@ -167,10 +190,18 @@ func (v *Volume) unlockRange(set stripeSet, write bool) {
 	}
 }
 
+// usable reports whether v is a Volume made by NewVolume or Open: a nil
+// *Volume and the zero Volume hold no device, and every request on them
+// is ErrClosed instead of a panic.
+func (v *Volume) usable() bool { return v != nil && v.dev != nil }
+
 // acquire takes a share of the volume for one request. On success the
 // caller must call release when the request no longer touches the device or
 // the key.
 func (v *Volume) acquire() error {
+	if !v.usable() {
+		return ErrClosed
+	}
 	if v.state.Add(1)&closingBit != 0 {
 		v.release()
 		return ErrClosed
@@ -286,6 +317,9 @@ func (v *Volume) WriteAt(p []byte, off int64) (int, error) { return v.write(p, o
 func (v *Volume) WriteAtInPlace(p []byte, off int64) (int, error) { return v.write(p, off, true) }
 
 func (v *Volume) write(p []byte, off int64, inPlace bool) (int, error) {
+	if !v.usable() {
+		return 0, ErrClosed
+	}
 	if v.readOnly {
 		return 0, ErrReadOnly
 	}
@@ -362,6 +396,9 @@ func (v *Volume) readSector(dst []byte, at int64) error {
 // WriteZeroes writes encrypted zeros over [off, off+n). The whole range is
 // one request: Close cannot cut it in two.
 func (v *Volume) WriteZeroes(off, n int64) error {
+	if !v.usable() {
+		return ErrClosed
+	}
 	if v.readOnly {
 		return ErrReadOnly
 	}
@@ -406,8 +443,12 @@ func (v *Volume) flush() error {
 
 // Close refuses new requests, waits for those in flight, flushes, wipes the
 // key and closes the device. Requests that arrive meanwhile, and a second
-// Close, get ErrClosed.
+// Close, get ErrClosed. Close of a nil *Volume or a zero Volume (which
+// holds nothing) returns ErrClosed too.
 func (v *Volume) Close() error {
+	if !v.usable() {
+		return ErrClosed
+	}
 	v.idleOnce.Do(func() { v.idle = make(chan struct{}, 1) })
 	for {
 		s := v.state.Load()

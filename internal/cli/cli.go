@@ -159,6 +159,9 @@ var errorExitCodes = []struct {
 	{"ErrCorrupt", blkcrypt.ErrCorrupt, ExitDevice},
 	// cryptsetup 2.6.1: "Device X is too small." is EINVAL, exit 1.
 	{"ErrDeviceTooSmall", blkcrypt.ErrDeviceTooSmall, ExitUsage},
+	// cryptsetup refuses to remove the last keyslot with EPERM, exit 2.
+	{"ErrWouldDestroy", blkcrypt.ErrWouldDestroy, ExitPermission},
+	{"ErrSlotInactive", blkcrypt.ErrSlotInactive, ExitUsage},
 	{"ErrInvalidOptions", blkcrypt.ErrInvalidOptions, ExitUsage},
 	{"ErrUnsupported", blkcrypt.ErrUnsupported, ExitUsage},
 	{"ErrReadOnly", blkcrypt.ErrReadOnly, ExitUsage},

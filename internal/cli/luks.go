@@ -584,7 +584,10 @@ func runFormat(ctx context.Context, env *Env, p *parsed) error {
 	}
 	defer clear(pass)
 	// The header write is not interrupted: a signal after the KDF lets
-	// Format finish (ctx only stops it before anything is written).
+	// Format finish (ctx only stops it before anything is written). The
+	// overwrite was confirmed above, as cryptsetup confirms it (or the
+	// user chose batch mode), so Format may replace a header.
+	o.Force = true
 	return blkcrypt.Format(ctx, dev, pass, o)
 }
 

@@ -122,6 +122,8 @@ func openVolumeWith(ctx context.Context, env *Env, p *parsed, path string, readO
 	case "tcrypt":
 		if !p.bool("tcrypt-read-write") {
 			o.ReadOnly = true
+		} else if !o.ReadOnly {
+			o.ReadWrite = true
 		}
 		if err := tcryptOpenOptions(env, p, &o, &wipe); err != nil {
 			return nil, err
@@ -130,6 +132,9 @@ func openVolumeWith(ctx context.Context, env *Env, p *parsed, path string, readO
 		if !readOnly && !p.bool(typ+"-read-write") {
 			fmt.Fprintf(env.Stderr, "%s volume opened read-only (add --%s-read-write to allow writes).\n", strings.ToUpper(typ), typ)
 			o.ReadOnly = true
+		}
+		if p.bool(typ+"-read-write") && !o.ReadOnly {
+			o.ReadWrite = true
 		}
 		if err := secretOptions(env, p, path, typ, &o, &wipe); err != nil {
 			return nil, err

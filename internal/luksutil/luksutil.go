@@ -10,7 +10,6 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"crypto/subtle"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -69,14 +68,15 @@ var (
 	// ErrWrongPassphrase means no keyslot could be unlocked with the
 	// passphrase.
 	ErrWrongPassphrase = volspec.ErrWrongPassphrase
-	// ErrNoFreeSlot means every keyslot (or all keyslot area space) is used.
-	ErrNoFreeSlot = errors.New("no free keyslot")
+	// ErrNoFreeSlot means every keyslot (or all keyslot area space) is
+	// used. It and the other keyslot errors match ErrInvalidOptions.
+	ErrNoFreeSlot = volspec.Sub("no free keyslot", volspec.ErrInvalidOptions)
 	// ErrInvalidSlot means a keyslot number out of range.
 	ErrInvalidSlot = volspec.Sub("invalid keyslot number", volspec.ErrInvalidOptions)
 	// ErrSlotInactive means the keyslot is not in use.
-	ErrSlotInactive = errors.New("keyslot is not active")
+	ErrSlotInactive = volspec.Sub("keyslot is not active", volspec.ErrInvalidOptions)
 	// ErrSlotInUse means the requested keyslot is already active.
-	ErrSlotInUse = errors.New("keyslot is already in use")
+	ErrSlotInUse = volspec.Sub("keyslot is already in use", volspec.ErrInvalidOptions)
 	// ErrWrongKey means a volume key that does not match the header digest.
 	ErrWrongKey = volspec.Sub("volume key does not match the header digest", volspec.ErrWrongPassphrase)
 	// ErrReadOnly means the header may be read but not modified (unknown
