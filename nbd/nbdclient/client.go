@@ -16,6 +16,16 @@
 // Options.Conns connections are opened (as they are first needed) and the
 // requests spread over them; Sync flushes every one.
 //
+// Cancellation: the context given to Dial bounds connecting, the handshake
+// and the probe of the last byte; once Dial returns, it no longer matters
+// (as with net.Dialer.DialContext). The context that bounds the client's
+// life, since io.ReaderAt and io.WriterAt take none, is Options.Context:
+// when it ends, a request in flight or made later fails with its error
+// unless the server answers within Options.CancelGrace, a blocked write
+// gives up as soon, and no connection is made again. The grace lets a
+// process that was told to stop still flush through a server that
+// answers, while one that stalls holds it for no longer.
+//
 // Failure: a lost connection fails every request in flight on it with
 // ErrConnectionLost, never with partial data. The next request reconnects
 // (three tries, 100 ms, 300 ms, then 1 s apart), and refuses an export
@@ -89,12 +99,25 @@ type Options struct {
 	// NoProbe skips the read of the last byte that Dial does to catch a
 	// server claiming a size it does not have.
 	NoProbe bool
+	// Context, when set, bounds the client's life (see the package
+	// documentation): the client keeps it, as its requests take no
+	// context of their own. Nil means none.
+	Context context.Context
+	// CancelGrace is how long after Context ends a request may still be
+	// answered; 0 means 500 ms, negative none.
+	CancelGrace time.Duration
 }
+
+// defaultCancelGrace leaves a server that answers time to, after a signal,
+// take a process's last writes and flush, and is short enough that a user
+// who pressed Ctrl-C does not wait on one that stalls.
+const defaultCancelGrace = 500 * time.Millisecond
 
 // Client is an open NBD export. Its methods are safe for concurrent use.
 type Client struct {
 	t      *Target
 	o      Options
+	cfg    connConfig
 	tcfg   *tls.Config
 	e      export
 	maxReq int64 // largest request sent: the maximum block size, at most 32 MiB
@@ -137,8 +160,16 @@ func DialTarget(ctx context.Context, t *Target, o Options) (*Client, error) {
 	if o.Timeout == 0 {
 		o.Timeout = 2 * time.Minute
 	}
+	if o.CancelGrace == 0 {
+		o.CancelGrace = defaultCancelGrace
+	}
+	life := o.Context
+	if life == nil {
+		life = context.Background()
+	}
 	var err error
-	c := &Client{t: t, o: o, retryDelay: []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Second}}
+	c := &Client{t: t, o: o, cfg: connConfig{life: life, timeout: o.Timeout, grace: max(o.CancelGrace, 0)},
+		retryDelay: []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Second}}
 	if t.TLS {
 		if o.TLSConfig != nil {
 			c.tcfg = o.TLSConfig.Clone()
@@ -176,8 +207,10 @@ func DialTarget(ctx context.Context, t *Target, o Options) (*Client, error) {
 		// A server that claims more than it has is caught here, before
 		// anything is written through it.
 		var b [1]byte
-		if _, err := c.ReadAt(b[:], e.size-1); err != nil {
-			c.Close()
+		if _, err := c.readAt(bound{ctx: ctx}, b[:], e.size-1); err != nil {
+			// Nothing was written: no flush, which could only wait on a
+			// server that just failed us.
+			c.shutdown()
 			return nil, fmt.Errorf("%s: reading the last byte of the %d-byte export: %w", t, e.size, err)
 		}
 	}
@@ -203,12 +236,19 @@ func (c *Client) dial(ctx context.Context) (*conn, *export, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w to %s: %w", ErrConnect, c.t, err)
 	}
+	// The handshake's reads block in the kernel, where only closing the
+	// socket reaches them when ctx ends (its deadline is only a backstop).
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
 	tc, e, err := handshake(ctx, nc, c.t, c.tcfg)
+	if !stop() {
+		nc.Close()
+		return nil, nil, fmt.Errorf("nbd: %s: handshake abandoned: %w", c.t, ctx.Err())
+	}
 	if err != nil {
 		nc.Close()
 		return nil, nil, fmt.Errorf("%s: %w", c.t, err)
 	}
-	return newConn(tc, e.structured, c.lost), e, nil
+	return newConn(tc, nc, e.structured, c.cfg, c.lost), e, nil
 }
 
 func (c *Client) lost(dirty bool) {
@@ -225,13 +265,26 @@ func (c *Client) conn() (*conn, error) {
 	}
 	s := c.slots[int(c.rr.Add(1)%uint64(len(c.slots)))]
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.c != nil && !s.c.broken() {
-		return s.c, nil
+		cn := s.c
+		s.mu.Unlock()
+		return cn, nil
 	}
+	life := c.cfg.life
+	if err := life.Err(); err != nil {
+		s.mu.Unlock()
+		// No new connection after the context ended: a server that
+		// stalls would get a fresh handshake each time. One still up
+		// may serve.
+		if l := c.live(); len(l) > 0 {
+			return l[0], nil
+		}
+		return nil, fmt.Errorf("%w: %s: not reconnecting: %w", ErrConnectionLost, c.t, err)
+	}
+	defer s.mu.Unlock()
 	var last error
 	for i := 0; ; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(life, 30*time.Second)
 		nc, e, err := c.dial(ctx)
 		cancel()
 		if err == nil {
@@ -243,10 +296,15 @@ func (c *Client) conn() (*conn, error) {
 			return nc, nil
 		}
 		last = err
-		if i >= len(c.retryDelay) || !errors.Is(err, ErrConnect) && !errors.Is(err, ErrConnectionLost) {
+		if i >= len(c.retryDelay) || life.Err() != nil || !errors.Is(err, ErrConnect) && !errors.Is(err, ErrConnectionLost) {
 			break
 		}
-		time.Sleep(c.retryDelay[i])
+		t := time.NewTimer(c.retryDelay[i])
+		select {
+		case <-t.C:
+		case <-life.Done():
+			t.Stop()
+		}
 		if c.closed.Load() {
 			return nil, ErrClosed
 		}
@@ -267,22 +325,61 @@ func (c *Client) live() []*conn {
 	return out
 }
 
-// wait waits for k, bounding it by the timeout.
-func (c *Client) wait(cn *conn, k *call) error {
-	if c.o.Timeout < 0 {
-		<-k.done
-		return k.err
+// bound is what, besides the timeout, ends a wait for a reply: ctx
+// ending, and grace after that.
+type bound struct {
+	ctx   context.Context
+	grace time.Duration
+	life  bool // ctx is the connections' life, whose end they note
+}
+
+// life is the bound of every request but Dial's.
+func (c *Client) life() bound { return bound{c.cfg.life, c.cfg.grace, true} }
+
+// wait waits for k, bounding it by the timeout and by b. A wait given up
+// takes the connection down: the reply would come in the middle of the
+// next one's, and closing the socket is what stops the reader.
+func (c *Client) wait(b bound, cn *conn, k *call) error {
+	var timeout <-chan time.Time
+	if c.o.Timeout > 0 {
+		t := time.NewTimer(c.o.Timeout)
+		defer t.Stop()
+		timeout = t.C
 	}
-	t := time.NewTimer(c.o.Timeout)
-	defer t.Stop()
+	timedOut := func() error {
+		return abandon(cn, k, fmt.Errorf("%w: no reply from %s within %v", ErrConnectionLost, c.t, c.o.Timeout))
+	}
 	select {
 	case <-k.done:
 		return k.err
-	case <-t.C:
-		cn.fail(fmt.Errorf("%w: no reply from %s within %v", ErrConnectionLost, c.t, c.o.Timeout))
-		<-k.done
-		return k.err
+	case <-timeout:
+		return timedOut()
+	case <-b.ctx.Done():
 	}
+	// The grace runs from when the context ended, or from the request if
+	// it was made after (pieces of one transfer share it).
+	from := time.Now()
+	if at := cn.cancelAt.Load(); at != 0 && b.life {
+		from = time.Unix(0, max(at, k.sent.UnixNano()))
+	}
+	g := time.NewTimer(time.Until(from.Add(b.grace)))
+	defer g.Stop()
+	select {
+	case <-k.done:
+		return k.err
+	case <-timeout:
+		return timedOut()
+	case <-g.C:
+		return abandon(cn, k, fmt.Errorf("nbd: %s: request abandoned: %w", c.t, b.ctx.Err()))
+	}
+}
+
+// abandon fails cn with err and returns k's outcome: its reply if that
+// came first, else err.
+func abandon(cn *conn, k *call, err error) error {
+	cn.fail(err)
+	<-k.done
+	return k.err
 }
 
 // Size returns the export size in bytes.
@@ -306,7 +403,7 @@ type piece struct {
 // transfer sends [off, off+len(p)) as requests of at most maxReq bytes,
 // all before waiting for any, and waits for all. off and len(p) are
 // aligned to the minimum block size.
-func (c *Client) transfer(cmd, flags uint16, p []byte, off int64) error {
+func (c *Client) transfer(b bound, cmd, flags uint16, p []byte, off int64) error {
 	var ps []piece
 	var first error
 	for done := int64(0); done < int64(len(p)); {
@@ -316,12 +413,12 @@ func (c *Client) transfer(cmd, flags uint16, p []byte, off int64) error {
 			first = err
 			break
 		}
-		b := p[done : done+n]
+		q := p[done : done+n]
 		var k *call
 		if cmd == wire.CmdRead {
-			k, err = cn.start(cmd, flags, uint64(off+done), uint32(n), nil, b)
+			k, err = cn.start(cmd, flags, uint64(off+done), uint32(n), nil, q)
 		} else {
-			k, err = cn.start(cmd, flags, uint64(off+done), uint32(n), b, nil)
+			k, err = cn.start(cmd, flags, uint64(off+done), uint32(n), q, nil)
 		}
 		if err != nil {
 			first = err
@@ -331,7 +428,7 @@ func (c *Client) transfer(cmd, flags uint16, p []byte, off int64) error {
 		done += n
 	}
 	for _, q := range ps {
-		if err := c.wait(q.cn, q.k); err != nil && first == nil {
+		if err := c.wait(b, q.cn, q.k); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -345,7 +442,9 @@ func (c *Client) aligned(off, n int64) bool {
 
 // ReadAt reads len(p) bytes at off. A read that runs past the end of the
 // export returns what it has and io.EOF.
-func (c *Client) ReadAt(p []byte, off int64) (int, error) {
+func (c *Client) ReadAt(p []byte, off int64) (int, error) { return c.readAt(c.life(), p, off) }
+
+func (c *Client) readAt(b bound, p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("%w: negative offset", ErrOutOfRange)
 	}
@@ -359,7 +458,7 @@ func (c *Client) ReadAt(p []byte, off int64) (int, error) {
 	if rest := c.e.size - off; int64(len(p)) > rest {
 		p = p[:rest]
 	}
-	if err := c.read(p, off); err != nil {
+	if err := c.read(b, p, off); err != nil {
 		return 0, err
 	}
 	if len(p) < len(want) {
@@ -370,18 +469,18 @@ func (c *Client) ReadAt(p []byte, off int64) (int, error) {
 
 // read reads within the export, widening an unaligned range to whole
 // minimum blocks through a bounce buffer.
-func (c *Client) read(p []byte, off int64) error {
+func (c *Client) read(b bound, p []byte, off int64) error {
 	if c.aligned(off, int64(len(p))) {
-		return c.transfer(wire.CmdRead, 0, p, off)
+		return c.transfer(b, wire.CmdRead, 0, p, off)
 	}
 	m := int64(c.e.min)
 	start := off / m * m
 	end := min((off+int64(len(p))+m-1)/m*m, c.e.size)
-	b := make([]byte, end-start)
-	if err := c.transfer(wire.CmdRead, 0, b, start); err != nil {
+	buf := make([]byte, end-start)
+	if err := c.transfer(b, wire.CmdRead, 0, buf, start); err != nil {
 		return err
 	}
-	copy(p, b[off-start:])
+	copy(p, buf[off-start:])
 	return nil
 }
 
@@ -425,7 +524,7 @@ func (c *Client) write(p []byte, off int64, flags uint16) (int, error) {
 	if c.aligned(off, int64(len(p))) {
 		c.rmw.RLock()
 		defer c.rmw.RUnlock()
-		if err := c.transfer(wire.CmdWrite, flags, p, off); err != nil {
+		if err := c.transfer(c.life(), wire.CmdWrite, flags, p, off); err != nil {
 			return 0, err
 		}
 		return len(p), nil
@@ -436,11 +535,11 @@ func (c *Client) write(p []byte, off int64, flags uint16) (int, error) {
 	start := off / m * m
 	end := min((off+int64(len(p))+m-1)/m*m, c.e.size)
 	b := make([]byte, end-start)
-	if err := c.transfer(wire.CmdRead, 0, b, start); err != nil {
+	if err := c.transfer(c.life(), wire.CmdRead, 0, b, start); err != nil {
 		return 0, err
 	}
 	copy(b[off-start:], p)
-	if err := c.transfer(wire.CmdWrite, flags, b, start); err != nil {
+	if err := c.transfer(c.life(), wire.CmdWrite, flags, b, start); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -484,7 +583,7 @@ func (c *Client) Sync() error {
 			dirty = append(dirty, d)
 		}
 		for i, q := range ps {
-			if err := c.wait(q.cn, q.k); err != nil {
+			if err := c.wait(c.life(), q.cn, q.k); err != nil {
 				// The writes this flush was for are in doubt until a
 				// later Sync reports them.
 				if dirty[i] {
@@ -527,7 +626,7 @@ func (c *Client) Discard(off, n int64) error {
 		if err != nil {
 			return err
 		}
-		if err := c.wait(cn, k); err != nil {
+		if err := c.wait(c.life(), cn, k); err != nil {
 			return fmt.Errorf("trim: %w", err)
 		}
 		start += l
@@ -542,8 +641,17 @@ func (c *Client) Close() error {
 		return ErrClosed
 	}
 	err := c.Sync()
-	if !c.closed.CompareAndSwap(false, true) {
+	if !c.shutdown() {
 		return ErrClosed
+	}
+	return err
+}
+
+// shutdown closes the connections without flushing; false if the client
+// was closed already.
+func (c *Client) shutdown() bool {
+	if !c.closed.CompareAndSwap(false, true) {
+		return false
 	}
 	for _, s := range c.slots {
 		s.mu.Lock()
@@ -552,5 +660,5 @@ func (c *Client) Close() error {
 		}
 		s.mu.Unlock()
 	}
-	return err
+	return true
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -39,17 +40,48 @@ func (f *Fake) Serve(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
+	f.serveOn(t, l)
+	return "nbd://" + l.Addr().String() + "/"
+}
+
+// ServeUnix is Serve on a Unix socket in a temporary directory; it returns
+// the nbd+unix:// URI.
+func (f *Fake) ServeUnix(t testing.TB) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "nbd.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.serveOn(t, l)
+	return "nbd+unix:///?socket=" + sock
+}
+
+// serveOn accepts on l until the test ends, then hangs up on every
+// connection, so that no test leaves a client waiting on its server.
+func (f *Fake) serveOn(t testing.TB, l net.Listener) {
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
 			go f.conn(c)
 		}
 	}()
-	return "nbd://" + l.Addr().String() + "/"
 }
 
 func (f *Fake) conn(c net.Conn) {
@@ -210,8 +242,18 @@ const (
 	ReplyFlagDone       = wire.ReplyFlagDone
 	ReplyTypeNone       = wire.ReplyTypeNone
 	ReplyTypeOffsetData = wire.ReplyTypeOffsetData
+	ReplyTypeError      = wire.ReplyTypeError
 	SimpleMagic         = wire.SimpleMagic
 )
+
+// ErrorChunk is the payload of an NBD_REPLY_TYPE_ERROR chunk.
+func ErrorChunk(errno uint32, msg string) []byte {
+	b := make([]byte, 6+len(msg))
+	binary.BigEndian.PutUint32(b, errno)
+	binary.BigEndian.PutUint16(b[4:], uint16(len(msg)))
+	copy(b[6:], msg)
+	return b
+}
 
 // Disk is the honest part of a Fake over an image in memory: reads get its
 // bytes, writes change it, every other request succeeds. Writes counts the
