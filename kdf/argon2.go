@@ -47,11 +47,18 @@ func Argon2Key(ctx context.Context, typ string, password, salt []byte, time, mem
 		return nil, err
 	}
 	var stop func() bool
-	if ctx.Done() != nil {
-		var flag atomic.Bool
-		unregister := context.AfterFunc(ctx, func() { flag.Store(true) })
-		defer unregister()
-		stop = flag.Load
+	if done := ctx.Done(); done != nil {
+		// Polled directly rather than through context.AfterFunc: that
+		// would need one more goroutine scheduled, behind the busy lanes,
+		// before anyone noticed the cancel.
+		stop = func() bool {
+			select {
+			case <-done:
+				return true
+			default:
+				return false
+			}
+		}
 	}
 	k, err := Argon2KeyStop(stop, typ, password, salt, time, memoryKiB, parallel, keyLen)
 	if errors.Is(err, ErrStopped) {
@@ -76,19 +83,16 @@ func Argon2KeyStop(stop func() bool, typ string, password, salt []byte, time, me
 	if time < 1 || parallel < 1 || parallel > 255 || keyLen < 1 || keyLen > 1<<30 || memoryKiB > MaxArgon2MemoryKiB {
 		return nil, fmt.Errorf("%w: argon2 time %d, memory %d KiB, %d lanes, key length %d", ErrInvalid, time, memoryKiB, parallel, keyLen)
 	}
-	k := argon2Derive(stop, mode, password, salt, nil, nil, time, memoryKiB, parallel, uint32(keyLen))
-	if k == nil {
-		return nil, ErrStopped
-	}
-	return k, nil
+	return argon2Derive(stop, mode, password, salt, nil, nil, time, memoryKiB, parallel, uint32(keyLen))
 }
 
 // argon2Derive is Argon2 with every input of RFC 9106 (secret and
-// associated data too, which the RFC's vectors use). It returns nil when
-// stop returned true. Like golang.org/x/crypto/argon2 (and so like the
-// keys blkcrypt derived before) it raises memory below 8 KiB a lane to
-// that instead of refusing it; callers that must refuse check first.
-func argon2Derive(stop func() bool, mode uint32, password, salt, secret, data []byte, time, memory, lanes, keyLen uint32) []byte {
+// associated data too, which the RFC's vectors use). It returns
+// ErrStopped when stop returned true. Like golang.org/x/crypto/argon2
+// (and so like the keys blkcrypt derived before) it raises memory below
+// 8 KiB a lane to that instead of refusing it; callers that must refuse
+// check first.
+func argon2Derive(stop func() bool, mode uint32, password, salt, secret, data []byte, time, memory, lanes, keyLen uint32) ([]byte, error) {
 	h0 := argon2H0(mode, password, salt, secret, data, time, memory, lanes, keyLen)
 	defer clear(h0[:])
 
@@ -98,14 +102,24 @@ func argon2Derive(stop func() bool, mode uint32, password, salt, secret, data []
 		memory = 2 * syncPoints * lanes
 	}
 	laneLen := memory / lanes
-	B := make([]block, memory)
-	// The blocks hold password-derived state: wipe them whatever happens,
-	// then drop the only reference.
-	defer wipeBlocks(B, int(lanes))
-
 	if stopped(stop) {
-		return nil
+		return nil, ErrStopped
 	}
+	B, free, err := allocBlocks(int(memory))
+	if err != nil {
+		return nil, err
+	}
+	// The blocks hold password-derived state: wipe them whatever happens,
+	// then free them. Only the blocks written so far are wiped: clearing
+	// the rest would fault in pages never used, which for a derivation
+	// stopped early is most of them and takes far longer than the cancel
+	// may.
+	written := make([]uint32, lanes) // blocks written at the start of each lane
+	defer func() {
+		wipeBlocks(B, laneLen, written)
+		free()
+	}()
+
 	var buf [blockWords * 8]byte
 	var in [blake2b.Size + 8]byte
 	copy(in[:], h0[:])
@@ -119,6 +133,7 @@ func argon2Derive(stop func() bool, mode uint32, password, salt, secret, data []
 				b[w] = binary.LittleEndian.Uint64(buf[w*8:])
 			}
 		}
+		written[l] = 2
 	}
 	clear(buf[:])
 	clear(in[:])
@@ -128,22 +143,27 @@ func argon2Derive(stop func() bool, mode uint32, password, salt, secret, data []
 		for slice := uint32(0); slice < syncPoints; slice++ {
 			var wg sync.WaitGroup
 			var halted atomic.Bool
+			seg := func(l uint32) {
+				next, ok := fillSegment(B, stop, mode, time, memory, lanes, laneLen, segLen, pass, slice, l)
+				if pass == 0 {
+					written[l] = slice*segLen + next
+				}
+				if !ok {
+					halted.Store(true)
+				}
+			}
 			for l := uint32(1); l < lanes; l++ {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					if !fillSegment(B, stop, mode, time, memory, lanes, laneLen, segLen, pass, slice, l) {
-						halted.Store(true)
-					}
+					seg(l)
 				}()
 			}
 			// Lane 0 runs here: one goroutine fewer to start each slice.
-			if !fillSegment(B, stop, mode, time, memory, lanes, laneLen, segLen, pass, slice, 0) {
-				halted.Store(true)
-			}
+			seg(0)
 			wg.Wait()
 			if halted.Load() {
-				return nil
+				return nil, ErrStopped
 			}
 		}
 	}
@@ -163,7 +183,7 @@ func argon2Derive(stop func() bool, mode uint32, password, salt, secret, data []
 	defer clear(buf[:])
 	out := make([]byte, keyLen)
 	argon2HPrime(out, buf[:])
-	return out
+	return out, nil
 }
 
 func stopped(stop func() bool) bool { return stop != nil && stop() }
@@ -235,8 +255,9 @@ func argon2HPrime(out, in []byte) {
 }
 
 // fillSegment computes one segment (lane l of one slice of one pass). It
-// returns false if stop said to stop.
-func fillSegment(B []block, stop func() bool, mode, time, memory, lanes, laneLen, segLen, pass, slice, l uint32) bool {
+// returns the index in the segment of the first block it did not write,
+// and false if stop said to stop.
+func fillSegment(B []block, stop func() bool, mode, time, memory, lanes, laneLen, segLen, pass, slice, l uint32) (uint32, bool) {
 	// Argon2i, and Argon2id in the first half of the first pass, take
 	// reference indices from a generator that does not depend on the
 	// password (section 3.4.1.2); otherwise from the previous block.
@@ -266,7 +287,7 @@ func fillSegment(B []block, stop func() bool, mode, time, memory, lanes, laneLen
 	offset := laneBase + slice*segLen + start
 	for i := start; i < segLen; i, offset = i+1, offset+1 {
 		if i%stopCheckBlocks == 0 && stopped(stop) {
-			return false
+			return i, false
 		}
 		prev := offset - 1
 		if offset == laneBase {
@@ -319,25 +340,39 @@ func fillSegment(B []block, stop func() bool, mode, time, memory, lanes, laneLen
 		// first pass.
 		processBlock(&B[offset], &B[prev], &B[ref], pass != 0)
 	}
-	return true
+	return segLen, true
 }
 
-// wipeBlocks clears B, in parallel when it is large: clearing a GiB on
-// one core takes tens of milliseconds.
-func wipeBlocks(B []block, lanes int) {
-	n := min(lanes, runtime.GOMAXPROCS(0))
-	if n <= 1 || len(B) < 1<<14 {
-		clear(B)
+// wipeBlocks clears the first written[l] blocks of every lane of B, in
+// parallel when there is much of it: clearing a GiB on one core takes
+// tens of milliseconds.
+func wipeBlocks(B []block, laneLen uint32, written []uint32) {
+	const piece = 1 << 14 // 16 MiB
+	var parts [][]block
+	for l, n := range written {
+		lane := B[uint32(l)*laneLen : uint32(l)*laneLen+n]
+		for len(lane) > piece {
+			parts = append(parts, lane[:piece])
+			lane = lane[piece:]
+		}
+		parts = append(parts, lane)
+	}
+	workers := min(len(parts), runtime.GOMAXPROCS(0))
+	if workers <= 1 {
+		for _, p := range parts {
+			clear(p)
+		}
 		return
 	}
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	chunk := (len(B) + n - 1) / n
-	for i := 0; i < len(B); i += chunk {
-		part := B[i:min(i+chunk, len(B))]
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			clear(part)
+			for i := next.Add(1) - 1; i < int64(len(parts)); i = next.Add(1) - 1 {
+				clear(parts[i])
+			}
 		}()
 	}
 	wg.Wait()

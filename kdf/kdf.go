@@ -13,8 +13,6 @@ import (
 	"hash"
 	"strings"
 
-	"golang.org/x/crypto/argon2"
-
 	"github.com/blkcrypt/blkcrypt/capi"
 )
 
@@ -133,9 +131,9 @@ func Derive(p Params, password, salt []byte, keyLen int) ([]byte, error) {
 }
 
 // DeriveContext is Derive that returns promptly with ctx's error when ctx
-// ends. PBKDF2 checks ctx between iterations; Argon2 (x/crypto's cannot be
-// interrupted) runs in a goroutine that is abandoned, finishing in the
-// background, and its result wiped.
+// ends. PBKDF2 checks ctx every few thousand iterations, Argon2 every few
+// dozen blocks; either way nothing of the derivation keeps running or
+// holds memory after it returns.
 func DeriveContext(ctx context.Context, p Params, password, salt []byte, keyLen int) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -146,31 +144,18 @@ func DeriveContext(ctx context.Context, p Params, password, salt []byte, keyLen 
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	switch p.Type {
-	case PBKDF2:
+	if p.Type == PBKDF2 {
 		h, _ := HashFunc(p.Hash)
 		return pbkdf2Key(ctx, h, password, salt, int(p.Iterations), keyLen)
 	}
-	if keyLen > 1<<30 {
-		return nil, fmt.Errorf("%w: key length %d", ErrInvalid, keyLen)
-	}
-	f := argon2.IDKey
-	if p.Type == Argon2i {
-		f = argon2.Key
-	}
-	// The run gets its own copy of the secret so that a caller that wipes
-	// its passphrase on return does not race an abandoned run.
-	pw := append([]byte(nil), password...)
-	return Run(ctx, func() ([]byte, error) {
-		defer clear(pw)
-		return f(pw, salt, p.Iterations, p.MemoryKiB, uint8(p.Parallel), uint32(keyLen)), nil
-	})
+	return Argon2Key(ctx, p.Type, password, salt, p.Iterations, p.MemoryKiB, p.Parallel, keyLen)
 }
 
 // Run runs a derivation that cannot be interrupted and returns when it is
 // done or ctx ends, whichever is first. An abandoned run finishes in the
 // background and its result is wiped. f must not use memory the caller
-// wipes on return.
+// wipes on return. For KDFs that have no interruptible implementation
+// (bitlk's and fvault2's); kdf's own PBKDF2 and Argon2 do not need it.
 func Run(ctx context.Context, f func() ([]byte, error)) ([]byte, error) {
 	if ctx.Done() == nil {
 		return f()
