@@ -8,24 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
-
-	"github.com/blkcrypt/blkcrypt/nbd/nbdclient"
 )
-
-// The NBD schemes are built in: an NBD URI is a device for Open, Format and
-// the key tools without further imports.
-func init() {
-	open := func(ctx context.Context, uri string, readOnly bool) (URIDevice, error) {
-		c, err := nbdclient.Dial(ctx, uri, nbdclient.Options{ReadOnly: readOnly})
-		if err != nil {
-			return nil, err
-		}
-		return c, nil
-	}
-	for _, s := range nbdclient.Schemes {
-		RegisterURIScheme(s, open)
-	}
-}
 
 // URIDevice is a device reached through a URI (an NBD export, for
 // nbd/nbdclient): what Open, Format and the key tools need of it. Sync
@@ -50,8 +33,10 @@ var (
 
 // RegisterURIScheme makes Open, Format, AddKey, RemoveKey (and the CLI's
 // DEVICE arguments) take "scheme://…" through open; a scheme given with
-// its colon ("rbd:") takes "scheme:…" instead. nbd, nbds, nbd+unix
-// and nbds+unix are registered at init (nbd/nbdclient). A URI
+// its colon ("rbd:") takes "scheme:…" instead. A device package registers
+// its schemes when it is imported: nbd/nbdclient (nbd, nbds, nbd+unix,
+// nbds+unix) and, built with -tags ceph, rbd ("rbd:"); the blkcrypt command
+// imports both, the root package neither. A URI
 // device is not flock-locked: locks are local and the device is not;
 // excluding other writers is the server's business.
 func RegisterURIScheme(scheme string, open URIOpener) {

@@ -1,0 +1,25 @@
+package nbdclient
+
+import (
+	"context"
+
+	"github.com/blkcrypt/blkcrypt"
+)
+
+// Importing this package (for its side effect, `import _
+// "github.com/blkcrypt/blkcrypt/nbd/nbdclient"`, as the blkcrypt command
+// does) makes an NBD URI a device for blkcrypt.Open, Format, OpenLUKS and
+// the rest. The root package does not import it itself, so that a program
+// that opens only files compiles no network or TLS code.
+func init() {
+	open := func(ctx context.Context, uri string, readOnly bool) (blkcrypt.URIDevice, error) {
+		c, err := Dial(ctx, uri, Options{ReadOnly: readOnly})
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	for _, s := range Schemes {
+		blkcrypt.RegisterURIScheme(s, open)
+	}
+}
