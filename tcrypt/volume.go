@@ -58,7 +58,9 @@ func (e *readError) Unwrap() error { return e.err }
 
 func readAt(dev io.ReaderAt, size, off int64, o *Options) (*Header, error) {
 	if off < 0 || off+SectorLen > size {
-		return nil, &readError{fmt.Errorf("%w: device of %d bytes has no header sector at %d", ErrInvalid, size, off)}
+		// No header fits there: the device, not the options, is at
+		// fault, and the next location may still fit.
+		return nil, &readError{fmt.Errorf("%w: device of %d bytes has no header sector at %d", volspec.ErrDeviceTooSmall, size, off)}
 	}
 	buf := make([]byte, SectorLen)
 	if n, err := dev.ReadAt(buf, off); n < SectorLen {
