@@ -10,13 +10,40 @@
 //	defer v.Close()
 //	fmt.Println(v.Type(), v.Size()) // "luks2", "bitlk", "tcrypt", …
 //
-// The zero OpenOptions is the safe default: detect the type, try every
-// keyslot, open read-write. Open locks the device as cryptsetup does
-// (exclusive for read-write, shared for read-only; ErrBusy when held) until
-// Close. OpenDevice does the same over any io.ReaderAt the caller opened.
-// Format, AddKey and RemoveKey create and change LUKS headers. Every call
-// that derives keys or searches for a header takes a context and returns
-// promptly, with the context's error in the chain, when it ends.
+// The zero OpenOptions is the safe default: detect the type by its
+// signature (LUKS, BitLocker, FileVault 2; plain, loop-AES and
+// TrueCrypt/VeraCrypt have none and are named by Type, as with
+// cryptsetup), try every keyslot, open LUKS, plain and loop-AES read-write
+// and the formats blkcrypt does not own (BitLocker, FileVault 2,
+// TrueCrypt) read-only unless ReadWrite asks. Open locks the device as
+// cryptsetup does (exclusive for read-write, shared for read-only; ErrBusy
+// when held) until Close. OpenDevice does the same over any io.ReaderAt
+// the caller opened.
+//
+// LUKS headers are created by Format (a path or URI) and FormatDevice (any
+// device) and changed through one handle, *LUKS, as libcryptsetup's
+// crypt_device: OpenLUKS or OpenLUKSDevice, then AddKey, ChangeKey,
+// RemoveKey, KillSlot, TestPassphrase or Header. Each method takes the
+// device's lock, rereads the header, makes every check that can refuse
+// before it writes, and leaves the old or the new header after a crash at
+// any point. Calls that would make data unreachable (removing the last
+// keyslot, formatting over an existing header) return ErrWouldDestroy
+// unless their options say Force; empty passphrases are refused.
+//
+// Every call that derives keys or searches for a header takes a context
+// and returns within 100 ms of its end, with the context's error in the
+// chain and nothing written; a cancelled Argon2 stops and releases its
+// memory.
+//
+// A path may be a URI of a registered scheme. Device packages register
+// theirs when imported, as database/sql drivers do: import _
+// "github.com/blkcrypt/blkcrypt/nbd/nbdclient" for nbd://, nbds:// and
+// nbd+unix://, and (built with -tags ceph) _
+// "github.com/blkcrypt/blkcrypt/rbd" for rbd:. This package imports
+// neither, so a program that opens files compiles no network code.
+//
+// Nil and zero values are safe: Close of a nil or zero *Volume or *LUKS
+// does not panic, and requests on them return ErrClosed.
 //
 // A *Volume is the decrypted view of a volume: an io.ReaderAt and
 // io.WriterAt over whole or partial sectors, with Size, Flush and Close.
@@ -29,13 +56,15 @@
 // reencryption in progress maps it as cryptsetup's open does.
 //
 // Errors: ErrWrongPassphrase, ErrNoHeader, ErrUnsupported, ErrCorrupt,
-// ErrInvalidOptions, ErrBusy, ErrDeviceTooSmall, ErrReadOnly, ErrClosed,
-// ErrOutOfRange and ErrNoReencryption; every format's own sentinel errors match the shared one of
-// the same meaning under errors.Is.
+// ErrInvalidOptions (with ErrWouldDestroy and ErrSlotInactive under it),
+// ErrBusy, ErrDeviceTooSmall, ErrReadOnly, ErrClosed, ErrOutOfRange and
+// ErrNoReencryption; every format's own sentinel errors match the shared
+// one of the same meaning under errors.Is.
 //
 // The packages below it are usable on their own: capi (named ciphers and
 // templates with prioritised, self-tested drivers), sector (dm-crypt sector
 // encryption with every IV generator, batched and parallel), the format
 // packages (plain, luks1, luks2, tcrypt, bitlk, fvault2, loopaes: headers,
-// metadata and keys) and nbd. None of them imports this package.
+// metadata and keys) and nbd. None of them imports this package but the
+// device packages that register a URI scheme (nbd/nbdclient, rbd).
 package blkcrypt

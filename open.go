@@ -37,10 +37,9 @@ const (
 // TrueCrypt/VeraCrypt) unless ReadWrite asks.
 type OpenOptions struct {
 	// Type is one of the Type constants, "luks" for either LUKS version,
-	// or "" to detect: the formats with a signature first (LUKS, BitLocker,
-	// FileVault 2), then, given a passphrase or key files, the
-	// TrueCrypt/VeraCrypt header search, as VeraCrypt's mount does. plain
-	// and loopaes have no signature and must be named.
+	// or "" to detect the formats with a signature (LUKS, BitLocker,
+	// FileVault 2), as cryptsetup and the CLI do. plain, loopaes and
+	// tcrypt (TrueCrypt/VeraCrypt) have none and must be named.
 	Type string
 	// Passphrase is the passphrase (LUKS, TCRYPT, FileVault 2), the
 	// password or recovery password (BitLocker), or the passphrase that
@@ -326,10 +325,11 @@ func open(ctx context.Context, dev Device, raw any, path, hpath string, o OpenOp
 			if marked, _ := luks1.ReencryptionInProgress(meta); marked {
 				return nil, luks1.ErrReencryptInProgress
 			}
-			if len(o.Passphrase) == 0 && len(o.KeyFiles) == 0 {
-				return nil, fmt.Errorf("%w: no LUKS, BitLocker or FileVault 2 signature (plain and loop-AES need their type; TrueCrypt/VeraCrypt a passphrase or key file)", ErrNoHeader)
-			}
-			typ = TypeTCRYPT
+			// As cryptsetup (and the CLI): a device without a signature
+			// is not searched for a TrueCrypt header, which takes
+			// seconds and cannot tell "no volume" from "wrong
+			// passphrase", unless Type says so.
+			return nil, fmt.Errorf("%w: no LUKS, BitLocker or FileVault 2 signature (plain, loop-AES and TrueCrypt/VeraCrypt have none: name their Type)", ErrNoHeader)
 		}
 	}
 	if readOnlyByDefault(typ) && !o.ReadWrite {

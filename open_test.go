@@ -29,8 +29,9 @@ func sum(t *testing.T, v *blkcrypt.Volume) string {
 }
 
 // TestOpenEveryFormat: cryptsetup's own images of every format with a
-// signature, and a VeraCrypt image, open through blkcrypt.Open with only a
-// passphrase; Type is detected; a wrong passphrase is ErrWrongPassphrase
+// signature open through blkcrypt.Open with only a passphrase, Type
+// detected; a VeraCrypt image (no signature) with its Type, and without it
+// ErrNoHeader, as cryptsetup; a wrong passphrase is ErrWrongPassphrase
 // whatever the format.
 func TestOpenEveryFormat(t *testing.T) {
 	ctx := context.Background()
@@ -51,7 +52,14 @@ func TestOpenEveryFormat(t *testing.T) {
 		{"fvault2", filepath.Join(fvDir, "small"), "fvault2", "heslo123", "", blkcrypt.TCRYPTOptions{}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			v, err := blkcrypt.Open(ctx, c.path, blkcrypt.OpenOptions{Passphrase: []byte(c.pass), ReadOnly: true})
+			name := ""
+			if c.typ == blkcrypt.TypeTCRYPT {
+				if _, err := blkcrypt.Open(ctx, c.path, blkcrypt.OpenOptions{Passphrase: []byte(c.pass), ReadOnly: true}); !errors.Is(err, blkcrypt.ErrNoHeader) {
+					t.Fatalf("VeraCrypt without its type: %v, want ErrNoHeader", err)
+				}
+				name = c.typ
+			}
+			v, err := blkcrypt.Open(ctx, c.path, blkcrypt.OpenOptions{Type: name, Passphrase: []byte(c.pass), ReadOnly: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -67,7 +75,7 @@ func TestOpenEveryFormat(t *testing.T) {
 				}
 			}
 			v.Close()
-			_, err = blkcrypt.Open(ctx, c.path, blkcrypt.OpenOptions{Passphrase: []byte("wrong passphrase"), ReadOnly: true, TCRYPT: c.narrow})
+			_, err = blkcrypt.Open(ctx, c.path, blkcrypt.OpenOptions{Type: name, Passphrase: []byte("wrong passphrase"), ReadOnly: true, TCRYPT: c.narrow})
 			if !errors.Is(err, blkcrypt.ErrWrongPassphrase) {
 				t.Errorf("wrong passphrase: %v, want ErrWrongPassphrase", err)
 			}
