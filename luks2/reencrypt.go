@@ -226,8 +226,9 @@ func (h *Header) digestOfSegment(seg int) int {
 // Reencrypt changes the volume key (and optionally the cipher) of a LUKS2
 // volume in place, or resumes an interrupted reencryption (by blkcrypt or
 // cryptsetup). passphrase must open a keyslot; the new keyslot gets the
-// same passphrase. On ctx's end it stops between hotzones, leaving a state
-// both tools resume.
+// same passphrase and the tokens bound to the opened one, and the old
+// key's keyslots go at the end (opts.Slot). On ctx's end it stops between
+// hotzones, leaving a state both tools resume.
 func Reencrypt(ctx context.Context, dev Device, passphrase []byte, opts ReencryptOptions) error {
 	ctx, known := withDerivedKeys(ctx)
 	defer known.wipe()
