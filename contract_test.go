@@ -359,3 +359,24 @@ type readerOnly struct{ m *memDevice }
 
 func (r readerOnly) ReadAt(p []byte, off int64) (int, error) { return r.m.ReadAt(p, off) }
 func (r readerOnly) Size() int64                             { return r.m.Size() }
+
+// ReadHeader takes any io.ReaderAt of known size: a read-only reader in
+// memory reads the header a Format wrote (issue #25: it wanted a writable
+// device to read).
+func TestReadHeaderReadOnly(t *testing.T) {
+	ctx := context.Background()
+	mem := &memDevice{b: make([]byte, 20<<20)}
+	if err := blkcrypt.FormatDevice(ctx, mem, []byte("pw"), blkcrypt.FormatOptions{Label: "lbl", PBKDF: blkcrypt.PBKDFOptions{Type: "pbkdf2", Iterations: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := blkcrypt.ReadHeader(bytes.NewReader(mem.b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Version() != 2 || fmt.Sprint(h.ActiveKeyslots()) != "[0]" {
+		t.Fatalf("version %d, keyslots %v", h.Version(), h.ActiveKeyslots())
+	}
+	if _, err := blkcrypt.ReadHeader(bytes.NewReader(make([]byte, 1<<20))); !errors.Is(err, blkcrypt.ErrNoHeader) {
+		t.Fatalf("zeros: %v, want ErrNoHeader", err)
+	}
+}

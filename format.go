@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/kdf"
@@ -16,33 +15,11 @@ import (
 )
 
 // PBKDFOptions choose a new keyslot's KDF and its cost, as cryptsetup's
-// --pbkdf options do. Zero values are cryptsetup's defaults: the type's
+// --pbkdf options do: package kdf's Options, under the name the root's
+// option structs use. Zero values are cryptsetup's defaults: the type's
 // default (argon2id for LUKS2, pbkdf2 for LUKS1), sha256, and a benchmark
 // aiming at 2 s of unlock time.
-type PBKDFOptions struct {
-	// Type is "pbkdf2", "argon2i" or "argon2id".
-	Type string
-	// Hash is the PBKDF2 hash (also the AF and digest hash).
-	Hash string
-	// IterTime is the unlock time the benchmark aims at (--iter-time).
-	IterTime time.Duration
-	// Iterations, when non-zero, forces the PBKDF2 iteration count or the
-	// Argon2 time cost and skips the benchmark (--pbkdf-force-iterations).
-	Iterations uint32
-	// MemoryKiB is the Argon2 memory cost: the benchmark's maximum, or the
-	// exact cost when Iterations is forced; 0 means 1 GiB, limited to half
-	// of the physical memory when benchmarking (--pbkdf-memory).
-	MemoryKiB uint32
-	// Parallel is the Argon2 thread count; 0 means 4, limited to the CPUs
-	// when benchmarking (--pbkdf-parallel).
-	Parallel uint32
-	// Progress, when set, is called after each benchmark measurement.
-	Progress func(elapsed time.Duration)
-}
-
-// kdf converts to the KDF package's options (the same fields, so a change
-// there fails to compile here).
-func (o PBKDFOptions) kdf() kdf.Options { return kdf.Options(o) }
+type PBKDFOptions = kdf.Options
 
 // FormatOptions configure Format: every option of `blkcrypt format`. Zero
 // values give cryptsetup's defaults: LUKS2, aes-xts-plain64 with a 512-bit
@@ -223,7 +200,7 @@ func formatOn(ctx context.Context, dev luksutil.Device, detached bool, typ strin
 	if err = ctx.Err(); err != nil {
 		return err
 	}
-	ks := luksutil.KeyslotOptions{Slot: keyslotArg(o.Keyslot), PBKDF: o.PBKDF.kdf()}
+	ks := luksutil.KeyslotOptions{Slot: keyslotArg(o.Keyslot), PBKDF: o.PBKDF}
 	if typ == "luks2" {
 		_, err = luks2.FormatContext(ctx, dev, key, passphrase, luks2.FormatOptions{
 			Cipher: o.Cipher, SectorSize: o.SectorSize, UUID: o.UUID, Label: o.Label, Subsystem: o.Subsystem,
@@ -274,7 +251,7 @@ func checkFormat(passphrase []byte, o *FormatOptions) (string, error) {
 	if o.PBKDF.Hash == "" {
 		o.PBKDF.Hash = o.Hash
 	}
-	if err := o.PBKDF.kdf().Check(map[string]string{"luks1": kdf.PBKDF2, "luks2": kdf.Argon2id}[typ]); err != nil {
+	if err := o.PBKDF.Check(map[string]string{"luks1": kdf.PBKDF2, "luks2": kdf.Argon2id}[typ]); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if o.Size < 0 {

@@ -43,16 +43,25 @@ type Header interface {
 type HeaderDevice = luks1.Device
 
 // ReadHeader reads and validates the LUKS header on dev, whatever its
-// version. A device with no LUKS header gives ErrNotLUKS.
-func ReadHeader(dev HeaderDevice) (Header, error) {
+// version: any io.ReaderAt whose size DeviceSize finds (a read-only file
+// or memory will do). A device with no LUKS header gives ErrNotLUKS, one
+// too small to hold the header it starts ErrDeviceTooSmall.
+func ReadHeader(dev io.ReaderAt) (Header, error) {
 	return ReadHeaderContext(context.Background(), dev)
 }
 
 // ReadHeaderContext is ReadHeader that stops parsing, with ctx's error in
 // the chain, when ctx ends: a hostile LUKS2 header may hold megabytes of
 // JSON.
-func ReadHeaderContext(ctx context.Context, dev HeaderDevice) (Header, error) {
-	h, err := readHeader(ctx, dev)
+func ReadHeaderContext(ctx context.Context, dev io.ReaderAt) (Header, error) {
+	if dev == nil {
+		return nil, fmt.Errorf("%w: a nil device", ErrInvalidOptions)
+	}
+	hd, err := headerDevice(dev)
+	if err != nil {
+		return nil, err
+	}
+	h, err := readHeader(ctx, hd)
 	if err != nil {
 		return nil, err
 	}

@@ -61,7 +61,7 @@ type KeyOptions struct {
 }
 
 func (o KeyOptions) keyslot(fallback int) luksutil.KeyslotOptions {
-	return luksutil.KeyslotOptions{Slot: slotOr(o.NewKeyslot, fallback), PBKDF: o.PBKDF.kdf(), Priority: o.Priority}
+	return luksutil.KeyslotOptions{Slot: slotOr(o.NewKeyslot, fallback), PBKDF: o.PBKDF, Priority: o.Priority}
 }
 
 func slotOr(k *int, fallback int) int {
@@ -95,6 +95,12 @@ type LUKS struct {
 // URI of a registered scheme, or the detached header o.Header) and checks
 // that it is one. It holds the file open, not locked, until Close.
 func OpenLUKS(ctx context.Context, path string, o LUKSOptions) (*LUKS, error) {
+	return openLUKSHandle(ctx, path, o, true)
+}
+
+// openLUKSHandle is OpenLUKS; without check it also opens a device that holds
+// no header yet (RestoreLUKSHeader).
+func openLUKSHandle(ctx context.Context, path string, o LUKSOptions, check bool) (*LUKS, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -116,6 +122,9 @@ func OpenLUKS(ctx context.Context, path string, o LUKSOptions) (*LUKS, error) {
 		}
 		h.dev, h.lockOn, h.closers = luksutil.File{File: f}, f, []io.Closer{f}
 	}
+	if !check {
+		return h, nil
+	}
 	if err := h.check(ctx); err != nil {
 		h.Close()
 		return nil, err
@@ -128,6 +137,12 @@ func OpenLUKS(ctx context.Context, path string, o LUKSOptions) (*LUKS, error) {
 // its Sync is used when it has one. It takes no lock and does not close
 // dev: the caller owns it.
 func OpenLUKSDevice(ctx context.Context, dev io.ReaderAt, o LUKSOptions) (*LUKS, error) {
+	return openLUKSDevice(ctx, dev, o, true)
+}
+
+// openLUKSDevice is OpenLUKSDevice; without check it also takes a device
+// that holds no header yet (RestoreLUKSHeaderDevice).
+func openLUKSDevice(ctx context.Context, dev io.ReaderAt, o LUKSOptions, check bool) (*LUKS, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -144,6 +159,9 @@ func OpenLUKSDevice(ctx context.Context, dev io.ReaderAt, o LUKSOptions) (*LUKS,
 	h := &LUKS{dev: d, typ: o.Type, readOnly: o.ReadOnly}
 	if _, ok := dev.(io.WriterAt); !ok {
 		h.readOnly = true
+	}
+	if !check {
+		return h, nil
 	}
 	if err := h.check(ctx); err != nil {
 		return nil, err
@@ -198,6 +216,33 @@ func (h *LUKS) check(ctx context.Context) error {
 
 // do runs f on the header read afresh under the device's lock.
 func (h *LUKS) do(ctx context.Context, write bool, f func(hd luksutil.Header) error) error {
+	return h.locked(ctx, write, func() error {
+		hd, err := readHeader(ctx, h.dev)
+		if err != nil {
+			return err
+		}
+		if got := fmt.Sprintf("luks%d", hd.Version()); h.typ != "" && h.typ != "luks" && h.typ != got {
+			return fmt.Errorf("%w: the device holds %s, not %s", ErrNotLUKS, got, h.typ)
+		}
+		if write {
+			if w, ok := hd.(interface{ Writable() error }); ok {
+				if err := w.Writable(); err != nil {
+					return err
+				}
+			}
+			if h2, ok := hd.(*luks2.Header); ok && h2.ReencryptionStatus() != nil {
+				return fmt.Errorf("%w: a reencryption is in progress (resume or finish it first)", ErrUnsupported)
+			}
+		}
+		return f(hd)
+	})
+}
+
+// locked runs f under the handle's mutex and the device's lock
+// (exclusive when write), refusing a closed handle, an ended context and,
+// for a write, a read-only handle. It reads no header: RestoreHeader
+// writes one where there may be none.
+func (h *LUKS) locked(ctx context.Context, write bool, f func() error) error {
 	if h == nil {
 		return ErrClosed
 	}
@@ -219,24 +264,7 @@ func (h *LUKS) do(ctx context.Context, write bool, f func(hd luksutil.Header) er
 		}
 		defer release()
 	}
-	hd, err := readHeader(ctx, h.dev)
-	if err != nil {
-		return err
-	}
-	if got := fmt.Sprintf("luks%d", hd.Version()); h.typ != "" && h.typ != "luks" && h.typ != got {
-		return fmt.Errorf("%w: the device holds %s, not %s", ErrNotLUKS, got, h.typ)
-	}
-	if write {
-		if w, ok := hd.(interface{ Writable() error }); ok {
-			if err := w.Writable(); err != nil {
-				return err
-			}
-		}
-		if h2, ok := hd.(*luks2.Header); ok && h2.ReencryptionStatus() != nil {
-			return fmt.Errorf("%w: a reencryption is in progress (resume or finish it first)", ErrUnsupported)
-		}
-	}
-	return f(hd)
+	return f()
 }
 
 // Header reads the header afresh, under a shared lock: its version, UUID,
