@@ -1,14 +1,12 @@
 package tcrypt
 
 import (
-	"crypto/hmac"
-	"encoding"
 	"fmt"
 	"hash"
-	"reflect"
 	"strings"
 
 	"github.com/blkcrypt/blkcrypt/capi"
+	"github.com/blkcrypt/blkcrypt/kdf"
 )
 
 // KDF is one header-key derivation TrueCrypt or VeraCrypt uses. The search
@@ -126,179 +124,48 @@ func (k KDF) costs(pim uint32) (iter, memKiB uint32) {
 	return k.PIMConst + k.PIMMult*pim, 0
 }
 
-// hmacState is HMAC with its keyed inner and outer states saved, so an
-// iteration costs the compressions of its message only. Hashes that do not
-// marshal their state (ripemd160, whirlpool) are copied as plain structs
-// when they are pointers to pointer-free structs, which both are.
-type hmacState struct {
-	inner, outer   hash.Hash
-	innerS, outerS snapshot
-	size           int
-}
-
-type snapshot interface{ restore(h hash.Hash) }
-
-type structSnap struct{ v reflect.Value }
-
-func (s structSnap) restore(h hash.Hash) { reflect.ValueOf(h).Elem().Set(s.v) }
-
-type marshalSnap struct{ st []byte }
-
-func (s marshalSnap) restore(h hash.Hash) {
-	if h.(encoding.BinaryUnmarshaler).UnmarshalBinary(s.st) != nil {
-		panic("tcrypt: hash state does not restore")
-	}
-}
-
-type padSnap struct{ pad []byte }
-
-func (s padSnap) restore(h hash.Hash) { h.Reset(); h.Write(s.pad) }
-
-func plainStruct(t reflect.Type) bool {
-	switch t.Kind() {
-	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		return true
-	case reflect.Array:
-		return plainStruct(t.Elem())
-	case reflect.Struct:
-		for i := 0; i < t.NumField(); i++ {
-			if !plainStruct(t.Field(i).Type) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
-}
-
-func takeSnapshot(h hash.Hash, pad []byte) snapshot {
-	v := reflect.ValueOf(h)
-	if v.Kind() == reflect.Pointer && v.Elem().Kind() == reflect.Struct && plainStruct(v.Elem().Type()) {
-		c := reflect.New(v.Elem().Type()).Elem()
-		c.Set(v.Elem())
-		return structSnap{c}
-	}
-	if m, ok := h.(encoding.BinaryMarshaler); ok {
-		if _, ok := h.(encoding.BinaryUnmarshaler); ok {
-			if st, err := m.MarshalBinary(); err == nil {
-				return marshalSnap{st}
-			}
-		}
-	}
-	return padSnap{append([]byte(nil), pad...)}
-}
-
-func newHMACState(newHash func() hash.Hash, key []byte) *hmacState {
-	m := &hmacState{inner: newHash(), outer: newHash()}
-	bs := m.inner.BlockSize()
-	m.size = m.inner.Size()
-	k := key
-	if len(k) > bs {
-		m.inner.Write(k)
-		k = m.inner.Sum(nil)
-		m.inner.Reset()
-		defer clear(k)
-	}
-	ipad, opad := make([]byte, bs), make([]byte, bs)
-	copy(ipad, k)
-	copy(opad, k)
-	for i := range ipad {
-		ipad[i] ^= 0x36
-		opad[i] ^= 0x5c
-	}
-	m.inner.Write(ipad)
-	m.outer.Write(opad)
-	m.innerS, m.outerS = takeSnapshot(m.inner, ipad), takeSnapshot(m.outer, opad)
-	clear(ipad)
-	clear(opad)
-	return m
-}
-
-func (m *hmacState) sum(out []byte, parts ...[]byte) []byte {
-	m.innerS.restore(m.inner)
-	for _, p := range parts {
-		m.inner.Write(p)
-	}
-	out = m.inner.Sum(out[:0])
-	m.outerS.restore(m.outer)
-	m.outer.Write(out)
-	return m.outer.Sum(out[:0])
-}
-
-func (m *hmacState) wipe() {
-	m.inner.Reset()
-	m.outer.Reset()
-	for _, s := range []snapshot{m.innerS, m.outerS} {
-		switch s := s.(type) {
-		case padSnap:
-			clear(s.pad)
-		case structSnap:
-			s.v.SetZero()
-		case marshalSnap:
-			clear(s.st)
-		}
-	}
-}
-
-// pbkdf2Block computes block b (1-based) of PBKDF2, reporting the running
-// XOR after each iteration count in stops (ascending) through at, and
-// giving up when stop returns true (checked every 1024 iterations).
+// pbkdf2Block is one PBKDF2 output block, run a stretch of iterations
+// at a time by the search (kdf's PBKDF2, the only one in blkcrypt); t is
+// the running XOR the search copies out, kdf's buffer itself.
 type pbkdf2Block struct {
-	m    *hmacState
-	u, t []byte
-	done uint32 // iterations so far
+	*kdf.PBKDF2Block
+	t []byte
 }
 
 func newPBKDF2Block(newHash func() hash.Hash, password, salt []byte, b uint32) *pbkdf2Block {
-	m := newHMACState(newHash, password)
-	blk := &pbkdf2Block{m: m, t: make([]byte, m.size)}
-	idx := []byte{byte(b >> 24), byte(b >> 16), byte(b >> 8), byte(b)}
-	blk.u = m.sum(make([]byte, 0, m.size), salt, idx)
-	copy(blk.t, blk.u)
-	blk.done = 1
-	return blk
+	k := kdf.NewPBKDF2Block(newHash, password, salt, b)
+	return &pbkdf2Block{PBKDF2Block: k, t: k.Sum()}
 }
 
-// run iterates up to n iterations in total; false if stopped.
-func (b *pbkdf2Block) run(n uint32, stop func() bool) bool {
-	for b.done < n {
-		end := min(n, b.done+1024)
-		for ; b.done < end; b.done++ {
-			b.u = b.m.sum(b.u, b.u)
-			subtle_xor(b.t, b.u)
-		}
-		if stop != nil && stop() {
-			return false
-		}
+// run iterates up to n iterations in total, polling stop every thousand
+// or so; false if stopped.
+func (b *pbkdf2Block) run(n uint32, stop func() bool) bool { return b.Run(n, stop) }
+
+func (b *pbkdf2Block) wipe() { b.Wipe() }
+
+// pbkdf2 is plain PBKDF2-HMAC, for tests: kdf.PBKDF2Key, which fails
+// only on parameters tcrypt never uses.
+func pbkdf2(newHash func() hash.Hash, password, salt []byte, iter uint32, keyLen int) []byte {
+	k, err := kdf.PBKDF2Key(newHash, password, salt, int(iter), keyLen)
+	if err != nil {
+		panic("tcrypt: " + err.Error())
 	}
-	return true
+	return k
 }
 
-func (b *pbkdf2Block) wipe() {
-	b.m.wipe()
-	clear(b.u)
-	clear(b.t)
+// argon2id derives the header key with VeraCrypt's Argon2id, giving up
+// (nil) once stop returns true, as the PBKDF2 blocks do.
+func argon2id(password, salt []byte, iter, memKiB, parallel uint32, keyLen int, stop func() bool) []byte {
+	k, err := kdf.Argon2KeyStop(stop, kdf.Argon2id, password, salt, iter, memKiB, parallel, keyLen)
+	if err != nil {
+		return nil
+	}
+	return k
 }
 
+// subtle_xor is dst ^= src, for the CBC chains (ciphers.go).
 func subtle_xor(dst, src []byte) { //nolint:revive // mirrors crypto/subtle.XORBytes
 	for i := range dst {
 		dst[i] ^= src[i]
 	}
 }
-
-// pbkdf2 is plain PBKDF2-HMAC, for tests and key files: one block after
-// another.
-func pbkdf2(newHash func() hash.Hash, password, salt []byte, iter uint32, keyLen int) []byte {
-	var out []byte
-	for b := uint32(1); len(out) < keyLen; b++ {
-		blk := newPBKDF2Block(newHash, password, salt, b)
-		blk.run(iter, nil)
-		out = append(out, blk.t...)
-		blk.wipe()
-	}
-	clear(out[keyLen:])
-	return out[:keyLen]
-}
-
-var _ = hmac.Equal

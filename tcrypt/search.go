@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
-	"golang.org/x/crypto/argon2"
 )
 
 // Options select how a header is searched for.
@@ -410,7 +409,7 @@ func (s *search) runSegment(seg *segment) *segment {
 			return nil
 		}
 		pwd := append([]byte(nil), s.pwd...)
-		k := argon2.IDKey(pwd, s.salt, t.plan.iter, t.plan.mem, uint8(max(1, t.plan.kdf.Parallel)), DerivedLen)
+		k := argon2id(pwd, s.salt, t.plan.iter, t.plan.mem, max(1, t.plan.kdf.Parallel), DerivedLen, s.stop.Load)
 		clear(pwd)
 		copy(t.key, k)
 		clear(k)
