@@ -1,7 +1,9 @@
 package luks2
 
 import (
+	"errors"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -61,5 +63,51 @@ func TestSetDataSizeFixedSegment(t *testing.T) {
 	}
 	if after := lukstest.ReadImage(t, img); string(after) != string(before) {
 		t.Fatal("a refused SetDataSize wrote")
+	}
+}
+
+// TestCheckDataSize: CheckDataSize refuses what SetDataSize refuses (a
+// header with an unknown mandatory requirement, a size that is not a whole
+// number of sectors), accepts what it accepts, and writes nothing, so the
+// resize verb can ask before it grows the file.
+func TestCheckDataSize(t *testing.T) {
+	img := filepath.Join(lukstest.Extract(t, "luks2_header_requirements.tar.xz"), "luks2_header_requirements")
+	before := lukstest.ReadImage(t, img)
+	dev := lukstest.Open(t, img)
+	h, err := Read(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.CheckDataSize(1 << 20); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("CheckDataSize with unknown requirements: %v, want ErrReadOnly", err)
+	}
+	if _, err := h.SetDataSize(dev, 1<<20); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("SetDataSize with unknown requirements: %v, want ErrReadOnly", err)
+	}
+	if after := lukstest.ReadImage(t, img); string(after) != string(before) {
+		t.Fatal("a refused resize wrote")
+	}
+
+	free := lukstest.NewImage(t, t.TempDir(), "free.img", 24<<20)
+	fdev := lukstest.Open(t, free)
+	fh, err := Format(fdev, make([]byte, 64), []byte("pw"), FormatOptions{SectorSize: 4096, Keyslot: KeyslotOptions{Slot: AnySlot, PBKDF: PBKDFOptions{Type: "pbkdf2", Iterations: 1000}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before = lukstest.ReadImage(t, free)
+	for _, c := range []struct {
+		size uint64
+		want error
+	}{
+		{0, ErrInvalidOptions},
+		{4<<20 + 512, ErrInvalidOptions},
+		{4 << 20, nil},
+	} {
+		if err := fh.CheckDataSize(c.size); !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
+			t.Errorf("CheckDataSize(%d): %v, want %v", c.size, err, c.want)
+		}
+	}
+	if after := lukstest.ReadImage(t, free); string(after) != string(before) {
+		t.Fatal("CheckDataSize wrote")
 	}
 }

@@ -58,9 +58,13 @@ func runConvert(ctx context.Context, env *Env, p *parsed) error {
 
 // runResize changes the data area of an image file: the file is grown or
 // cut to data offset + the new size, and a fixed-size LUKS2 segment gets
-// the new length ("dynamic" ones follow the file). On a grow the file
-// grows before the header says so; on a shrink the header shrinks before
-// the file, so a cut in between never leaves a segment past the end.
+// the new length ("dynamic" ones follow the file). A failed resize changes
+// nothing: every check that can refuse it (the sizes, a read-only or
+// reencrypting header, a data file in use) runs before the first change,
+// and a grown file is cut back when the header update then fails. On a
+// grow the file grows before the header says so; on a shrink the header
+// shrinks before the file, so a cut in between never leaves a segment past
+// the end.
 func runResize(ctx context.Context, env *Env, p *parsed) error {
 	dev, err := oneDevice(p)
 	if err != nil {
@@ -83,11 +87,18 @@ func runResize(ctx context.Context, env *Env, p *parsed) error {
 		return usageErr("resize works on image files; the header of %s is not one", dev)
 	}
 	data := lf.File
-	if p.str("header") != "" {
-		if data, err = os.OpenFile(dev, os.O_RDWR, 0); err != nil {
+	if p.str("header") != "" && !sameFile(lf.File, dev) {
+		// The data file changes size, so it is locked like the header:
+		// a volume open on it (here or in cryptsetup) makes this busy.
+		df, err := blkcrypt.OpenFileLocked(dev, false)
+		if err != nil {
+			if errors.Is(err, blkcrypt.ErrBusy) {
+				return err
+			}
 			return deviceErr(fmt.Errorf("cannot open device %s: %w", dev, err))
 		}
-		defer data.Close()
+		defer df.Close()
+		data = df.File
 	}
 	st, err := data.Stat()
 	if err != nil {
@@ -123,22 +134,40 @@ func runResize(ctx context.Context, env *Env, p *parsed) error {
 	if size == 0 || size%uint64(h.SectorSize()) != 0 {
 		return usageErr("device size is not aligned to requested sector size")
 	}
+	if size > uint64(1<<63-1-off) {
+		return usageErr("invalid device size %d: the image would exceed the largest file size", size)
+	}
+	h2, _ := h.(*luks2.Header)
+	resizeErr := func(err error) error {
+		if errors.Is(err, luksutil.ErrInvalidOptions) {
+			return usageErr("%v", err)
+		}
+		return err
+	}
+	if h2 != nil {
+		// Refuse before the file grows, not after.
+		if err := h2.CheckDataSize(size); err != nil {
+			return resizeErr(err)
+		}
+	}
 	newLen := off + int64(size)
 	grow := newLen > st.Size()
 	if grow {
 		if err := data.Truncate(newLen); err != nil {
-			return deviceErr(fmt.Errorf("growing %s: %w", dev, err))
+			return deviceErr(errors.Join(fmt.Errorf("growing %s: %w", dev, err), restoreSize(data, dev, st.Size())))
 		}
 		if err := data.Sync(); err != nil {
-			return deviceErr(err)
+			return deviceErr(errors.Join(err, restoreSize(data, dev, st.Size())))
 		}
 	}
-	if h2, ok := h.(*luks2.Header); ok {
+	if h2 != nil {
 		if _, err := h2.SetDataSize(hdev, size); err != nil {
-			if errors.Is(err, luksutil.ErrInvalidOptions) {
-				return usageErr("%v", err)
+			if grow {
+				// The header update is all or nothing, so the old
+				// header stands: the old file size goes with it.
+				err = errors.Join(err, restoreSize(data, dev, st.Size()))
 			}
-			return err
+			return resizeErr(err)
 		}
 	}
 	if !grow && newLen < st.Size() {
@@ -151,4 +180,22 @@ func runResize(ctx context.Context, env *Env, p *parsed) error {
 	}
 	verbose(env, p)
 	return nil
+}
+
+// restoreSize cuts a file the resize grew back to its old size.
+func restoreSize(data *os.File, dev string, size int64) error {
+	if err := data.Truncate(size); err != nil {
+		return fmt.Errorf("restoring the size of %s to %d bytes: %w", dev, size, err)
+	}
+	if err := data.Sync(); err != nil {
+		return fmt.Errorf("restoring the size of %s to %d bytes: %w", dev, size, err)
+	}
+	return nil
+}
+
+// sameFile reports whether path names the file f has open.
+func sameFile(f *os.File, path string) bool {
+	a, err1 := f.Stat()
+	b, err2 := os.Stat(path)
+	return err1 == nil && err2 == nil && os.SameFile(a, b)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/luks1"
 	"github.com/blkcrypt/blkcrypt/luks2"
@@ -288,4 +289,71 @@ func luks2Pieces(t *testing.T, img string) [][]byte {
 		out = append(out, append([]byte(nil), raw[off:off+4096]...))
 	}
 	return out
+}
+
+// TestVerbsResizeRefusedChangesNothing (issue #25 bug 5): a resize that is
+// refused leaves the image as it was: the refusal of a header with an
+// unknown mandatory requirement (read-only) comes before the file grows,
+// and a data file in use (locked by an open volume) is refused before it
+// is touched, not grown under the volume.
+func TestVerbsResizeRefusedChangesNothing(t *testing.T) {
+	dir := unpack(t, "luks2_header_requirements.tar.xz")
+	req := filepath.Join(dir, "luks2_header_requirements")
+	st0, err := os.Stat(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unchanged := func(t *testing.T, what, img string, size int64, sum [32]byte) {
+		t.Helper()
+		st, err := os.Stat(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() != size {
+			t.Errorf("%s: the file is %d bytes, was %d", what, st.Size(), size)
+		}
+		if fileSum(t, img) != sum {
+			t.Errorf("%s: the file's contents changed", what)
+		}
+	}
+	before := fileSum(t, req)
+	for _, args := range [][]string{
+		{"--device-size", "1M"}, // the file is 4 MiB, all header: 5 MiB
+		{"--size", "4096"},
+		{"--device-size", "2M", "--header", req},
+	} {
+		code, _, e := run(t, nil, append([]string{"resize", req}, args...)...)
+		if code != ExitUsage || !strings.Contains(e, "read-only") {
+			t.Errorf("resize %v of a header with unknown requirements: exit %d, %q; want 1, read-only", args, code, e)
+		}
+		unchanged(t, "refused resize "+strings.Join(args, " "), req, st0.Size(), before)
+	}
+
+	// A detached header: the data file is what grows, and it is locked.
+	ddir := t.TempDir()
+	pass := writeFile(t, ddir, "pass", []byte("pw"))
+	data, hdr := filepath.Join(ddir, "data.img"), filepath.Join(ddir, "hdr.img")
+	if err := os.WriteFile(data, randBytes(1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, nil, "format", data, "--header", hdr, "--key-file", pass, "-q", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000")
+	dsum, hsum := fileSum(t, data), fileSum(t, hdr)
+	held, err := blkcrypt.OpenFileLocked(data, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, e := run(t, nil, "resize", data, "--header", hdr, "--device-size", "2M")
+	held.Close()
+	if code != ExitBusy || !strings.Contains(e, "locked") {
+		t.Errorf("resize of a data file in use: exit %d, %q; want %d, locked", code, e, ExitBusy)
+	}
+	unchanged(t, "resize of a data file in use", data, 1<<20, dsum)
+	if fileSum(t, hdr) != hsum {
+		t.Error("resize of a data file in use: the header changed")
+	}
+	// Once free, the same resize grows the data file.
+	mustRun(t, nil, "resize", data, "--header", hdr, "--device-size", "2M")
+	if st, err := os.Stat(data); err != nil || st.Size() != 2<<20 {
+		t.Errorf("resize after the volume closed: %v, %v; want 2 MiB", st, err)
+	}
 }
