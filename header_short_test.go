@@ -103,3 +103,39 @@ func TestShortDeviceHeaderErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestShortDeviceOtherFormats: the other formats' readers give the shared
+// errors for devices too small or without a header, never io.EOF. TCRYPT
+// is asked only where no header sector fits: elsewhere it must run its
+// key derivations, and it cannot tell a missing header from a wrong
+// passphrase.
+func TestShortDeviceOtherFormats(t *testing.T) {
+	rng := rand.New(rand.NewChaCha8([32]byte{5}))
+	for _, n := range []int{0, 511, 1024, 4096} {
+		for _, kind := range []string{"zeros", "random"} {
+			dev := make([]byte, n)
+			if kind == "random" {
+				for i := range dev {
+					dev[i] = byte(rng.Uint32())
+				}
+			}
+			types := []string{TypeBITLK, TypeFVAULT2}
+			if n < 512 {
+				types = append(types, TypeTCRYPT)
+			}
+			for _, typ := range types {
+				want := ErrNoHeader
+				if typ == TypeTCRYPT {
+					want = ErrDeviceTooSmall
+				}
+				v, err := OpenDevice(context.Background(), bytes.NewReader(dev), OpenOptions{Type: typ, Passphrase: []byte("pw"), ReadOnly: true})
+				if v != nil {
+					v.Close()
+				}
+				if !errors.Is(err, want) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+					t.Errorf("%d bytes of %s, type %s: %v, want %v", n, kind, typ, err, want)
+				}
+			}
+		}
+	}
+}
