@@ -380,3 +380,38 @@ func TestReadHeaderReadOnly(t *testing.T) {
 		t.Fatalf("zeros: %v, want ErrNoHeader", err)
 	}
 }
+
+// A cascade is one Volume whose map runs every cipher (issue #25: it was a
+// stack of Volumes, and Cipher named one of three): Ciphers lists them
+// from the device up, CipherSpec names them all, and the data is what
+// the image holds (a FAT boot sector with VeraCrypt's test serial).
+func TestCascadeVolume(t *testing.T) {
+	dir := filepath.Join(lukstest.Extract(t, "tcrypt-images.tar.xz"), "tcrypt-images")
+	v, err := blkcrypt.Open(context.Background(), filepath.Join(dir, "vc_1-sha512-xts-camellia-serpent-kuznyechik"),
+		blkcrypt.OpenOptions{Type: blkcrypt.TypeTCRYPT, Passphrase: []byte("aaaaaaaaaaaa"), TCRYPT: blkcrypt.TCRYPTOptions{Hash: "sha512"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	var names []string
+	for _, c := range v.Ciphers() {
+		names = append(names, c.Spec().String())
+	}
+	if len(names) != 3 || v.CipherSpec() != strings.Join(names, "+") || v.Cipher() != v.Ciphers()[2] {
+		t.Fatalf("ciphers %q, spec %q", names, v.CipherSpec())
+	}
+	for i, want := range []string{"kuznyechik", "serpent", "camellia"} {
+		if !strings.HasPrefix(names[i], want) {
+			t.Errorf("layer %d is %s, want %s (VeraCrypt's camellia-serpent-kuznyechik, outermost first)", i, names[i], want)
+		}
+	}
+	boot := make([]byte, 512)
+	if _, err := v.ReadAt(boot, 0); err != nil {
+		t.Fatal(err)
+	}
+	// FAT12/16: the volume serial at byte 39; the test images have
+	// DEADBABE (cryptsetup's tests/tcrypt-images).
+	if boot[510] != 0x55 || boot[511] != 0xaa || !bytes.Equal(boot[39:43], []byte{0xbe, 0xba, 0xad, 0xde}) {
+		t.Fatalf("the first sector is not the images' FAT boot sector: % x", boot[:48])
+	}
+}

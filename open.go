@@ -435,8 +435,10 @@ func DetectErr(dev io.ReaderAt) (string, error) {
 	return "", nil
 }
 
-// build makes the Volume a format described: one Volume per layer, each
-// the device of the next, as dm-crypt stacks a cascade.
+// build makes the Volume a format described: one Volume whose sector map
+// is the format's cipher, or its cascade (which dm-crypt stacks as one
+// device per cipher; here one read-modify-write and one lock per request
+// serve all layers).
 func build(dev Device, s *volspec.Spec, readOnly bool) (*Volume, error) {
 	if s.ReadOnly {
 		readOnly = true
@@ -445,34 +447,19 @@ func build(dev Device, s *volspec.Spec, readOnly bool) (*Volume, error) {
 	if s.Wrap != nil {
 		d = s.Wrap(dev)
 	}
-	off := s.Offset
-	var top *Volume
-	for i, c := range s.Layers {
-		v, err := NewVolume(d, c, off, s.Size, readOnly)
-		if err != nil {
-			for _, c := range s.Layers[i:] {
-				c.Wipe()
-			}
-			if top != nil {
-				top.Close()
-			}
-			return nil, err
+	m, err := newCascade(s.Layers)
+	if err == nil {
+		var v *Volume
+		if v, err = newVolume(d, m, s.Offset, s.Size, readOnly); err == nil {
+			v.note = s.Note
+			return v, nil
 		}
-		top = v
-		d = layerDevice{v}
-		off = 0
 	}
-	if top == nil {
-		return nil, fmt.Errorf("%w: a volume without a cipher", ErrUnsupported)
+	for _, c := range s.Layers {
+		c.Wipe()
 	}
-	top.note = s.Note
-	return top, nil
+	return nil, err
 }
-
-// layerDevice lets a Volume be the device of the next layer up.
-type layerDevice struct{ *Volume }
-
-func (v layerDevice) Sync() error { return v.Flush() }
 
 // Type is the volume's type, spelled as the Type constants.
 func (v *Volume) Type() string {

@@ -33,11 +33,12 @@ type ReencryptOptions = luks2.ReencryptOptions
 // locks of its range sees one boundary for its whole run, and a request
 // outside the hotzone is wholly on one side of it before and after.
 
-// onlineReenc is a Volume's reencryption: the old-key cipher (the
-// Volume's own cipher is the new one), the boundary, and the luks2 state
-// the steps advance.
+// onlineReenc is a Volume's reencryption, and the Volume's sectorMap while
+// it runs: the new-key and old-key ciphers, the boundary between them,
+// and the luks2 state the steps advance.
 type onlineReenc struct {
 	on      *luks2.Online
+	newC    *sector.Cipher
 	oldC    *sector.Cipher
 	done    atomic.Int64 // bytes of the data area under the new key
 	run     sync.Mutex   // one Reencrypt at a time
@@ -59,10 +60,13 @@ func (rx *onlineReenc) check(start, end, done int64) error {
 	return nil
 }
 
+func (rx *onlineReenc) layers() []*sector.Cipher { return []*sector.Cipher{rx.newC} }
+
 func (rx *onlineReenc) wipe() {
 	if rx == nil {
 		return
 	}
+	rx.newC.Wipe()
 	if rx.oldC != nil {
 		rx.oldC.Wipe()
 	}
@@ -73,42 +77,9 @@ func (rx *onlineReenc) wipe() {
 	}
 }
 
-// decrypt decrypts whole sectors of b, which starts at byte start of the
-// volume, each with the key of its side of the boundary.
-func (v *Volume) decrypt(b []byte, start int64) error {
-	split := !v.busy()
-	rx := v.rx
-	if rx == nil {
-		return decryptWith(v.cipher, split, b, b, start)
-	}
-	d := rx.done.Load()
-	end := start + int64(len(b))
-	if err := rx.check(start, end, d); err != nil {
-		return err
-	}
-	if start < d {
-		n := min(end, d) - start
-		if err := decryptWith(v.cipher, split, b[:n], b[:n], start); err != nil {
-			return err
-		}
-	}
-	if end > d {
-		s := max(start, d)
-		q := b[s-start:]
-		if err := decryptWith(rx.oldC, split, q, q, s); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// encrypt is decrypt's counterpart, from src into dst.
-func (v *Volume) encrypt(dst, src []byte, start int64) error {
-	split := !v.busy()
-	rx := v.rx
-	if rx == nil {
-		return encryptWith(v.cipher, split, dst, src, start)
-	}
+// decrypt decrypts whole sectors of src into dst, src starting at byte
+// start of the volume, each with the key of its side of the boundary.
+func (rx *onlineReenc) decrypt(dst, src []byte, start int64, split bool) error {
 	d := rx.done.Load()
 	end := start + int64(len(src))
 	if err := rx.check(start, end, d); err != nil {
@@ -116,7 +87,29 @@ func (v *Volume) encrypt(dst, src []byte, start int64) error {
 	}
 	if start < d {
 		n := min(end, d) - start
-		if err := encryptWith(v.cipher, split, dst[:n], src[:n], start); err != nil {
+		if err := decryptWith(rx.newC, split, dst[:n], src[:n], start); err != nil {
+			return err
+		}
+	}
+	if end > d {
+		s := max(start, d)
+		if err := decryptWith(rx.oldC, split, dst[s-start:len(src)], src[s-start:], s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// encrypt is decrypt's counterpart.
+func (rx *onlineReenc) encrypt(dst, src []byte, start int64, split bool) error {
+	d := rx.done.Load()
+	end := start + int64(len(src))
+	if err := rx.check(start, end, d); err != nil {
+		return err
+	}
+	if start < d {
+		n := min(end, d) - start
+		if err := encryptWith(rx.newC, split, dst[:n], src[:n], start); err != nil {
 			return err
 		}
 	}
@@ -129,6 +122,23 @@ func (v *Volume) encrypt(dst, src []byte, start int64) error {
 	return nil
 }
 
+// reenc is the volume's reencryption in progress, or nil.
+func (v *Volume) reenc() *onlineReenc {
+	rx, _ := v.m.(*onlineReenc)
+	return rx
+}
+
+// decrypt decrypts whole sectors of b in place, b starting at byte start
+// of the volume.
+func (v *Volume) decrypt(b []byte, start int64) error {
+	return v.m.decrypt(b, b, start, !v.busy())
+}
+
+// encrypt is decrypt's counterpart, from src into dst.
+func (v *Volume) encrypt(dst, src []byte, start int64) error {
+	return v.m.encrypt(dst, src, start, !v.busy())
+}
+
 // busy reports whether the Volume has another request in flight besides
 // the caller's. Such requests are the parallelism already: a server with
 // a queue of them keeps every core busy, and splitting one request across
@@ -138,20 +148,6 @@ func (v *Volume) encrypt(dst, src []byte, start int64) error {
 // (docs/scaling.md). A lone stream (the read and write commands, a client
 // with one request at a time) still gets the engine's split.
 func (v *Volume) busy() bool { return v.state.Load()&^closingBit > 1 }
-
-func encryptWith(c *sector.Cipher, split bool, dst, src []byte, start int64) error {
-	if split {
-		return c.EncryptSectors(dst, src, uint64(start/512))
-	}
-	return c.EncryptSectorsInline(dst, src, uint64(start/512))
-}
-
-func decryptWith(c *sector.Cipher, split bool, dst, src []byte, start int64) error {
-	if split {
-		return c.DecryptSectors(dst, src, uint64(start/512))
-	}
-	return c.DecryptSectorsInline(dst, src, uint64(start/512))
-}
 
 // rwDevice is a LUKS2 header or data device as luks2 takes it: the
 // reencryption reads and writes data and commits metadata through it.
@@ -258,14 +254,14 @@ func openLUKS2Online(ctx context.Context, h *luks2.Header, dev Device, size int6
 		return v, nil
 	}
 	v.ss = int64(on.Align())
-	rx := &onlineReenc{on: on, oldC: oldC}
+	rx := &onlineReenc{on: on, newC: newC, oldC: oldC}
 	rx.done.Store(int64(on.Done()))
 	if o.Reencrypt != nil {
 		rx.unlock = unlock
 	} else {
 		unlock()
 	}
-	v.rx = rx
+	v.m = rx
 	v.typ = TypeLUKS2
 	return v, nil
 }
@@ -276,10 +272,11 @@ func (v *Volume) Reencrypting() (done, total int64, ok bool) {
 	if v == nil {
 		return 0, 0, false
 	}
-	if v.rx == nil {
+	rx := v.reenc()
+	if rx == nil {
 		return v.size, v.size, false
 	}
-	return v.rx.done.Load(), v.size, true
+	return rx.done.Load(), v.size, true
 }
 
 // ErrNoReencryption means Reencrypt on a volume with no reencryption in
@@ -303,7 +300,7 @@ func (v *Volume) Reencrypt(ctx context.Context, progress func(done, total int64)
 	if !v.usable() {
 		return ErrClosed
 	}
-	rx := v.rx
+	rx := v.reenc()
 	if rx == nil || rx.unlock == nil {
 		return fmt.Errorf("%w: open the volume with a reencryption (OpenOptions.Reencrypt)", ErrNoReencryption)
 	}

@@ -44,8 +44,8 @@ type Device interface {
 // the final flush began.
 type Volume struct {
 	dev      Device
-	cipher   *sector.Cipher
-	off      int64 // data start on the device, bytes
+	m        sectorMap // the cryptography: one cipher, a cascade, a reencryption
+	off      int64     // data start on the device, bytes
 	size     int64 // bytes
 	ss       int64
 	readOnly bool
@@ -53,10 +53,6 @@ type Volume struct {
 	onClose  func()
 	typ      string // set by Open: the volume type
 	note     string // set by Open: the format's warning
-	// rx, set for a LUKS2 volume in reencryption, routes each sector to
-	// the old or new key by the reencryption boundary
-	// (reencrypt_online.go).
-	rx *onlineReenc
 
 	// state counts requests in flight, with closingBit set once Close
 	// began. One atomic add per request keeps the hot path free of a lock
@@ -92,14 +88,19 @@ func NewVolume(dev Device, c *sector.Cipher, off, size int64, readOnly bool) (*V
 	if dev == nil || c == nil {
 		return nil, fmt.Errorf("%w: NewVolume needs a device and a cipher", ErrInvalidOptions)
 	}
-	ss := int64(c.SectorSize())
+	return newVolume(dev, oneCipher{c}, off, size, readOnly)
+}
+
+// newVolume makes a volume over dev under any sector map.
+func newVolume(dev Device, m sectorMap, off, size int64, readOnly bool) (*Volume, error) {
+	ss := int64(m.layers()[0].SectorSize())
 	if off < 0 || size < 0 {
-		return nil, fmt.Errorf("negative offset or size")
+		return nil, fmt.Errorf("%w: negative offset or size", ErrInvalidOptions)
 	}
 	if size%ss != 0 {
-		return nil, fmt.Errorf("volume size %d is not a multiple of the %d-byte sector size", size, ss)
+		return nil, fmt.Errorf("%w: volume size %d is not a multiple of the %d-byte sector size", ErrInvalidOptions, size, ss)
 	}
-	return &Volume{dev: dev, cipher: c, off: off, size: size, ss: ss, readOnly: readOnly}, nil
+	return &Volume{dev: dev, m: m, off: off, size: size, ss: ss, readOnly: readOnly}, nil
 }
 
 // Size is the decrypted size in bytes.
@@ -124,12 +125,39 @@ func (v *Volume) BlockSize() int { return v.SectorSize() }
 // ReadOnly reports whether writes are refused.
 func (v *Volume) ReadOnly() bool { return v == nil || v.dev == nil || v.readOnly }
 
-// Cipher returns the sector cipher.
+// Cipher returns the sector cipher: for a cascade, the outermost one (the
+// one applied to the plaintext first); Ciphers lists them all.
 func (v *Volume) Cipher() *sector.Cipher {
-	if v == nil {
+	if !v.usable() {
 		return nil
 	}
-	return v.cipher
+	l := v.m.layers()
+	return l[len(l)-1]
+}
+
+// Ciphers lists the volume's sector ciphers, the one applied to the
+// ciphertext on the device first: one for most formats, two or three for
+// a TrueCrypt/VeraCrypt cascade. During a LUKS2 reencryption it is the new
+// cipher (the old one maps the part not done yet).
+func (v *Volume) Ciphers() []*sector.Cipher {
+	if !v.usable() {
+		return nil
+	}
+	return append([]*sector.Cipher(nil), v.m.layers()...)
+}
+
+// CipherSpec names the volume's encryption in dm-crypt form,
+// "aes-xts-plain64", a cascade's ciphers joined by "+" from the
+// innermost: what the NBD export description says.
+func (v *Volume) CipherSpec() string {
+	s := ""
+	for i, c := range v.Ciphers() {
+		if i > 0 {
+			s += "+"
+		}
+		s += c.Spec().String()
+	}
+	return s
 }
 
 // DataOffset is where the ciphertext starts on the device, in bytes.
@@ -465,8 +493,7 @@ func (v *Volume) Close() error {
 		<-v.idle
 	}
 	err := v.flush()
-	v.cipher.Wipe()
-	v.rx.wipe()
+	v.m.wipe()
 	if v.onClose != nil {
 		v.onClose()
 	}

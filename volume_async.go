@@ -35,7 +35,7 @@ func (v *Volume) asyncDev() AsyncWriter {
 // that reads its client's requests, and answers from done
 // (nbd.AsyncWriter; docs/scaling.md).
 func (v *Volume) StartWriteAt(p []byte, off int64, done func(error)) bool {
-	if !v.usable() || v.readOnly || v.rx != nil || len(p) == 0 || off%v.ss != 0 || int64(len(p))%v.ss != 0 {
+	if !v.usable() || v.readOnly || v.reenc() != nil || len(p) == 0 || off%v.ss != 0 || int64(len(p))%v.ss != 0 {
 		return false
 	}
 	dev := v.asyncDev()

@@ -307,36 +307,12 @@ func open(ctx context.Context, r *volspec.Request) (*volspec.Spec, error) {
 		Hidden: r.Hidden, System: r.System, Backup: r.Backup,
 		NoVeraCrypt: r.NoVeraCrypt, Context: ctx,
 	}
-	g := Geometry{HeaderDeviceSize: r.DevSize, DataDeviceSize: r.DevSize, PartitionOffset: -1}
-	src, hdr, hdrSize := r.Dev, r.Header, r.HeaderSize
-	if r.System {
-		meta := r.Path
-		if r.HeaderPath != "" {
-			meta = r.HeaderPath
-		}
-		if base, start, ok := PartitionOf(meta); ok {
-			f, err := os.Open(base)
-			if err != nil {
-				return nil, fmt.Errorf("opening the drive %s of system partition %s: %w", base, meta, err)
-			}
-			defer f.Close()
-			n, err := luksutil.File{File: f}.Size()
-			if err != nil {
-				return nil, fmt.Errorf("cannot get the size of %s: %w", base, err)
-			}
-			g.PartitionOffset, hdr, hdrSize = start, f, n
-		}
+	src, g, done, err := Locate(Place{Dev: r.Dev, DevSize: r.DevSize, Path: r.Path,
+		Header: r.Header, HeaderSize: r.HeaderSize, HeaderPath: r.HeaderPath, System: r.System})
+	if err != nil {
+		return nil, err
 	}
-	if hdr != nil {
-		src, g.HeaderDeviceSize, g.Separate = hdr, hdrSize, true
-		if r.System && g.PartitionOffset < 0 {
-			// A drive image as the header and a copy of one of its
-			// partitions as the device: find the partition by its size.
-			if start, ok := PartitionBySize(hdr, r.DevSize/512); ok {
-				g.PartitionOffset = start
-			}
-		}
-	}
+	defer done()
 	h, err := Read(src, g.HeaderDeviceSize, o)
 	if err != nil {
 		return nil, err
@@ -352,6 +328,59 @@ func open(ctx context.Context, r *volspec.Request) (*volspec.Spec, error) {
 		return nil, err
 	}
 	return &volspec.Spec{Layers: cs, Offset: int64(m.Offset) * 512, Size: int64(m.Size) * 512, Note: m.Note}, nil
+}
+
+// Place is where a TrueCrypt volume is: its device, and a separate header
+// device when there is one (paths, when known, for system volumes).
+type Place struct {
+	Dev        io.ReaderAt
+	DevSize    int64
+	Path       string
+	Header     io.ReaderAt // nil: the header is on Dev
+	HeaderSize int64
+	HeaderPath string
+	System     bool // a system (boot drive) volume
+}
+
+// Locate finds where the header of the volume at p is read and the
+// geometry to map it with. For a system volume whose device (or header) is
+// a partition of a block device, the header is read from the whole drive,
+// which Locate opens (done closes it), and the IV offset is the partition
+// start, as cryptsetup finds them through sysfs; for a drive image given
+// as the header and a copy of one of its partitions as the device, the
+// partition is found by its size.
+func Locate(p Place) (src io.ReaderAt, g Geometry, done func(), err error) {
+	g = Geometry{HeaderDeviceSize: p.DevSize, DataDeviceSize: p.DevSize, PartitionOffset: -1}
+	src, hdr, hdrSize := p.Dev, p.Header, p.HeaderSize
+	done = func() {}
+	if p.System {
+		meta := p.Path
+		if p.HeaderPath != "" {
+			meta = p.HeaderPath
+		}
+		if base, start, ok := PartitionOf(meta); ok {
+			f, err := os.Open(base)
+			if err != nil {
+				return nil, g, nil, fmt.Errorf("opening the drive %s of system partition %s: %w", base, meta, err)
+			}
+			n, err := luksutil.File{File: f}.Size()
+			if err != nil {
+				f.Close()
+				return nil, g, nil, fmt.Errorf("cannot get the size of %s: %w", base, err)
+			}
+			g.PartitionOffset, hdr, hdrSize = start, f, n
+			done = func() { f.Close() }
+		}
+	}
+	if hdr != nil {
+		src, g.HeaderDeviceSize, g.Separate = hdr, hdrSize, true
+		if p.System && g.PartitionOffset < 0 {
+			if start, ok := PartitionBySize(hdr, p.DevSize/512); ok {
+				g.PartitionOffset = start
+			}
+		}
+	}
+	return src, g, done, nil
 }
 
 // PartitionBySize looks in the MBR or GPT partition table of a drive image

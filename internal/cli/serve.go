@@ -128,7 +128,7 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 	}
 	srv := nbd.NewServer(v, nbd.Options{
 		ExportName:    p.str("export-name"),
-		Description:   "blkcrypt " + v.Cipher().Spec().String(),
+		Description:   "blkcrypt " + v.CipherSpec(),
 		ReadOnly:      v.ReadOnly(),
 		AllowDiscards: p.bool("allow-discards"),
 		MultiConn:     true, // Volume.Flush syncs the device for every connection

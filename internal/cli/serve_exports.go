@@ -211,7 +211,7 @@ func (g *gateway) open(ctx context.Context, e exportSpec) error {
 	}
 	err = g.srv.AddExport(nbd.Export{
 		Name:          e.name,
-		Description:   "blkcrypt " + v.Cipher().Spec().String(),
+		Description:   "blkcrypt " + v.CipherSpec(),
 		Backend:       v,
 		ReadOnly:      v.ReadOnly(),
 		AllowDiscards: ep.bool("allow-discards") || g.p.bool("allow-discards"),

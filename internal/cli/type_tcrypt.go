@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -193,23 +192,38 @@ func parsePIM(b []byte) (uint32, error) {
 	return uint32(n), nil
 }
 
-// tcryptDevice is an open TCRYPT data device and where its header comes
-// from.
-type tcryptDevice struct {
-	data       *blkcrypt.LockedFile
-	dataSize   int64
-	hdr        *blkcrypt.LockedFile // nil: the header is on data
-	hdrSize    int64
-	partOffset int64 // system volume: start of the partition, or -1
-}
-
-func (d *tcryptDevice) close() {
-	if d.hdr != nil {
-		d.hdr.Close()
+// tcryptHeader reads the TCRYPT header of DEVICE (or --header), both
+// opened with the shared lock readers take; tcrypt.Locate finds a system
+// volume's drive, as the library's opener does.
+func tcryptHeader(p *parsed, path string, o *tcrypt.Options) (*tcrypt.Header, tcrypt.Geometry, error) {
+	var g tcrypt.Geometry
+	data, err := openShared(path)
+	if err != nil {
+		return nil, g, err
 	}
-	if d.data != nil {
-		d.data.Close()
+	defer data.Close()
+	place := tcrypt.Place{Dev: data, Path: path, HeaderPath: p.str("header"), System: p.bool("tcrypt-system")}
+	if place.DevSize, err = fileSize(data.File); err != nil {
+		return nil, g, err
 	}
+	if place.HeaderPath != "" {
+		hdr, err := openShared(place.HeaderPath)
+		if err != nil {
+			return nil, g, err
+		}
+		defer hdr.Close()
+		place.Header = hdr
+		if place.HeaderSize, err = fileSize(hdr.File); err != nil {
+			return nil, g, err
+		}
+	}
+	src, g, done, err := tcrypt.Locate(place)
+	if err != nil {
+		return nil, g, deviceErr(err)
+	}
+	defer done()
+	h, err := tcrypt.Read(src, g.HeaderDeviceSize, o)
+	return h, g, err
 }
 
 func fileSize(f *os.File) (int64, error) {
@@ -218,64 +232,6 @@ func fileSize(f *os.File) (int64, error) {
 		return 0, deviceErr(fmt.Errorf("cannot get the size of %s: %w", f.Name(), err))
 	}
 	return n, nil
-}
-
-// openTCRYPTDevice opens DEVICE and the header device. For a system
-// volume whose DEVICE (or --header) is a partition of a block device, the
-// header is read from the whole drive and the IV offset is the partition
-// start, as cryptsetup does through sysfs.
-func openTCRYPTDevice(p *parsed, path string) (*tcryptDevice, error) {
-	d := &tcryptDevice{partOffset: -1}
-	var err error
-	if d.data, err = openShared(path); err != nil {
-		return nil, err
-	}
-	if d.dataSize, err = fileSize(d.data.File); err != nil {
-		d.close()
-		return nil, err
-	}
-	hpath := p.str("header")
-	if p.bool("tcrypt-system") {
-		meta := path
-		if hpath != "" {
-			meta = hpath
-		}
-		if base, start, ok := tcrypt.PartitionOf(meta); ok {
-			d.partOffset = start
-			hpath = base
-		}
-	}
-	if hpath != "" {
-		if d.hdr, err = openShared(hpath); err != nil {
-			d.close()
-			return nil, err
-		}
-		if d.hdrSize, err = fileSize(d.hdr.File); err != nil {
-			d.close()
-			return nil, err
-		}
-		if p.bool("tcrypt-system") && d.partOffset < 0 {
-			// A drive image as --header and a copy of one of its
-			// partitions as DEVICE: find the partition by its size.
-			if start, ok := tcrypt.PartitionBySize(d.hdr, d.dataSize/512); ok {
-				d.partOffset = start
-			}
-		}
-	}
-	return d, nil
-}
-
-func (d *tcryptDevice) readHeader(o *tcrypt.Options) (*tcrypt.Header, tcrypt.Geometry, error) {
-	g := tcrypt.Geometry{HeaderDeviceSize: d.dataSize, DataDeviceSize: d.dataSize, PartitionOffset: d.partOffset}
-	var src io.ReaderAt = d.data
-	if d.hdr != nil {
-		src, g.HeaderDeviceSize, g.Separate = d.hdr, d.hdrSize, true
-	}
-	h, err := tcrypt.Read(src, g.HeaderDeviceSize, o)
-	if err != nil {
-		return nil, g, err
-	}
-	return h, g, nil
 }
 
 // tcryptOpenOptions reads the TCRYPT secrets and options into o.
@@ -301,12 +257,7 @@ func dumpTCRYPT(env *Env, p *parsed, path string) error {
 	}
 	defer clear(o.Passphrase)
 	defer wipeAll(o.Keyfiles)
-	d, err := openTCRYPTDevice(p, path)
-	if err != nil {
-		return err
-	}
-	defer d.close()
-	h, g, err := d.readHeader(o)
+	h, g, err := tcryptHeader(p, path, o)
 	if err != nil {
 		return err
 	}
