@@ -360,7 +360,9 @@ func (h *LUKS) ChangeKey(ctx context.Context, old, newPassphrase []byte, o KeyOp
 
 // RemoveKey removes the keyslot passphrase opens (o.Keyslot only, or any)
 // and returns its number. Removing the last keyslot needs o.Force; without
-// it the result is ErrWouldDestroy and nothing is written.
+// it the result is ErrWouldDestroy, nothing is written, and slot is the
+// keyslot the passphrase opened (so that a caller that confirms can
+// KillSlot it with Force, without deriving the key again).
 func (h *LUKS) RemoveKey(ctx context.Context, passphrase []byte, o KeyOptions) (slot int, err error) {
 	slot = -1
 	err = h.do(ctx, true, func(hd luksutil.Header) error {
@@ -369,10 +371,10 @@ func (h *LUKS) RemoveKey(ctx context.Context, passphrase []byte, o KeyOptions) (
 		if err != nil {
 			return err
 		}
+		slot = s
 		if err := lastKeyslot(hd, s, o.Force); err != nil {
 			return err
 		}
-		slot = s
 		return hd.RemoveKey(h.dev, s)
 	})
 	return slot, err

@@ -27,21 +27,14 @@ import (
 // or the new header after a crash at any point (the luks1 and luks2
 // writes it calls are ordered for that; the exceptions are named).
 
-// Sentinel errors of the header methods. Each matches ErrInvalidOptions,
-// as the keyslot errors do: the request, not the device, is at fault.
+// The refusals of the header methods match ErrInvalidOptions, as the
+// keyslot errors do: the request, not the device, is at fault.
 var (
-	// ErrSlotInUse means a keyslot or token number that is taken.
-	ErrSlotInUse = luksutil.ErrSlotInUse
-	// ErrInvalidSlot means a keyslot number out of range.
-	ErrInvalidSlot = luksutil.ErrInvalidSlot
-	// ErrTokenInactive means a token id that holds no token.
-	ErrTokenInactive = volspec.Sub("token is not in use", volspec.ErrInvalidOptions)
-	// ErrBadBackup means a header backup that holds no valid LUKS header,
-	// has not the size its header needs, or does not fit the device (its
-	// data offset differs from the device's header's). Nothing was written.
-	ErrBadBackup = volspec.Sub("unusable LUKS header backup", volspec.ErrInvalidOptions)
-	// ErrAlreadyType means a conversion to the version the header has.
-	ErrAlreadyType = volspec.Sub("the header is already of that type", volspec.ErrInvalidOptions)
+	errTokenInactive = volspec.Sub("token is not in use", volspec.ErrInvalidOptions)
+	// A header backup that holds no valid LUKS header, has not the size
+	// its header needs, or does not fit the device.
+	errBadBackup   = volspec.Sub("unusable LUKS header backup", volspec.ErrInvalidOptions)
+	errAlreadyType = volspec.Sub("the header is already of that type", volspec.ErrInvalidOptions)
 )
 
 // MaxTokens is the number of LUKS2 token ids (0 to MaxTokens-1).
@@ -129,7 +122,7 @@ func (h *LUKS) SetLabel(ctx context.Context, label, subsystem string) error {
 // SetPriority sets a LUKS2 keyslot's priority (cryptsetup config
 // --priority with --key-slot): PriorityIgnore, PriorityNormal or
 // PriorityPrefer, or PriorityUnset to drop the stored one. An inactive
-// keyslot is ErrSlotInactive, one out of range ErrInvalidSlot. Exclusive
+// keyslot (ErrSlotInactive) or one out of range is ErrInvalidOptions. Exclusive
 // lock; one metadata update.
 func (h *LUKS) SetPriority(ctx context.Context, slot int, p keyslot.Priority) error {
 	return h.do(ctx, true, func(hd luksutil.Header) error {
@@ -165,7 +158,7 @@ func (h *LUKS) Tokens(ctx context.Context) (map[int][]byte, error) {
 
 // ExportToken returns token id as cryptsetup token export prints it
 // (json-c's compact form, no newline); an id that holds no token is
-// ErrTokenInactive. Shared lock.
+// ErrInvalidOptions. Shared lock.
 func (h *LUKS) ExportToken(ctx context.Context, id int) ([]byte, error) {
 	var out []byte
 	err := h.do(ctx, false, func(hd luksutil.Header) error {
@@ -174,7 +167,7 @@ func (h *LUKS) ExportToken(ctx context.Context, id int) ([]byte, error) {
 			return err
 		}
 		if !slices.Contains(h2.TokenIDs(), id) {
-			return fmt.Errorf("%w: token %d", ErrTokenInactive, id)
+			return fmt.Errorf("%w: token %d", errTokenInactive, id)
 		}
 		out, err = h2.TokenJSON(id)
 		return err
@@ -190,7 +183,7 @@ type TokenOptions struct {
 	// (cryptsetup's --key-slot); they must be active.
 	Keyslots []int
 	// Replace allows ID to name a token in use (--token-replace); without
-	// it that is ErrSlotInUse.
+	// it that is ErrInvalidOptions.
 	Replace bool
 }
 
@@ -254,7 +247,7 @@ func (h *LUKS) AddKeyringToken(ctx context.Context, description string, o TokenO
 }
 
 // RemoveToken deletes token id; an id that holds no token is
-// ErrTokenInactive. Exclusive lock; one metadata update.
+// ErrInvalidOptions. Exclusive lock; one metadata update.
 func (h *LUKS) RemoveToken(ctx context.Context, id int) error {
 	return h.do(ctx, true, func(hd luksutil.Header) error {
 		h2, err := asLUKS2(hd)
@@ -262,7 +255,7 @@ func (h *LUKS) RemoveToken(ctx context.Context, id int) error {
 			return err
 		}
 		if !slices.Contains(h2.TokenIDs(), id) {
-			return fmt.Errorf("%w: token %d", ErrTokenInactive, id)
+			return fmt.Errorf("%w: token %d", errTokenInactive, id)
 		}
 		return h2.RemoveToken(h.dev, id)
 	})
@@ -317,7 +310,7 @@ func (h *LUKS) Repair(ctx context.Context) (repaired bool, err error) {
 // Convert converts the header in place to "luks1" or "luks2"
 // (cryptsetup convert --type), refusing what the target cannot hold as
 // cryptsetup refuses it (luks2.ErrNotConvertible) and a header already of
-// that type (ErrAlreadyType), before it writes. Exclusive lock. The
+// that type (both ErrInvalidOptions), before it writes. Exclusive lock. The
 // keyslots hop through free keyslot areas when there are enough, so a
 // crash leaves a header that opens; otherwise there is one window, as in
 // cryptsetup, where only a header backup helps (see luks2.FromLUKS1).
@@ -327,7 +320,7 @@ func (h *LUKS) Convert(ctx context.Context, to string) error {
 	}
 	return h.do(ctx, true, func(hd luksutil.Header) error {
 		if fmt.Sprintf("luks%d", hd.Version()) == to {
-			return fmt.Errorf("%w: the device is already %s", ErrAlreadyType, to)
+			return fmt.Errorf("%w: the device is already %s", errAlreadyType, to)
 		}
 		var err error
 		switch hh := hd.(type) {
@@ -431,10 +424,11 @@ type RestoreOptions struct {
 // RestoreHeader writes a header backup (luksHeaderBackup's file, or
 // BackupHeader's output) over the device's header, with cryptsetup's
 // checks made before anything is written: the backup holds a valid LUKS
-// header and exactly the bytes it needs (ErrBadBackup), the device's
-// header, if it has one, has the backup's data offset (ErrBadBackup: the
-// data would be lost), the device is large enough (ErrDeviceTooSmall),
-// and a device with a header needs o.Force (ErrWouldDestroy). Exclusive
+// header and exactly the bytes it needs, and the device's header, if it
+// has one, has the backup's data offset, else the data would be lost
+// (ErrInvalidOptions for each); the device is large enough
+// (ErrDeviceTooSmall); a device with a header needs o.Force
+// (ErrWouldDestroy). Exclusive
 // lock. The backup's keyslot areas go first where the current header does
 // not use them, then each header copy, each step synced, so a crash
 // leaves the current or the restored header working (luks1 and
@@ -450,7 +444,7 @@ func (h *LUKS) RestoreHeader(ctx context.Context, backup []byte, o RestoreOption
 			cur = nil // no header (or a damaged one): the backup replaces it
 		}
 		if cur != nil && cur.DataOffset() != bh.DataOffset() {
-			return fmt.Errorf("%w: data offset differs between the backup (%d) and the device (%d)", ErrBadBackup, bh.DataOffset(), cur.DataOffset())
+			return fmt.Errorf("%w: data offset differs between the backup (%d) and the device (%d)", errBadBackup, bh.DataOffset(), cur.DataOffset())
 		}
 		if n, err := h.dev.Size(); err != nil {
 			return fmt.Errorf("device size: %w", err)
@@ -467,6 +461,21 @@ func (h *LUKS) RestoreHeader(ctx context.Context, backup []byte, o RestoreOption
 	})
 }
 
+// ReadHeaderBackup checks a header backup as RestoreHeader does before it
+// opens the device (a valid LUKS header, exactly the size
+// luksHeaderBackup gives it; ErrInvalidOptions otherwise) and returns its
+// header.
+func ReadHeaderBackup(ctx context.Context, backup []byte) (Header, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	bh, err := readBackup(ctx, backup)
+	if err != nil {
+		return nil, err
+	}
+	return bh, nil
+}
+
 // readBackup checks a header backup: a valid LUKS header, and the size
 // luksHeaderBackup gives it.
 func readBackup(ctx context.Context, backup []byte) (luksutil.Header, error) {
@@ -475,10 +484,10 @@ func readBackup(ctx context.Context, backup []byte) (luksutil.Header, error) {
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("%w: the backup does not hold a valid LUKS header: %w", ErrBadBackup, err)
+		return nil, fmt.Errorf("%w: backup file does not hold a valid LUKS header: %w", errBadBackup, err)
 	}
 	if _, n := backupSize(bh); int64(len(backup)) != n {
-		return nil, fmt.Errorf("%w: the backup is %d bytes, its header needs %d", ErrBadBackup, len(backup), n)
+		return nil, fmt.Errorf("%w: backup file is %d bytes, its header needs %d", errBadBackup, len(backup), n)
 	}
 	return bh, nil
 }
@@ -486,6 +495,13 @@ func readBackup(ctx context.Context, backup []byte) (luksutil.Header, error) {
 // RestoreLUKSHeader is RestoreHeader on the file or block device at path
 // (or a URI of a registered scheme), which need not hold a header yet.
 func RestoreLUKSHeader(ctx context.Context, path string, backup []byte, o RestoreOptions) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	// The backup first: a bad one is refused before the device is opened.
+	if _, err := readBackup(ctx, backup); err != nil {
+		return err
+	}
 	h, err := openLUKSHandle(ctx, path, LUKSOptions{}, false)
 	if err != nil {
 		return err

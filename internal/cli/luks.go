@@ -5,18 +5,13 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/internal/keyinput"
-	"github.com/blkcrypt/blkcrypt/internal/luksutil"
-	"github.com/blkcrypt/blkcrypt/kdf"
-	"github.com/blkcrypt/blkcrypt/luks1"
-	"github.com/blkcrypt/blkcrypt/luks2"
 )
 
 func init() {
@@ -35,51 +30,54 @@ func init() {
 
 const anySlot = -1
 
-// luksDevice opens the header device (the --header file or DEVICE itself)
-// and reads the header.
-func luksDevice(ctx context.Context, p *parsed, path string, readOnly bool) (deviceFile, luksutil.Device, luksutil.Header, error) {
+// luksPath is the header device of a LUKS verb: the --header file or
+// DEVICE itself, refused before anything is opened when --type names no
+// LUKS version (cryptsetup requires a LUKS type for its LUKS actions) or
+// when the file is missing or a directory (exit 4).
+func luksPath(p *parsed, path string) (string, error) {
 	hpath := path
 	if h := p.str("header"); h != "" {
 		hpath = h
 	}
-	// --type, when given, must name LUKS (and the version the device
-	// holds), as cryptsetup requires for its LUKS actions.
 	typ := p.str("type")
 	if typ != "" && typ != "luks" && typ != "luks1" && typ != "luks2" {
-		return nil, nil, nil, usageErr("--type %q is not a LUKS type", typ)
+		return "", usageErr("--type %q is not a LUKS type", typ)
 	}
-	var f deviceFile
-	var dev luksutil.Device
-	if blkcrypt.IsURI(hpath) {
-		var err error
-		if f, dev, err = uriDevice(ctx, hpath, readOnly); err != nil {
-			return nil, nil, nil, err
-		}
-	} else {
-		if f, err := openDevice(hpath, true); err != nil {
-			return nil, nil, nil, err
-		} else {
-			f.Close()
-		}
-		// Locked as the library locks it: a header change waits for no one
-		// and is refused (busy) while a volume on it is open anywhere.
-		lf, err := blkcrypt.OpenFileLocked(hpath, readOnly)
+	if !blkcrypt.IsURI(hpath) {
+		f, err := openDevice(hpath, true)
 		if err != nil {
-			return nil, nil, nil, err
+			return "", err
 		}
-		f, dev = lf, luksutil.File{File: lf.File}
+		f.Close()
 	}
-	bh, err := blkcrypt.ReadHeaderContext(ctx, dev)
+	return hpath, nil
+}
+
+// openLUKS opens the LUKS handle on the header device (see luksPath); a
+// --type that names the other version is refused. Each method of the
+// handle takes the lock the library takes (busy while a volume on it is
+// open anywhere) and reads the header afresh.
+func openLUKS(ctx context.Context, p *parsed, path string, readOnly bool) (*blkcrypt.LUKS, error) {
+	hpath, err := luksPath(p, path)
 	if err != nil {
-		f.Close()
-		return nil, nil, nil, err
+		return nil, err
 	}
-	h := bh.(luksutil.Header) // the verbs below add keys too
-	if typ != "" && typ != "luks" && typ != fmt.Sprintf("luks%d", h.Version()) {
-		f.Close()
-		return nil, nil, nil, usageErr("device holds LUKS%d, not %s", h.Version(), typ)
+	h, err := blkcrypt.OpenLUKS(ctx, hpath, blkcrypt.LUKSOptions{ReadOnly: readOnly})
+	if err != nil {
+		return nil, err
 	}
-	return f, dev, h, nil
+	if typ := p.str("type"); typ != "" && typ != "luks" {
+		hd, err := h.Header(ctx)
+		if err != nil {
+			h.Close()
+			return nil, err
+		}
+		if typ != fmt.Sprintf("luks%d", hd.Version()) {
+			h.Close()
+			return nil, usageErr("device holds LUKS%d, not %s", hd.Version(), typ)
+		}
+	}
+	return h, nil
 }
 
 func slotOpt(p *parsed) int {
@@ -89,21 +87,31 @@ func slotOpt(p *parsed) int {
 	return anySlot
 }
 
-// unlock returns the volume key from --volume-key-file or a passphrase.
-func unlock(ctx context.Context, env *Env, p *parsed, h luksutil.Header, dev luksutil.Device) ([]byte, int, error) {
+// keyslotOpt is --key-slot for the handle: nil when absent.
+func keyslotOpt(p *parsed) *int {
+	if p.has("key-slot") {
+		return blkcrypt.Slot(int(p.int("key-slot", -1)))
+	}
+	return nil
+}
+
+// unlock returns the volume key from --volume-key-file or a passphrase,
+// and the keyslot that opened (-1 for a volume key file).
+func unlock(ctx context.Context, env *Env, p *parsed, h *blkcrypt.LUKS) ([]byte, int, error) {
+	hd, err := h.Header(ctx)
+	if err != nil {
+		return nil, -1, err
+	}
 	if vk := p.str("volume-key-file"); vk != "" {
-		key, err := readVolumeKeyFile(vk, h.KeySize())
+		key, err := readVolumeKeyFile(vk, hd.KeySize())
 		if err != nil {
 			return nil, -1, err
 		}
-		if !h.VolumeKeyDigestOK(key) {
-			clear(key)
-			return nil, -1, luksutil.ErrWrongKey
-		}
-		return key, -1, nil
+		defer clear(key)
+		return h.VolumeKey(ctx, nil, blkcrypt.KeyOptions{VolumeKey: key})
 	}
 	// An erased header: cryptsetup says so before asking (exit 1).
-	if len(h.ActiveKeyslots()) == 0 {
+	if len(hd.ActiveKeyslots()) == 0 {
 		return nil, -1, usageErr("no usable keyslot is available")
 	}
 	pass, _, err := readSecret(env, p, "Enter passphrase: ")
@@ -111,11 +119,7 @@ func unlock(ctx context.Context, env *Env, p *parsed, h luksutil.Header, dev luk
 		return nil, -1, err
 	}
 	defer clear(pass)
-	key, slot, err := h.UnlockContext(ctx, dev, pass, slotOpt(p))
-	if err != nil {
-		return nil, -1, err
-	}
-	return key, slot, nil
+	return h.VolumeKey(ctx, pass, blkcrypt.KeyOptions{Keyslot: keyslotOpt(p)})
 }
 
 // pbkdfOptions maps the cryptsetup PBKDF flags. Each numeric flag is a
@@ -214,12 +218,12 @@ func runTestPassphrase(ctx context.Context, env *Env, p *parsed) error {
 		}
 		return v.Close()
 	}
-	f, hdev, h, err := luksDevice(ctx, p, dev, true)
+	h, err := openLUKS(ctx, p, dev, true)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	key, slot, err := unlock(ctx, env, p, h, hdev)
+	defer h.Close()
+	key, slot, err := unlock(ctx, env, p, h)
 	if err != nil {
 		return err
 	}
@@ -238,28 +242,36 @@ func runAddKey(ctx context.Context, env *Env, p *parsed) error {
 	if len(p.args) == 2 {
 		newFile = p.args[1]
 	}
-	f, hdev, h, err := luksDevice(ctx, p, p.args[0], false)
+	h, err := openLUKS(ctx, p, p.args[0], false)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer h.Close()
+	hd, err := h.Header(ctx)
+	if err != nil {
+		return err
+	}
 	// The existing key: --volume-key-file, or a passphrase that unlocks any
-	// slot (--key-slot names the new slot here, as in cryptsetup).
+	// slot (--key-slot names the new slot here, as in cryptsetup). It is
+	// checked before the new passphrase is asked for, and the key it gives
+	// authorises the new keyslot (no second derivation).
 	var key []byte
 	if vk := p.str("volume-key-file"); vk != "" {
-		if key, err = readVolumeKeyFile(vk, h.KeySize()); err != nil {
+		vkey, err := readVolumeKeyFile(vk, hd.KeySize())
+		if err != nil {
 			return err
 		}
-		if !h.VolumeKeyDigestOK(key) {
-			clear(key)
-			return luksutil.ErrWrongKey
+		key, _, err = h.VolumeKey(ctx, nil, blkcrypt.KeyOptions{VolumeKey: vkey})
+		clear(vkey)
+		if err != nil {
+			return err
 		}
 	} else {
 		pass, _, err := readSecret(env, p, "Enter any existing passphrase: ")
 		if err != nil {
 			return err
 		}
-		key, _, err = h.UnlockContext(ctx, hdev, pass, anySlot)
+		key, _, err = h.VolumeKey(ctx, pass, blkcrypt.KeyOptions{})
 		clear(pass)
 		if err != nil {
 			return err
@@ -275,7 +287,7 @@ func runAddKey(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
-	slot, err := h.AddKey(hdev, key, np, luksutil.KeyslotOptions{Slot: slotOpt(p), PBKDF: kdf.Options(pk)})
+	slot, err := h.AddKey(ctx, nil, np, blkcrypt.KeyOptions{PBKDF: pk, NewKeyslot: keyslotOpt(p), VolumeKey: key})
 	if err != nil {
 		return err
 	}
@@ -291,24 +303,23 @@ func runChangeKey(ctx context.Context, env *Env, p *parsed) error {
 	if len(p.args) == 2 {
 		newFile = p.args[1]
 	}
-	f, hdev, h, err := luksDevice(ctx, p, p.args[0], false)
+	h, err := openLUKS(ctx, p, p.args[0], false)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer h.Close()
 	old, _, err := readSecret(env, p, "Enter passphrase to be changed: ")
 	if err != nil {
 		return err
 	}
 	defer clear(old)
-	// The old passphrase is checked (the only KDF run on it) before a new
-	// one is asked for. The new keyslot is written before the old one is
-	// removed, so a crash leaves one of the two passphrases working.
-	key, oldSlot, err := h.UnlockContext(ctx, hdev, old, slotOpt(p))
+	// The old passphrase is checked before a new one is asked for, as
+	// cryptsetup does. ChangeKey writes the new keyslot before it removes
+	// the old one, so a crash leaves one of the two passphrases working.
+	oldSlot, err := h.TestPassphrase(ctx, old, blkcrypt.KeyOptions{Keyslot: keyslotOpt(p)})
 	if err != nil {
 		return err
 	}
-	defer clear(key)
 	np, err := newPassphrase(env, p, newFile, false)
 	if err != nil {
 		return err
@@ -318,11 +329,8 @@ func runChangeKey(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
-	slot, err := h.AddKey(hdev, key, np, luksutil.KeyslotOptions{Slot: anySlot, PBKDF: kdf.Options(pk)})
+	slot, err := h.ChangeKey(ctx, old, np, blkcrypt.KeyOptions{PBKDF: pk, Keyslot: blkcrypt.Slot(oldSlot)})
 	if err != nil {
-		return err
-	}
-	if err := h.RemoveKey(hdev, oldSlot); err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Stderr, "Key slot %d created.\n", slot)
@@ -334,27 +342,26 @@ func runRemoveKey(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
-	f, hdev, h, err := luksDevice(ctx, p, dev, false)
+	h, err := openLUKS(ctx, p, dev, false)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer h.Close()
 	pass, _, err := readSecret(env, p, "Enter passphrase to be deleted: ")
 	if err != nil {
 		return err
 	}
-	key, slot, err := h.UnlockContext(ctx, hdev, pass, slotOpt(p))
+	slot, err := h.RemoveKey(ctx, pass, blkcrypt.KeyOptions{Keyslot: keyslotOpt(p)})
 	clear(pass)
-	if err != nil {
-		return err
-	}
-	clear(key)
-	if act := h.ActiveKeyslots(); len(act) == 1 && act[0] == slot {
+	if errors.Is(err, blkcrypt.ErrWouldDestroy) {
+		// The last keyslot: the passphrase opened it (slot); cryptsetup
+		// asks only now.
 		if err := confirm(env, p, lastKeyslotWarning, ExitPermission, abortedKeyslotMsg); err != nil {
 			return err
 		}
+		err = h.KillSlot(ctx, slot, blkcrypt.KeyOptions{Force: true})
 	}
-	if err := h.RemoveKey(hdev, slot); err != nil {
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Stderr, "Key slot %d removed.\n", slot)
@@ -369,59 +376,55 @@ func runKillSlot(ctx context.Context, env *Env, p *parsed) error {
 	if _, err := fmt.Sscan(p.args[1], &slot); err != nil {
 		return usageErr("keyslot %q is not a number", p.args[1])
 	}
-	f, hdev, h, err := luksDevice(ctx, p, p.args[0], false)
+	h, err := openLUKS(ctx, p, p.args[0], false)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	if act := h.ActiveKeyslots(); len(act) == 1 && act[0] == slot {
+	defer h.Close()
+	hd, err := h.Header(ctx)
+	if err != nil {
+		return err
+	}
+	act := hd.ActiveKeyslots()
+	if len(act) == 1 && act[0] == slot {
 		if err := confirm(env, p, lastKeyslotWarning, ExitPermission, abortedKeyslotMsg); err != nil {
 			return err
 		}
 	}
 	// With a key file, cryptsetup first checks that the passphrase opens a
 	// keyslot other than the one to be removed.
-	if p.has("key-file") && slices.Contains(h.ActiveKeyslots(), slot) {
+	if p.has("key-file") && slices.Contains(act, slot) {
 		pass, _, err := readSecret(env, p, "Enter any remaining passphrase: ")
 		if err != nil {
 			return err
 		}
 		opened := false
-		for _, s := range h.ActiveKeyslots() {
+		for _, s := range act {
 			if s == slot {
 				continue
 			}
-			key, _, err := h.UnlockContext(ctx, hdev, pass, s)
-			clear(key)
-			if opened = err == nil; opened {
+			_, err := h.TestPassphrase(ctx, pass, blkcrypt.KeyOptions{Keyslot: blkcrypt.Slot(s)})
+			if opened = err == nil; opened || ctx.Err() != nil {
 				break
 			}
 		}
 		clear(pass)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if !opened {
-			return luksutil.ErrWrongPassphrase
+			return blkcrypt.ErrWrongPassphrase
 		}
 	}
-	if err := h.RemoveKey(hdev, slot); err != nil {
-		if errors.Is(err, luksutil.ErrInvalidSlot) || errors.Is(err, luksutil.ErrSlotInactive) {
+	// Confirmed above (or batch mode): the last keyslot may go.
+	if err := h.KillSlot(ctx, slot, blkcrypt.KeyOptions{Force: true}); err != nil {
+		if errors.Is(err, blkcrypt.ErrInvalidOptions) { // a keyslot out of range or inactive
 			return usageErr("%v", err)
 		}
 		return err
 	}
 	fmt.Fprintf(env.Stderr, "Key slot %d removed.\n", slot)
 	return nil
-}
-
-// headerSize is how many bytes header-backup saves, as cryptsetup does: the
-// binary header(s) and the keyslot areas, not the gap before the data.
-func headerSize(h blkcrypt.Header) int64 {
-	switch hh := h.(type) {
-	case *luks1.Header:
-		return (hh.HeaderSize() + 4095) / 4096 * 4096
-	case *luks2.Header:
-		return int64(hh.HeaderSize())
-	}
-	return h.DataOffset()
 }
 
 func runHeaderBackup(ctx context.Context, env *Env, p *parsed) error {
@@ -433,21 +436,23 @@ func runHeaderBackup(ctx context.Context, env *Env, p *parsed) error {
 	if out == "" {
 		return usageErr("--header-backup-file is required")
 	}
+	exists := &exitError{ExitBusy, fmt.Errorf("backup file %s already exists", out)}
 	if _, err := os.Stat(out); err == nil {
-		return &exitError{ExitBusy, fmt.Errorf("backup file %s already exists", out)}
+		return exists
 	}
 	delete(p.set, "type") // cryptsetup ignores --type for luksHeaderBackup
-	f, _, h, err := luksDevice(ctx, p, dev, true)
+	h, err := openLUKS(ctx, p, dev, true)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	n := headerSize(h)
-	buf := make([]byte, n)
-	if _, err := f.ReadAt(buf, 0); err != nil {
-		return deviceErr(fmt.Errorf("reading header: %w", err))
+	defer h.Close()
+	if err := h.BackupHeaderFile(ctx, out); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return exists
+		}
+		return err
 	}
-	return os.WriteFile(out, buf, 0o400)
+	return nil
 }
 
 func runHeaderRestore(ctx context.Context, env *Env, p *parsed) error {
@@ -463,53 +468,40 @@ func runHeaderRestore(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return usageErr("cannot read backup: %v", err)
 	}
-	bh, err := blkcrypt.ReadHeader(luksutil.NewMemDevice(len(backup), backup))
+	bh, err := blkcrypt.ReadHeaderBackup(ctx, backup)
 	if err != nil {
-		return usageErr("backup file does not hold a valid LUKS header: %v", err)
+		return usageErr("%v", err)
 	}
-	if int64(len(backup)) != headerSize(bh) {
-		return usageErr("backup file is %d bytes, its header needs %d", len(backup), headerSize(bh))
-	}
-	var d luksutil.Device
-	if blkcrypt.IsURI(dev) {
-		f, ud, err := uriDevice(ctx, dev, false)
+	if !blkcrypt.IsURI(dev) {
+		f, err := openDevice(dev, true)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		d = ud
-	} else {
-		if f, err := openDevice(dev, true); err != nil {
-			return err
-		} else {
-			f.Close()
+		f.Close()
+	}
+	// The library refuses a backup that does not fit the device, then a
+	// device that holds a header (ErrWouldDestroy): cryptsetup asks there,
+	// naming the header it replaces.
+	err = blkcrypt.RestoreLUKSHeader(ctx, dev, backup, blkcrypt.RestoreOptions{})
+	if errors.Is(err, blkcrypt.ErrWouldDestroy) {
+		h, herr := blkcrypt.OpenLUKS(ctx, dev, blkcrypt.LUKSOptions{ReadOnly: true})
+		if herr != nil {
+			return herr
 		}
-		f, err := blkcrypt.OpenFileLocked(dev, false)
-		if err != nil {
-			return err
+		cur, herr := h.Header(ctx)
+		h.Close()
+		if herr != nil {
+			return herr
 		}
-		defer f.Close()
-		d = luksutil.File{File: f.File}
-	}
-	// If the device has a header, the data offset must agree, or the data
-	// would be lost.
-	cur, err := blkcrypt.ReadHeader(d)
-	if err == nil && cur.DataOffset() != bh.DataOffset() {
-		return usageErr("data offset differs between the backup (%d) and the device (%d)", bh.DataOffset(), cur.DataOffset())
-	}
-	if n, serr := d.Size(); serr == nil && n < int64(len(backup)) {
-		return usageErr("device is smaller than the header backup") // cryptsetup's code for a device too small
-	}
-	if err == nil {
 		if err := confirm(env, p, restoreWarning(dev, cur.Version(), cur.UUID() == bh.UUID()), ExitUsage, abortedMsg); err != nil {
 			return err
 		}
+		err = blkcrypt.RestoreLUKSHeader(ctx, dev, backup, blkcrypt.RestoreOptions{Force: true})
 	}
-	restore := luks1.RestoreHeader
-	if bh.Version() == 2 {
-		restore = luks2.RestoreHeader
+	if errors.Is(err, blkcrypt.ErrInvalidOptions) || errors.Is(err, blkcrypt.ErrDeviceTooSmall) {
+		return usageErr("%v", err) // cryptsetup's code for a backup that does not fit
 	}
-	return restore(d, backup)
+	return err
 }
 
 // runFormat creates a LUKS volume: the flags become
@@ -614,91 +606,30 @@ func runDump(ctx context.Context, env *Env, p *parsed) error {
 	if d, ok := typeDumpers[typ]; ok {
 		return d(env, p, dev)
 	}
-	f, hdev, h, err := luksDevice(ctx, p, dev, true)
+	h, err := openLUKS(ctx, p, dev, true)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	w := env.Stdout
+	defer h.Close()
+	o := blkcrypt.DumpOptions{Device: dev}
 	if p.bool("dump-volume-key") {
-		key, _, err := unlock(ctx, env, p, h, hdev)
+		key, _, err := unlock(ctx, env, p, h)
 		if err != nil {
 			return err
 		}
 		defer clear(key)
-		fmt.Fprintf(w, "LUKS header information for %s\nCipher name:   \t%s\nCipher mode:   \t%s\nPayload offset:\t%d\nUUID:          \t%s\nMK bits:       \t%d\n",
-			dev, cipherName(h.Cipher()), cipherMode(h.Cipher()), h.DataOffset()/512, h.UUID(), h.KeySize()*8)
-		fmt.Fprint(w, "MK dump:\t")
-		hexDump(w, key, "\t\t")
-		return nil
+		o.VolumeKey = key
+		return h.Dump(ctx, env.Stdout, o)
 	}
-	switch hh := h.(type) {
-	case *luks1.Header:
-		if p.bool("dump-json-metadata") {
-			return usageErr("dump operation is not supported for this device type")
-		}
-		if p.bool("json") {
-			return dumpLUKS1JSON(w, hh)
-		}
-		dumpLUKS1(w, dev, hh)
-		return nil
+	switch {
+	case p.bool("dump-json-metadata"):
+		o.Format = blkcrypt.DumpJSONMetadata
+	case p.bool("json"):
+		o.Format = blkcrypt.DumpJSON
 	}
-	return doDumpLUKS2(w, p, dev, h)
-}
-
-func cipherName(spec string) string { n, _, _ := strings.Cut(spec, "-"); return n }
-func cipherMode(spec string) string { _, m, _ := strings.Cut(spec, "-"); return m }
-
-// hexDump prints bytes as cryptsetup does: 16 per line, space separated.
-func hexDump(w io.Writer, b []byte, indent string) {
-	for i := 0; i < len(b); i += 16 {
-		if i > 0 {
-			fmt.Fprint(w, indent)
-		}
-		end := min(i+16, len(b))
-		for j := i; j < end; j++ {
-			fmt.Fprintf(w, "%02x ", b[j])
-		}
-		fmt.Fprintln(w)
+	err = h.Dump(ctx, env.Stdout, o)
+	if o.Format == blkcrypt.DumpJSONMetadata && errors.Is(err, blkcrypt.ErrUnsupported) {
+		return usageErr("dump operation is not supported for this device type")
 	}
-}
-
-func dumpLUKS1(w io.Writer, dev string, h *luks1.Header) {
-	ph := h.Phdr()
-	fmt.Fprintf(w, "LUKS header information for %s\n\n", dev)
-	fmt.Fprintf(w, "Version:       \t%d\nCipher name:   \t%s\nCipher mode:   \t%s\nHash spec:     \t%s\n", ph.Version, ph.CipherName(), ph.CipherMode(), ph.HashSpec())
-	fmt.Fprintf(w, "Payload offset:\t%d\nMK bits:       \t%d\n", ph.PayloadOffset, ph.KeyBytes*8)
-	fmt.Fprint(w, "MK digest:     \t")
-	hexDump(w, ph.MKDigest[:], "               \t")
-	fmt.Fprint(w, "MK salt:       \t")
-	hexDump(w, ph.MKDigestSalt[:], "               \t")
-	fmt.Fprintf(w, "MK iterations: \t%d\nUUID:          \t%s\n\n", ph.MKDigestIterations, ph.UUID())
-	for i, ks := range ph.Keyslots {
-		if !ks.Enabled() {
-			fmt.Fprintf(w, "Key Slot %d: DISABLED\n", i)
-			continue
-		}
-		fmt.Fprintf(w, "Key Slot %d: ENABLED\n\tIterations:         \t%d\n\tSalt:               \t", i, ks.Iterations)
-		hexDump(w, ks.Salt[:], "\t                      \t")
-		fmt.Fprintf(w, "\tKey material offset:\t%d\n\tAF stripes:            \t%d\n", ks.KeyMaterialOffset, ks.Stripes)
-	}
-}
-
-func dumpLUKS1JSON(w io.Writer, h *luks1.Header) error {
-	ph := h.Phdr()
-	fmt.Fprintf(w, "{\"version\":1,\"uuid\":%q,\"cipher\":%q,\"hash\":%q,\"payload_offset\":%d,\"key_size\":%d,\"mk_iterations\":%d,\"keyslots\":{",
-		ph.UUID(), h.Cipher(), ph.HashSpec(), ph.PayloadOffset, ph.KeyBytes, ph.MKDigestIterations)
-	first := true
-	for i, ks := range ph.Keyslots {
-		if !ks.Enabled() {
-			continue
-		}
-		if !first {
-			fmt.Fprint(w, ",")
-		}
-		first = false
-		fmt.Fprintf(w, "\"%d\":{\"iterations\":%d,\"key_material_offset\":%d,\"stripes\":%d}", i, ks.Iterations, ks.KeyMaterialOffset, ks.Stripes)
-	}
-	fmt.Fprintln(w, "}}")
-	return nil
+	return err
 }

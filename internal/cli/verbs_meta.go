@@ -2,19 +2,13 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/blkcrypt/blkcrypt"
-	"github.com/blkcrypt/blkcrypt/internal/luksutil"
-	"github.com/blkcrypt/blkcrypt/luks1"
-	"github.com/blkcrypt/blkcrypt/luks2"
+	"github.com/blkcrypt/blkcrypt/keyslot"
 )
 
 // cryptsetup's header-maintenance verbs: isLuks, luksUUID, config, erase,
@@ -66,18 +60,21 @@ func notLUKS(err error, dev, version string) error {
 	return err
 }
 
-// luks2Device is luksDevice for the LUKS2-only verbs.
-func luks2Device(ctx context.Context, p *parsed, dev string, readOnly bool) (deviceFile, luksutil.Device, *luks2.Header, error) {
-	f, hdev, h, err := luksDevice(ctx, p, dev, readOnly)
+// openLUKS2 is openLUKS for the LUKS2-only verbs.
+func openLUKS2(ctx context.Context, p *parsed, dev string, readOnly bool) (*blkcrypt.LUKS, error) {
+	h, err := openLUKS(ctx, p, dev, readOnly)
 	if err != nil {
-		return nil, nil, nil, notLUKS(err, dev, "2")
+		return nil, notLUKS(err, dev, "2")
 	}
-	h2, ok := h.(*luks2.Header)
-	if !ok {
-		f.Close()
-		return nil, nil, nil, usageErr("device %s is not a valid LUKS2 device", dev)
+	hd, err := h.Header(ctx)
+	if err == nil && hd.Version() != 2 {
+		err = usageErr("device %s is not a valid LUKS2 device", dev)
 	}
-	return f, hdev, h2, nil
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	return h, nil
 }
 
 func runIsLuks(ctx context.Context, env *Env, p *parsed) error {
@@ -85,7 +82,7 @@ func runIsLuks(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
-	f, _, _, err := luksDevice(ctx, p, dev, true)
+	h, err := openLUKS(ctx, p, dev, true)
 	if err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) && ee.code == ExitDevice {
@@ -96,7 +93,7 @@ func runIsLuks(ctx context.Context, env *Env, p *parsed) error {
 		}
 		return silent(exitCode(notLUKS(err, dev, "")))
 	}
-	f.Close()
+	h.Close()
 	verbose(env, p)
 	return nil
 }
@@ -107,46 +104,43 @@ func runUUID(ctx context.Context, env *Env, p *parsed) error {
 		return err
 	}
 	set := p.has("uuid")
-	f, hdev, h, err := luksDevice(ctx, p, dev, !set)
+	h, err := openLUKS(ctx, p, dev, !set)
 	if err != nil {
 		return notLUKS(err, dev, "")
 	}
-	defer f.Close()
+	defer h.Close()
 	if !set {
-		fmt.Fprintln(env.Stdout, h.UUID())
+		hd, err := h.Header(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(env.Stdout, hd.UUID())
 		return nil
 	}
 	u := p.str("uuid")
-	if _, err := luksutil.CheckUUID(u); err != nil {
+	if !blkcrypt.ValidUUID(u) {
 		return usageErr("wrong LUKS UUID format provided")
 	}
 	// cryptsetup asks through its confirm callback (a refusal is -EPERM).
 	if err := confirm(env, p, "Do you really want to change UUID of device?", ExitPermission, abortedMsg); err != nil {
 		return err
 	}
-	switch hh := h.(type) {
-	case *luks1.Header:
-		err = hh.SetUUID(hdev, u)
-	case *luks2.Header:
-		err = hh.SetUUID(hdev, u)
-	default:
-		err = usageErr("not a LUKS header")
+	if _, err := h.SetUUID(ctx, u); err != nil {
+		return err
 	}
-	if err == nil {
-		verbose(env, p)
-	}
-	return err
+	verbose(env, p)
+	return nil
 }
 
 // parsePriority maps --priority as cryptsetup spells it.
-func parsePriority(s string) (luks2.Priority, error) {
+func parsePriority(s string) (keyslot.Priority, error) {
 	switch s {
 	case "ignore":
-		return luks2.PriorityIgnore, nil
+		return keyslot.PriorityIgnore, nil
 	case "normal":
-		return luks2.PriorityNormal, nil
+		return keyslot.PriorityNormal, nil
 	case "prefer":
-		return luks2.PriorityPrefer, nil
+		return keyslot.PriorityPrefer, nil
 	}
 	return 0, usageErr("option --priority can be only ignore/normal/prefer")
 }
@@ -156,7 +150,7 @@ func runConfig(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
-	var prio luks2.Priority
+	var prio keyslot.Priority
 	if p.has("priority") {
 		if prio, err = parsePriority(p.str("priority")); err != nil {
 			return err
@@ -168,23 +162,23 @@ func runConfig(ctx context.Context, env *Env, p *parsed) error {
 	if !p.has("priority") && !p.has("label") && !p.has("subsystem") {
 		return usageErr("option --priority, --label or --subsystem is missing")
 	}
-	f, hdev, h, err := luks2Device(ctx, p, dev, false)
+	h, err := openLUKS2(ctx, p, dev, false)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer h.Close()
 	// As cryptsetup: the priority first, then label and subsystem together
 	// (the one not given is cleared, as crypt_set_label clears it).
 	if p.has("priority") {
-		if err := h.SetPriority(hdev, int(p.int("key-slot", -1)), prio); err != nil {
-			if errors.Is(err, luksutil.ErrInvalidSlot) || errors.Is(err, luksutil.ErrSlotInactive) {
+		if err := h.SetPriority(ctx, int(p.int("key-slot", -1)), prio); err != nil {
+			if errors.Is(err, blkcrypt.ErrInvalidOptions) { // a keyslot out of range or inactive
 				return usageErr("%v", err)
 			}
 			return err
 		}
 	}
 	if p.has("label") || p.has("subsystem") {
-		if err := h.SetLabel(hdev, p.str("label"), p.str("subsystem")); err != nil {
+		if err := h.SetLabel(ctx, p.str("label"), p.str("subsystem")); err != nil {
 			return err
 		}
 	}
@@ -197,26 +191,21 @@ func runErase(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
-	f, hdev, h, err := luksDevice(ctx, p, dev, false)
+	h, err := openLUKS(ctx, p, dev, false)
 	if err != nil {
 		return notLUKS(err, dev, "")
 	}
-	defer f.Close()
+	defer h.Close()
 	if err := confirm(env, p, eraseWarning(dev), ExitPermission, abortedKeyslotsMsg); err != nil {
 		return err
 	}
-	switch hh := h.(type) {
-	case *luks1.Header:
-		err = hh.Erase(hdev)
-	case *luks2.Header:
-		err = hh.Erase(hdev)
-	default:
-		err = usageErr("not a LUKS header")
+	// Confirmed (or batch mode, or not asked on a non-terminal, as
+	// cryptsetup): the library needs Force.
+	if err := h.Erase(ctx, blkcrypt.EraseOptions{Force: true}); err != nil {
+		return err
 	}
-	if err == nil {
-		verbose(env, p)
-	}
-	return err
+	verbose(env, p)
+	return nil
 }
 
 func runRepair(ctx context.Context, env *Env, p *parsed) error {
@@ -224,32 +213,35 @@ func runRepair(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
-	f, hdev, h, err := luksDevice(ctx, p, dev, false)
+	h, err := openLUKS(ctx, p, dev, false)
 	if err != nil {
 		return notLUKS(err, dev, "")
 	}
-	defer f.Close()
-	if h2, ok := h.(*luks2.Header); ok && h2.NeedsRepair() {
-		if err := h2.Repair(hdev); err != nil {
-			return err
-		}
+	defer h.Close()
+	if _, err := h.Repair(ctx); err != nil {
+		return err
 	}
-	// A LUKS1 header that reads needs nothing here: cryptsetup's LUKS1
-	// repair only rewrites keyslot fields that our reader refuses anyway.
 	verbose(env, p)
 	return nil
 }
 
-// tokenID returns --token-id, or def when absent.
-func tokenID(p *parsed, def int) (int, error) {
+// tokenID returns --token-id, or nil (any free id) when absent.
+func tokenID(p *parsed) (*int, error) {
 	if !p.has("token-id") {
-		return def, nil
+		return nil, nil
 	}
 	id := p.int("token-id", -1)
-	if id < 0 || id >= luks2.MaxKeyslots {
-		return 0, usageErr("invalid token id %s", p.str("token-id"))
+	if id < 0 || id >= blkcrypt.MaxTokens {
+		return nil, usageErr("invalid token id %s", p.str("token-id"))
 	}
-	return int(id), nil
+	return blkcrypt.Slot(int(id)), nil
+}
+
+func tokenOr(id *int) int {
+	if id == nil {
+		return -1
+	}
+	return *id
 }
 
 func runToken(ctx context.Context, env *Env, p *parsed) error {
@@ -262,27 +254,31 @@ func runToken(ctx context.Context, env *Env, p *parsed) error {
 	default:
 		return usageErr("invalid token action %q", action)
 	}
-	var slots []int
+	o := blkcrypt.TokenOptions{Replace: p.bool("token-replace")}
 	if p.has("key-slot") {
-		slots = []int{int(p.int("key-slot", -1))}
+		o.Keyslots = []int{int(p.int("key-slot", -1))}
 	}
-	id, err := tokenID(p, luks2.AnyToken)
-	if err != nil {
+	var err error
+	if o.ID, err = tokenID(p); err != nil {
 		return err
 	}
-	if (action == "remove" || action == "export") && id == luks2.AnyToken {
+	if (action == "remove" || action == "export") && o.ID == nil {
 		return usageErr("token %s requires --token-id", action)
 	}
-	f, hdev, h, err := luks2Device(ctx, p, dev, action == "export")
+	h, err := openLUKS2(ctx, p, dev, action == "export")
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer h.Close()
+	tokens, err := h.Tokens(ctx)
+	if err != nil {
+		return err
+	}
 	switch action {
 	case "export":
-		b, err := h.TokenJSON(id)
+		b, err := h.ExportToken(ctx, *o.ID)
 		if err != nil {
-			return usageErr("failed to get token %d for export", id)
+			return usageErr("failed to get token %d for export", *o.ID)
 		}
 		if out := p.str("json-file"); out != "" && out != "-" {
 			return os.WriteFile(out, b, 0o600)
@@ -290,33 +286,25 @@ func runToken(ctx context.Context, env *Env, p *parsed) error {
 		_, err = env.Stdout.Write(b)
 		return err
 	case "remove":
-		if !slices.Contains(h.TokenIDs(), id) {
-			return usageErr("token %d is not in use", id)
+		if _, ok := tokens[*o.ID]; !ok {
+			return usageErr("token %d is not in use", *o.ID)
 		}
-		if err := h.RemoveToken(hdev, id); err != nil {
+		if err := h.RemoveToken(ctx, *o.ID); err != nil {
 			return err
 		}
 		verbose(env, p)
 		return nil
 	}
-	var tok []byte
+	var n int
 	if action == "add" {
 		// cryptsetup's built-in keyring token: a description of a kernel
-		// keyring key that holds the passphrase. We store it as cryptsetup
-		// does (assigned to --key-slot, or to every keyslot) but never read
-		// the keyring ourselves.
+		// keyring key that holds the passphrase, assigned to --key-slot or
+		// to every keyslot.
 		desc := p.str("key-description")
 		if desc == "" {
 			return usageErr("option --key-description is mandatory for token add action")
 		}
-		if slots == nil {
-			slots = h.ActiveKeyslots()
-		}
-		tok, _ = json.Marshal(struct {
-			Type string   `json:"type"`
-			KS   []string `json:"keyslots"`
-			Desc string   `json:"key_description"`
-		}{"luks2-keyring", []string{}, desc})
+		n, err = h.AddKeyringToken(ctx, desc, o)
 	} else {
 		var r io.Reader = env.Stdin
 		if in := p.str("json-file"); in != "" && in != "-" {
@@ -328,18 +316,19 @@ func runToken(ctx context.Context, env *Env, p *parsed) error {
 			r = fh
 		}
 		// cryptsetup reads at most the largest metadata area.
-		if tok, err = io.ReadAll(io.LimitReader(r, 4<<20)); err != nil {
-			return usageErr("reading the token: %v", err)
+		tok, rerr := io.ReadAll(io.LimitReader(r, 4<<20))
+		if rerr != nil {
+			return usageErr("reading the token: %v", rerr)
 		}
+		n, err = h.ImportToken(ctx, tok, o)
 	}
-	n, err := h.ImportToken(hdev, id, tok, slots, p.bool("token-replace"))
 	if err != nil {
-		if errors.Is(err, luksutil.ErrSlotInUse) {
-			return usageErr("token %d in use", id)
+		if _, taken := tokens[tokenOr(o.ID)]; taken && !o.Replace {
+			return usageErr("token %d in use", *o.ID)
 		}
 		// A refused token is bad input (exit 1), though the rule that
 		// refuses it is a metadata rule (whose error also says corrupt).
-		if errors.Is(err, luksutil.ErrInvalidSlot) || errors.Is(err, luksutil.ErrSlotInactive) || errors.Is(err, luksutil.ErrInvalidOptions) {
+		if errors.Is(err, blkcrypt.ErrInvalidOptions) {
 			return usageErr("%v", err)
 		}
 		return err
@@ -349,35 +338,4 @@ func runToken(ctx context.Context, env *Env, p *parsed) error {
 	}
 	verbose(env, p)
 	return nil
-}
-
-// dumpTokens prints the Tokens section as cryptsetup's luksDump does:
-// each token's type, a keyring token's key description, then its keyslots
-// in stored order.
-func dumpTokens(w io.Writer, h *luks2.Header) {
-	fmt.Fprintf(w, "Tokens:\n")
-	tokens := h.Tokens()
-	for _, id := range h.TokenIDs() {
-		var t struct {
-			Type     any   `json:"type"`
-			Keyslots []any `json:"keyslots"`
-			Desc     any   `json:"key_description"`
-		}
-		_ = json.Unmarshal(tokens[id], &t) // validated when the header was read
-		typ, _ := t.Type.(string)
-		if typ == "" {
-			typ = "unknown"
-		}
-		fmt.Fprintf(w, "  %d: %s\n", id, typ)
-		if d, ok := t.Desc.(string); ok && typ == "luks2-keyring" {
-			fmt.Fprintf(w, "\tKey description: %s\n", d)
-		}
-		for _, k := range t.Keyslots {
-			if s, ok := k.(string); ok {
-				if _, err := strconv.Atoi(s); err == nil {
-					fmt.Fprintf(w, "\tKeyslot:    %s\n", strings.TrimSpace(s))
-				}
-			}
-		}
-	}
 }
