@@ -106,7 +106,12 @@ func readGPT(dev io.ReaderAt, size int64, ss int) (*Table, error) {
 	if errors.Is(perr, errNoHeader) && errors.Is(berr, errNoHeader) {
 		return nil, errNoHeader
 	}
-	return nil, fmt.Errorf("%w: both GPT headers are damaged (%d-byte sectors): primary at LBA 1: %v; backup at LBA %d: %v",
+	if perr.Error() == berr.Error() {
+		// The usual case for a table written wrong rather than damaged:
+		// both copies say the same wrong thing.
+		return nil, fmt.Errorf("%w: both GPT copies (LBAs 1 and %d, %d-byte sectors): %v", ErrCorrupt, lastLBA, ss, perr)
+	}
+	return nil, fmt.Errorf("%w: both GPT copies are unusable (%d-byte sectors): primary at LBA 1: %v; backup at LBA %d: %v",
 		ErrCorrupt, ss, perr, lastLBA, berr)
 }
 

@@ -265,3 +265,10 @@ func (s *sparse) ReadAt(p []byte, off int64) (int, error) {
 	}
 	return n, nil
 }
+
+func writeFile(t testing.TB, path string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
