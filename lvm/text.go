@@ -28,8 +28,10 @@ const (
 	// (root, VG, logical_volumes, an LV, a segment).
 	maxDepth = 32
 	// maxItems caps nodes plus values, so that a text of short items
-	// ("a=1\n" is four bytes) cannot turn into a much larger tree.
-	maxItems = 1 << 20
+	// ("a=1\n" is four bytes) cannot turn into a tree of gigabytes: at
+	// most about 60 MB and a second of parsing. An LV with one linear
+	// segment is about 20 items, so this allows over 20000 LVs.
+	maxItems = 1 << 19
 )
 
 type tokKind int
@@ -89,9 +91,8 @@ const (
 // value is one scalar of the text.
 type value struct {
 	kind valueKind
-	i    int64
-	f    float64
-	s    string
+	i    int64  // valInt
+	s    string // valString, or a float's text (nothing reads floats)
 }
 
 func (v value) describe() string {
@@ -99,7 +100,7 @@ func (v value) describe() string {
 	case valInt:
 		return strconv.FormatInt(v.i, 10)
 	case valFloat:
-		return strconv.FormatFloat(v.f, 'g', -1, 64)
+		return v.s
 	}
 	return strconv.Quote(v.s)
 }
@@ -379,9 +380,9 @@ func (p *parser) value() (value, error) {
 		}
 		v = value{kind: valInt, i: i}
 	case tokFloat:
-		// lvm2 takes strtod's answer unchecked; no float matters here.
-		f, _ := strconv.ParseFloat(p.tok(), 64)
-		v = value{kind: valFloat, f: f}
+		// lvm2 takes strtod's answer unchecked; no float is read
+		// from VG metadata, so the text is kept as it is.
+		v = value{kind: valFloat, s: p.tok()}
 	case tokString:
 		v = value{kind: valString, s: string(p.b[p.tb+1 : p.te-1])}
 	case tokStringEscaped:
