@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"net"
-	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -39,43 +36,11 @@ func outcome(t *testing.T, limit time.Duration, f func() error) (error, time.Dur
 	}
 }
 
-// silentServer accepts connections on a Unix socket and never says a
-// word; the connections are closed when the test ends.
-func silentServer(t *testing.T) string {
-	sock := filepath.Join(t.TempDir(), "silent.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	return "nbd+unix:///?socket=" + sock
-}
-
 // TestDialCancelNoGreeting: a server that accepts but never greets holds
 // Dial only until its context is cancelled, not until the handshake
 // deadline.
 func TestDialCancelNoGreeting(t *testing.T) {
-	uri := silentServer(t)
+	uri := nbdtest.Silent(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	time.AfterFunc(100*time.Millisecond, cancel)

@@ -290,3 +290,38 @@ func (d *Disk) Reply(c *FakeConn, cmd uint16, handle, off uint64, length uint32,
 	}
 	return SimpleReply(c, handle, 0, nil)
 }
+
+// Silent listens on a Unix socket in a temporary directory, accepts
+// connections and never says a word (a server that stalls before its
+// greeting); it returns the nbd+unix:// URI. The connections are closed
+// when the test ends.
+func Silent(t testing.TB) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "silent.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	return "nbd+unix:///?socket=" + sock
+}
