@@ -627,8 +627,13 @@ func dumpLUKS1(out io.Writer, dev string, h *luks1.Header) error {
 	fmt.Fprintf(w, "LUKS header information for %s\n\n", dev)
 	fmt.Fprintf(w, "Version:       \t%d\nCipher name:   \t%s\nCipher mode:   \t%s\nHash spec:     \t%s\n", ph.Version, ph.CipherName(), ph.CipherMode(), ph.HashSpec())
 	fmt.Fprintf(w, "Payload offset:\t%d\nMK bits:       \t%d\n", ph.PayloadOffset, ph.KeyBytes*8)
+	// cryptsetup prints the 20-byte digest on one line (crypt_log_hex
+	// with no line length), the salts 16 bytes a line.
 	fmt.Fprint(w, "MK digest:     \t")
-	hexDump(w, ph.MKDigest[:], "               \t")
+	for _, c := range ph.MKDigest {
+		fmt.Fprintf(w, "%02x ", c)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprint(w, "MK salt:       \t")
 	hexDump(w, ph.MKDigestSalt[:], "               \t")
 	fmt.Fprintf(w, "MK iterations: \t%d\nUUID:          \t%s\n\n", ph.MKDigestIterations, ph.UUID())
@@ -708,9 +713,13 @@ func dumpLUKS2(out io.Writer, h *luks2.Header) error {
 		} else {
 			fmt.Fprintf(w, "\tKey:        %d bits\n", k.KeySize*8)
 		}
+		// cryptsetup's words: "ignored", "normal", "preferred".
 		prio := k.Priority.String()
-		if k.Priority == luks2.PriorityInvalid {
+		switch k.Priority {
+		case luks2.PriorityInvalid:
 			prio = "invalid" // a stored number other than 0-2, as cryptsetup prints it
+		case keyslot.PriorityPrefer:
+			prio = "preferred"
 		}
 		fmt.Fprintf(w, "\tPriority:   %s\n\tCipher:     %s\n\tCipher key: %d bits\n\tPBKDF:      %s\n", prio, k.AreaEncryption, k.AreaKeySize*8, strings.ToLower(k.KDF.Type))
 		if strings.EqualFold(k.KDF.Type, "pbkdf2") {
