@@ -15,11 +15,11 @@ import (
 
 // Argon2 (RFC 9106, version 0x13) written so that a derivation can be
 // stopped: golang.org/x/crypto/argon2 cannot be, and an abandoned run kept
-// its memory and CPU until it finished (issue #25, bug 7). Every lane polls
-// the stop flag every stopCheckBlocks blocks, a few tens of microseconds
-// of work, so even a 4 GiB derivation notices a cancel within
-// milliseconds; then all lanes return, the memory is wiped and nothing
-// refers to it any more.
+// its memory and CPU until it finished (issue #25, bug 7). Every lane
+// calls the stop function every stopCheckBlocks blocks, a few tens of
+// microseconds of work, so even a 4 GiB derivation notices a cancel
+// within milliseconds; then all lanes return, and the memory is wiped and
+// unmapped (allocBlocks) before the call returns.
 
 // ErrStopped is what Argon2KeyStop returns when its stop function said so.
 var ErrStopped = errors.New("kdf: derivation stopped")
