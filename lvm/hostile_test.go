@@ -55,7 +55,7 @@ func TestHostileMetadata(t *testing.T) {
 		{"a wrong contents", strings.Replace(stdText(1), "Text Format Volume Group", "Text Format", 1), "contents is"},
 		{"version 2", strings.Replace(stdText(1), "version = 1", "version = 2", 1), "format version 2"},
 		{"no VG section", "contents = \"Text Format Volume Group\"\nversion = 1\n", "no volume group section"},
-		{"a short PV uuid", strings.Replace(stdText(1), synthPVUUID, "abc", 1), "not a 32-character uuid"},
+		{"a short PV uuid", strings.Replace(stdText(1), synthPVUUID, "abc", 1), "not an lvm2 uuid"},
 		{"an integer over 64 bits", strings.Replace(stdText(1), "seqno = 1", "seqno = 99999999999999999999", 1), "bad integer"},
 		{"an unterminated string", `vg { id = "abc`, "unterminated string"},
 		{"an unterminated section", "vg {\nid = 1\n", "unexpected end of text"},
@@ -63,6 +63,8 @@ func TestHostileMetadata(t *testing.T) {
 		{"a stray '}'", "}", "unexpected \"}\""},
 		{"a stray ']'", "a = ]", "expected a value"},
 		{"an empty name", `"" = 1`, "empty name"},
+		{"a name with a newline", "\"a\nb\" = 1", "control character"},
+		{"a bad VG uuid", strings.Replace(stdText(1), synthVGUUID, "synthV-0000-1111-2222-3333-4444-vgvg%g", 1), "not an lvm2 uuid"},
 		{"deep nesting", strings.Repeat("a {\n", 100000), "nested more than 32 deep"},
 		{"many values", "a = [" + strings.Repeat("1,", maxItems+1) + "]", "more than 524288 nodes and values"},
 		{"many sections", strings.Repeat("a{}", maxItems+1), "more than 524288 nodes and values"},
@@ -133,7 +135,7 @@ func TestHostilePV(t *testing.T) {
 			}
 			s.sealLabel()
 		}, "runs past the label sector"},
-		{"an unprintable uuid", func(s *synthPV) { s.label()[40] = 0; s.sealLabel() }, "not printable"},
+		{"an unprintable uuid", func(s *synthPV) { s.label()[40] = 0; s.sealLabel() }, "not an lvm2 uuid"},
 	}
 	for _, c := range header {
 		s := stdSynth(text)
@@ -173,7 +175,7 @@ func TestHostilePV(t *testing.T) {
 		}, "ignored"},
 		{"an empty area (an orphan PV)", rlocn(0, 0), "empty"},
 		{"a text that does not parse", func(s *synthPV) { s.setText(0, 512, "vgs {") }, "unexpected end of text"},
-		{"a text without seqno", func(s *synthPV) { s.setText(0, 512, `vgs { id = "x" }`) }, `"seqno" missing`},
+		{"a text without seqno", func(s *synthPV) { s.setText(0, 512, `vgs { id = "`+synthVGUUID+`" }`) }, `"seqno" missing`},
 	}
 	for _, c := range area {
 		s := stdSynth(text)

@@ -85,7 +85,7 @@ func (s Segment) String() string {
 	if t == "striped" && len(s.Stripes) == 1 {
 		t = "linear" // as lvs calls it
 	}
-	fmt.Fprintf(&b, "extents %d-%d %s", s.StartExtent, s.StartExtent+s.ExtentCount-1, t)
+	fmt.Fprintf(&b, "extents %d-%d %s", s.StartExtent, s.StartExtent+s.ExtentCount-1, safe(t))
 	if len(s.Stripes) == 0 {
 		return b.String()
 	}
@@ -99,7 +99,7 @@ func (s Segment) String() string {
 		if name == "" {
 			name = st.LV
 		}
-		fmt.Fprintf(&b, " %s:%d-%d", name, st.StartExtent, st.StartExtent+per-1)
+		fmt.Fprintf(&b, " %s:%d-%d", safe(name), st.StartExtent, st.StartExtent+per-1)
 	}
 	return b.String()
 }
@@ -276,6 +276,9 @@ func buildVG(root *node) (*VG, error) {
 	if vg.UUID, err = vgn.str("id", true); err != nil {
 		return nil, err
 	}
+	if !validUUID(vg.UUID) {
+		return nil, fmt.Errorf("%s: id %q is not an lvm2 uuid", vg.Name, vg.UUID)
+	}
 	if vg.Seqno, _, err = vgn.uint("seqno", true, math.MaxUint32); err != nil {
 		return nil, err
 	}
@@ -307,8 +310,8 @@ func buildVG(root *node) (*VG, error) {
 			if pv.UUID, err = pn.str("id", true); err != nil {
 				return nil, err
 			}
-			if len(stripUUID(pv.UUID)) != idLen {
-				return nil, fmt.Errorf("%s: id %q is not a 32-character uuid", pn.key, pv.UUID)
+			if !validUUID(pv.UUID) {
+				return nil, fmt.Errorf("%s: id %q is not an lvm2 uuid (32 characters of 0-9, a-z, A-Z, ! and #)", pn.key, pv.UUID)
 			}
 			if other, dup := uuids[stripUUID(pv.UUID)]; dup {
 				return nil, fmt.Errorf("%s and %s have the same id %s", other, pn.key, pv.UUID)
@@ -580,6 +583,33 @@ func checkPVOverlap(vg *VG) error {
 		}
 	}
 	return nil
+}
+
+// validUUID is lvm2's id check (lib/id/id.c): 32 characters of
+// [0-9a-zA-Z!#] once the dashes are taken out.
+func validUUID(s string) bool {
+	id := stripUUID(s)
+	if len(id) != idLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '!' || c == '#') {
+			return false
+		}
+	}
+	return true
+}
+
+// safe returns s for an error message, quoted when it holds anything but
+// printable ASCII, so that a message stays one line whatever the text.
+func safe(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 // stripUUID removes the dashes of lvm2's printed uuid form.

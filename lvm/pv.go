@@ -198,10 +198,8 @@ func (pv *PV) parseHeader(label []byte) error {
 		return fmt.Errorf("offset %d is outside the label sector", off)
 	}
 	h := label[off:]
-	for _, c := range h[:idLen] {
-		if c <= ' ' || c > '~' {
-			return fmt.Errorf("the PV uuid %q is not printable", h[:idLen])
-		}
+	if !validUUID(string(h[:idLen])) {
+		return fmt.Errorf("the PV uuid %q is not an lvm2 uuid", h[:idLen])
 	}
 	pv.uuid = string(h[:idLen])
 	pv.UUID = formatUUID(pv.uuid)
@@ -315,6 +313,9 @@ func vgSummary(root *node) (name, id string, seqno uint64, err error) {
 		}
 		if id, err = c.str("id", true); err != nil {
 			return "", "", 0, err
+		}
+		if !validUUID(id) {
+			return "", "", 0, fmt.Errorf("%s: id %q is not an lvm2 uuid", c.key, id)
 		}
 		if seqno, _, err = c.uint("seqno", true, math.MaxUint32); err != nil {
 			return "", "", 0, err

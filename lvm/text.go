@@ -317,6 +317,13 @@ func (p *parser) section(depth int) (*node, error) {
 	if n.key == "" {
 		return nil, p.errorf("empty name")
 	}
+	// lvm2 names are [a-zA-Z0-9+_.-]; a quoted name could hold anything,
+	// and names appear in error messages, which must stay one line.
+	for i := 0; i < len(n.key); i++ {
+		if n.key[i] < 0x20 || n.key[i] == 0x7f {
+			return nil, p.errorf("name %q has a control character", n.key)
+		}
+	}
 	if p.t == tokSectionB {
 		n.section = true
 		if err := p.match(tokSectionB); err != nil {

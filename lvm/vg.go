@@ -235,13 +235,13 @@ func (vg *VG) OpenLV(name string) (*LVDevice, error) {
 	for _, s := range lv.Segments {
 		if s.Type != "striped" && s.Type != "linear" {
 			return nil, fmt.Errorf("lvm: %s: %w: segment at extents %d-%d is of type %s (only linear and striped are mapped)",
-				full, ErrUnsupported, s.StartExtent, s.StartExtent+s.ExtentCount-1, s.Type)
+				full, ErrUnsupported, s.StartExtent, s.StartExtent+s.ExtentCount-1, safe(s.Type))
 		}
 	}
 	if lv.UsedBy != "" {
 		t := "unknown"
 		if u := vg.byName[lv.UsedBy]; len(u.Segments) > 0 {
-			t = u.Segments[0].Type
+			t = safe(u.Segments[0].Type)
 		}
 		return nil, fmt.Errorf("lvm: %s: %w: it is used by %s (type %s) as its %s", full, ErrUnsupported, lv.UsedBy, t, lv.UsedAs)
 	}
@@ -258,13 +258,13 @@ func (vg *VG) OpenLV(name string) (*LVDevice, error) {
 		for _, st := range s.Stripes {
 			if st.LV != "" {
 				return nil, fmt.Errorf("lvm: %s: %w: segment at extents %d-%d is striped on logical volume %s, not on a PV",
-					full, ErrUnsupported, s.StartExtent, s.StartExtent+s.ExtentCount-1, st.LV)
+					full, ErrUnsupported, s.StartExtent, s.StartExtent+s.ExtentCount-1, safe(st.LV))
 			}
 			pd := vg.devs[st.PV]
 			if pd == nil {
 				p := vg.pv(st.PV)
 				return nil, fmt.Errorf("lvm: %s: %w: it needs %s (uuid %s, last seen as %s), which was not given",
-					full, ErrMissingPV, p.Name, p.UUID, p.DeviceHint)
+					full, ErrMissingPV, p.Name, p.UUID, safe(p.DeviceHint))
 			}
 			ms.areas = append(ms.areas, mapArea{dev: pd, base: vg.pv(st.PV).PEStart + int64(st.StartExtent)*vg.ExtentSize})
 			if !seen[pd] {
