@@ -154,7 +154,9 @@ func pbkdf2(newHash func() hash.Hash, password, salt []byte, iter uint32, keyLen
 }
 
 // argon2id derives the header key with VeraCrypt's Argon2id, giving up
-// (nil) once stop returns true, as the PBKDF2 blocks do.
+// (nil) once stop returns true, as the PBKDF2 blocks do. It is also nil
+// when the memory cannot be mapped: that derivation then matches nothing,
+// where x/crypto's argon2 used to end the process.
 func argon2id(password, salt []byte, iter, memKiB, parallel uint32, keyLen int, stop func() bool) []byte {
 	k, err := kdf.Argon2KeyStop(stop, kdf.Argon2id, password, salt, iter, memKiB, parallel, keyLen)
 	if err != nil {
