@@ -30,6 +30,16 @@ command -v rbd        >/dev/null || need+=(ceph-common)
 command -v uuidgen    >/dev/null || need+=(uuid-runtime)
 compgen -G '/usr/lib/*/qemu/block-rbd.so' >/dev/null || need+=(qemu-block-extra)  # qemu's rbd driver
 [ -f /usr/include/rbd/librbd.h ] || need+=(librbd-dev)  # the native rbd: device (-tags ceph)
+# Disk images as they are (partition, lvm): the tables, LVM and filesystems
+# are made by the real tools and judged by them.
+command -v sgdisk     >/dev/null || need+=(gdisk)
+command -v sfdisk     >/dev/null || need+=(fdisk)
+command -v losetup    >/dev/null || need+=(mount)
+command -v pvcreate   >/dev/null || need+=(lvm2)
+command -v mkfs.vfat  >/dev/null || need+=(dosfstools)
+command -v mcopy      >/dev/null || need+=(mtools)
+command -v mkntfs     >/dev/null || need+=(ntfs-3g)
+command -v debugfs    >/dev/null || need+=(e2fsprogs)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing: ${need[*]}"
   if [ "$(id -u)" = 0 ]; then
