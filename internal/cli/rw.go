@@ -38,9 +38,13 @@ func openDevice(path string, readOnly bool) (*os.File, error) {
 var typeDumpers = map[string]func(env *Env, p *parsed, path string) error{}
 
 // detectType names the format whose signature path carries, or "".
-func detectType(path string) string {
+func detectType(path string) string { return detectTypeContext(context.Background(), path) }
+
+// detectTypeContext is detectType that gives up on a URI device when ctx
+// ends (a signal must not wait on an NBD server that stalls).
+func detectTypeContext(ctx context.Context, path string) string {
 	if blkcrypt.IsURI(path) {
-		return detectURI(path)
+		return detectURI(ctx, path)
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -53,13 +57,18 @@ func detectType(path string) string {
 // volumeType is the type the flags ask for: --type, or what the header
 // (--header, else DEVICE) carries.
 func volumeType(p *parsed, path string) string {
+	return volumeTypeContext(context.Background(), p, path)
+}
+
+// volumeTypeContext is volumeType bounded by ctx (see detectTypeContext).
+func volumeTypeContext(ctx context.Context, p *parsed, path string) string {
 	if t := p.str("type"); t != "" {
 		return t
 	}
 	if h := p.str("header"); h != "" {
-		return detectType(h)
+		return detectTypeContext(ctx, h)
 	}
-	return detectType(path)
+	return detectTypeContext(ctx, path)
 }
 
 // openShared opens DEVICE read-only with the shared lock readers take, so
@@ -89,7 +98,7 @@ func openVolumeWith(ctx context.Context, env *Env, p *parsed, path string, readO
 		}
 		f.Close()
 	}
-	typ := volumeType(p, path)
+	typ := volumeTypeContext(ctx, p, path)
 	o := blkcrypt.OpenOptions{Type: typ, ReadOnly: readOnly, Header: p.str("header")}
 	if p.has("key-slot") {
 		o.Keyslot = blkcrypt.Slot(int(p.int("key-slot", -1)))
@@ -104,7 +113,7 @@ func openVolumeWith(ctx context.Context, env *Env, p *parsed, path string, readO
 	case "":
 		// As cryptsetup, a device without a signature is not taken for
 		// TrueCrypt (or plain) unless --type says so.
-		if err := detectErr(path); err != nil {
+		if err := detectErr(ctx, path); err != nil {
 			return nil, err
 		}
 		if err := luks1InProgressErr(p, path); err != nil {

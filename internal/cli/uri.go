@@ -36,8 +36,8 @@ func uriDevice(ctx context.Context, path string, readOnly bool) (deviceFile, luk
 }
 
 // detectURI names the format a URI device carries, or "".
-func detectURI(path string) string {
-	d, err := blkcrypt.OpenURI(context.Background(), path, true)
+func detectURI(ctx context.Context, path string) string {
+	d, err := blkcrypt.OpenURI(ctx, path, true)
 	if err != nil {
 		return ""
 	}
@@ -48,10 +48,15 @@ func detectURI(path string) string {
 // detectErr is why detectType found no signature on path when the cause
 // is the device (a URI that does not open, a header read that fails), or
 // nil when it read the head and there was none.
-func detectErr(path string) error {
+func detectErr(ctx context.Context, path string) error {
 	var d deviceFile
 	if blkcrypt.IsURI(path) {
-		u, err := blkcrypt.OpenURI(context.Background(), path, true)
+		if err := ctx.Err(); err != nil {
+			// A signal cut detectURI short: say so, not that a fresh
+			// connection could not be made.
+			return fmt.Errorf("device %s: %w", path, err)
+		}
+		u, err := blkcrypt.OpenURI(ctx, path, true)
 		if err != nil {
 			return err
 		}
