@@ -415,3 +415,45 @@ func TestCascadeVolume(t *testing.T) {
 		t.Fatalf("the first sector is not the images' FAT boot sector: % x", boot[:48])
 	}
 }
+
+// Resize through the handle grows and shrinks an image's data area; what
+// it leaves opens in cryptsetup; a refusal (a size off the sector grid)
+// changes nothing.
+func TestLUKSResize(t *testing.T) {
+	ctx := context.Background()
+	img := filepath.Join(t.TempDir(), "v.img")
+	if err := blkcrypt.Format(ctx, img, []byte("pw"), blkcrypt.FormatOptions{Size: 20 << 20, SectorSize: 4096, PBKDF: blkcrypt.PBKDFOptions{Type: "pbkdf2", Iterations: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := blkcrypt.OpenLUKS(ctx, img, blkcrypt.LUKSOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	hd, err := h.Header(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fileHash(t, img)
+	if err := h.Resize(ctx, blkcrypt.ResizeOptions{Size: 4096*100 + 512}); !errors.Is(err, blkcrypt.ErrInvalidOptions) {
+		t.Fatalf("a size off the 4096-byte grid: %v", err)
+	}
+	if fileHash(t, img) != before {
+		t.Fatal("a refused resize changed the image")
+	}
+	for _, size := range []int64{32 << 20, 8 << 20} {
+		if err := h.Resize(ctx, blkcrypt.ResizeOptions{Size: size}); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() != hd.DataOffset()+size {
+			t.Fatalf("file of %d bytes after a resize to %d", st.Size(), size)
+		}
+		if !cryptsetupOpens(t, img, "pw", 0) {
+			t.Fatalf("cryptsetup does not open the image resized to %d", size)
+		}
+	}
+}

@@ -89,6 +89,9 @@ type LUKS struct {
 	typ      string
 	readOnly bool
 	closed   bool
+	// dataPath is the data device OpenLUKS was given (the header's own
+	// file unless o.Header names another), for Resize; "" for a device.
+	dataPath string
 }
 
 // OpenLUKS opens the LUKS header on the file or block device at path (or a
@@ -104,7 +107,7 @@ func openLUKSHandle(ctx context.Context, path string, o LUKSOptions, check bool)
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	h := &LUKS{typ: o.Type, readOnly: o.ReadOnly}
+	h := &LUKS{typ: o.Type, readOnly: o.ReadOnly, dataPath: path}
 	target := path
 	if o.Header != "" {
 		target = o.Header
