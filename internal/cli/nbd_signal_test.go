@@ -15,9 +15,10 @@ import (
 
 // TestSignalStopsNBDWait: SIGTERM or SIGINT to a blkcrypt process that an
 // NBD server stalls (one that never greets; one that answers every read
-// with error chunks that never end, one every 20 ms) makes it exit at
-// once, non-zero, with one line on stderr. Before, it waited for the 30 s
-// handshake deadline or the 2 min request timeout.
+// with error chunks that never end, one every 20 ms; one that stops
+// answering once the device is open) makes it exit at once, non-zero,
+// with one line on stderr. Before, it waited for the 30 s handshake
+// deadline or the 2 min request timeout.
 func TestSignalStopsNBDWait(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "blkcrypt")
@@ -45,6 +46,20 @@ func TestSignalStopsNBDWait(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+	// A server that answers Dial's probe of the last byte, then never
+	// answers another read (the header's): the device is open by then.
+	late := &nbdtest.Fake{Size: 20 << 20, Structured: true}
+	lateCh := make(chan struct{}, 1)
+	late.Reply = func(c *nbdtest.FakeConn, cmd uint16, h, off uint64, n uint32, d []byte) error {
+		if cmd == nbdtest.CmdRead && off+uint64(n) < 20<<20 {
+			select {
+			case lateCh <- struct{}{}:
+			default:
+			}
+			return nil // silence
+		}
+		return nbdtest.Honest(c, cmd, h, off, n, d)
+	}
 	for _, c := range []struct {
 		name string
 		uri  string
@@ -52,6 +67,7 @@ func TestSignalStopsNBDWait(t *testing.T) {
 	}{
 		{"never greets", nbdtest.Silent(t), syscall.SIGTERM},
 		{"endless error chunks", drip.ServeUnix(t), syscall.SIGINT},
+		{"stalls after opening", late.ServeUnix(t), syscall.SIGTERM},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cmd := exec.Command(bin, "read", c.uri, "--key-file", pass, "--length", "512")
@@ -94,9 +110,11 @@ func TestSignalStopsNBDWait(t *testing.T) {
 			}
 		})
 	}
-	select {
-	case <-dripCh:
-	default:
-		t.Error("the dripping server never got a read: its case did not test a stalled request")
+	for name, ch := range map[string]chan struct{}{"dripping": dripCh, "late": lateCh} {
+		select {
+		case <-ch:
+		default:
+			t.Errorf("the %s server never got the read it stalls on: its case tested nothing", name)
+		}
 	}
 }

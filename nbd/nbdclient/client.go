@@ -33,10 +33,10 @@
 // were not yet flushed, the next Sync reports ErrUnflushedLost, since those
 // writes may never have reached the server's disk.
 //
-// The root package registers the nbd, nbds, nbd+unix and nbds+unix URI
-// schemes with this client (blkcrypt.RegisterURIScheme), so blkcrypt.Open,
-// Format and the key tools take NBD URIs as devices. This package does not
-// import the root: it is a layer below it.
+// Importing this package registers the nbd, nbds, nbd+unix and nbds+unix
+// URI schemes with the root package (blkcrypt.RegisterURIScheme, in
+// register.go), so blkcrypt.Open, Format and the key tools take NBD URIs
+// as devices; the root does not import this package.
 package nbdclient
 
 import (
