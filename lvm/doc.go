@@ -50,7 +50,8 @@
 // io.EOF, writing past it writes nothing (ErrOutOfRange). Writes go only
 // to the PV bytes the LV's extents map; LVM metadata is never written by
 // this package. An LV is read-only (ErrReadOnly) when its status or its
-// VG's lacks WRITE or one of its devices is not an io.WriterAt. Sync syncs
+// VG's lacks WRITE or one of its devices is not an io.WriterAt or is
+// marked PVDevice.ReadOnly. Sync syncs
 // the devices that have Sync() error; Close leaves them open (they belong
 // to the caller). LVDevice has the device shape
 // interface{ io.ReaderAt; io.WriterAt; Sync() error; Size() (int64,

@@ -3,6 +3,7 @@ package lvm
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -276,8 +277,32 @@ func TestSynthetic(t *testing.T) {
 	if d, err = vg.OpenLV("lin"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.WriteAt([]byte{1}, 0); !d.ReadOnly() || err == nil || !strings.Contains(err.Error(), "read-only") {
+	if _, err := d.WriteAt([]byte{1}, 0); !d.ReadOnly() || !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("a write through a bytes.Reader: %v", err)
+	}
+	// A writable device marked ReadOnly: the same, and nothing written.
+	before := append([]byte(nil), s.img...)
+	vg, err = Open(PVDevice{Name: "marked", Dev: &memDev{b: s.img}, Size: stdSize, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err = vg.OpenLV("str"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.WriteAt([]byte{1}, 0); !d.ReadOnly() || !errors.Is(err, ErrReadOnly) || !bytes.Equal(before, s.img) {
+		t.Fatalf("a write through a device marked ReadOnly: %v", err)
+	}
+	// An LV whose status lacks WRITE (lvchange -p r) is read-only too.
+	ro := strings.Replace(text, `status = ["READ", "WRITE", "VISIBLE"]`, `status = ["READ", "VISIBLE"]`, 1)
+	vg, err = Open(PVDevice{Name: "rolv", Dev: &memDev{b: stdSynth(ro).img}, Size: stdSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err = vg.OpenLV("lin"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.WriteAt([]byte{1}, 0); !errors.Is(err, ErrReadOnly) || !strings.Contains(err.Error(), "lacks WRITE") {
+		t.Fatalf("a write to an LV without WRITE: %v", err)
 	}
 }
 

@@ -22,7 +22,7 @@ var (
 	// the message names it by metadata name, uuid and last device path.
 	ErrMissingPV = errors.New("physical volume missing")
 	// ErrReadOnly: WriteAt on an LV whose LV or VG status lacks WRITE or
-	// whose devices are not all io.WriterAt.
+	// one of whose devices is not an io.WriterAt or is marked ReadOnly.
 	ErrReadOnly = errors.New("logical volume is read-only")
 	// ErrOutOfRange: a read or write at a negative offset, or a write
 	// that would run past the LV's end (nothing is written then).
@@ -42,6 +42,9 @@ type PVDevice struct {
 	// has one. Open reads it; nothing in this package closes it.
 	Dev  io.ReaderAt
 	Size int64
+	// ReadOnly makes the LVs on this device read-only even when Dev is
+	// an io.WriterAt (an *os.File opened O_RDONLY still is one).
+	ReadOnly bool
 }
 
 type pvDev struct {
@@ -75,7 +78,7 @@ func Open(devs ...PVDevice) (*VG, error) {
 			return nil, fmt.Errorf("lvm: %s: %w", d.Name, err)
 		}
 		pd := &pvDev{name: d.Name, r: d.Dev, size: d.Size, pv: pv}
-		if w, ok := d.Dev.(io.WriterAt); ok {
+		if w, ok := d.Dev.(io.WriterAt); ok && !d.ReadOnly {
 			pd.w = w
 		}
 		for _, o := range pds[:i] {
@@ -271,7 +274,7 @@ func (vg *VG) OpenLV(name string) (*LVDevice, error) {
 				seen[pd] = true
 				d.devs = append(d.devs, pd)
 				if pd.w == nil && d.readOnly == nil {
-					d.readOnly = fmt.Errorf("lvm: %s: %w: %s is not writable", full, ErrReadOnly, pd.name)
+					d.readOnly = fmt.Errorf("lvm: %s: %w: %s is read-only", full, ErrReadOnly, pd.name)
 				}
 			}
 		}
