@@ -173,6 +173,14 @@ func TestLuksadmin(t *testing.T) {
 				want("restored header", dump, dumpBefore)
 				want("zero opens again after the restore", opens("zero", 0), true)
 
+				if !mem {
+					admin("", "resize", fmt.Sprint(24<<20))
+					st, _ := os.Stat(img)
+					off := map[string]int64{"luks1": 2 << 20, "luks2": 16 << 20}[typ]
+					want("resized file", st.Size(), off+24<<20)
+					want("zero opens the resized volume", opens("zero", 0), true)
+				}
+
 				admin("", "erase")
 				want("no keyslot after erase", opens("uno", -1) || opens("zero", -1), false)
 				if _, code := crypt("", "isLuks", img); code != 0 {

@@ -7,8 +7,8 @@
 // kill-slot N, label LABEL [SUBSYSTEM], uuid [UUID], priority N
 // ignore|normal|prefer, token-import [SLOT...] (JSON on stdin after the
 // passphrases: none), token-export N, token-list, token-remove N, backup
-// FILE, restore FILE, convert luks1|luks2, erase, repair, dump, dump-json,
-// volume-key.
+// FILE, restore FILE, convert luks1|luks2, resize BYTES (a file only),
+// erase, repair, dump, dump-json, volume-key.
 //
 // Passphrases are read from standard input, one per line (never from the
 // command line): the existing one first, then a new one. The result goes
@@ -273,6 +273,15 @@ func (a *admin) run(verb string, args []string) error {
 		return h.Convert(a.ctx, args[0])
 	case "erase":
 		return h.Erase(a.ctx, blkcrypt.EraseOptions{Force: true})
+	case "resize":
+		if a.mem != nil || len(args) != 1 {
+			return errors.New("usage: resize BYTES (an image file)")
+		}
+		n, err := strconv.ParseInt(args[0], 10, 64)
+		if err != nil {
+			return fmt.Errorf("size %q is not a number", args[0])
+		}
+		return h.Resize(a.ctx, blkcrypt.ResizeOptions{Size: n})
 	case "repair":
 		fixed, err := h.Repair(a.ctx)
 		if err == nil {
