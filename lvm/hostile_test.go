@@ -204,9 +204,25 @@ func TestHostilePV(t *testing.T) {
 		_, err := Open(s.dev())
 		checkOneLine(t, c.name, err, c.want)
 	}
+	// A bootloader area (PV header extension) inside the extents.
+	ba := stdSynth(text)
+	ext := ba.label()[32+pvHeaderSize+16*4:]
+	binary.LittleEndian.PutUint32(ext, 2)
+	binary.LittleEndian.PutUint64(ext[8:], 70000)
+	binary.LittleEndian.PutUint64(ext[16:], 4096)
+	ba.sealLabel()
+	_, err := Open(ba.dev())
+	checkOneLine(t, "extents over a bootloader area", err, "overlap the bootloader area at byte 70000")
+	// And one that never ends.
+	for i := 32 + pvHeaderSize + 16*4 + 8; i < sectorSize; i++ {
+		ba.label()[i] = 0xee
+	}
+	ba.sealLabel()
+	_, err = ReadPV(ba.reader(), stdSize)
+	checkOneLine(t, "an endless bootloader area list", err, "bootloader area list runs past")
 	// Open's own checks.
 	s := stdSynth(text)
-	_, err := Open(s.dev(), s.dev())
+	_, err = Open(s.dev(), s.dev())
 	checkOneLine(t, "the same PV twice", err, "are the same PV")
 	other := stdSynth(strings.Replace(text, synthPVUUID, "otherA-0000-1111-2222-3333-4444-pvpvpv", 1))
 	_, err = Open(other.dev())

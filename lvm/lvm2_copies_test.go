@@ -80,7 +80,7 @@ func TestLVM2MetadataCopies(t *testing.T) {
 	e := newLVM2(t, 16, 16)
 	a, b := e.loops[0], e.loops[1]
 	e.run("pvcreate", "-y", "--pvmetadatacopies", "2", a)
-	e.run("pvcreate", "-y", b)
+	e.run("pvcreate", "-y", "--bootloaderareasize", "512k", b)
 	e.run("vgcreate", "-s", "1m", "vgc", a, b)
 	e.run("lvcreate", "-an", "-Zn", "-y", "-l", "1", "-n", "first", "vgc")
 
@@ -96,6 +96,12 @@ func TestLVM2MetadataCopies(t *testing.T) {
 	}
 	if uuid := strings.TrimSpace(e.run("pvs", "--noheadings", "-o", "pv_uuid", a)); pv.UUID != uuid {
 		t.Fatalf("PV uuid %s, pvs says %s", pv.UUID, uuid)
+	}
+	// The bootloader area of the second PV is where pvs says.
+	ba := strings.Split(strings.TrimSpace(e.run("pvs", "--noheadings", "--separator", "|", "--units", "b", "--nosuffix", "-o", "pv_ba_start,pv_ba_size", b)), "|")
+	if pvB := e.readPV(1); len(ba) != 2 || len(pvB.BootloaderAreas) != 1 ||
+		pvB.BootloaderAreas[0] != (Area{mustUint(t, ba[0]), mustUint(t, ba[1])}) || len(e.readPV(0).BootloaderAreas) != 0 {
+		t.Fatalf("bootloader areas %v and %v, pvs says %v and none", pvB.BootloaderAreas, e.readPV(0).BootloaderAreas, ba)
 	}
 	m1, m2 := pv.MetadataAreas[0].Area, pv.MetadataAreas[1].Area
 	saved1 := e.region(0, int64(m1.Offset), int64(m1.Size))

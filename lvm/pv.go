@@ -101,6 +101,9 @@ type PV struct {
 	DeviceSize    uint64 // bytes, as the PV header records it
 	DataAreas     []Area
 	MetadataAreas []MetadataArea
+	// BootloaderAreas are the areas of the PV header extension (pvcreate
+	// --bootloaderareasize), kept free of extents like metadata areas.
+	BootloaderAreas []Area
 	// Metadata is the newest valid copy of the VG metadata text (the
 	// highest seqno among the areas whose checksum and syntax are
 	// good), without its trailing NUL; nil when there is none. VGName,
@@ -207,24 +210,33 @@ func (pv *PV) parseHeader(label []byte) error {
 	rest := h[pvHeaderSize:]
 	// Two lists, each ended by a zero offset inside the sector, as
 	// lvm2's label_check_pv_layout requires.
-	for list := 0; list < 2; list++ {
+	list := func(what string, add func(Area)) error {
 		for {
 			if len(rest) < 16 {
-				return fmt.Errorf("the %s list runs past the label sector", [2]string{"data area", "metadata area"}[list])
+				return fmt.Errorf("the %s list runs past the label sector", what)
 			}
 			a := Area{binary.LittleEndian.Uint64(rest), binary.LittleEndian.Uint64(rest[8:])}
 			rest = rest[16:]
 			if a.Offset == 0 {
-				break
+				return nil
 			}
-			if list == 0 {
-				pv.DataAreas = append(pv.DataAreas, a)
-			} else {
-				pv.MetadataAreas = append(pv.MetadataAreas, MetadataArea{Area: a})
-			}
+			add(a)
 		}
 	}
-	return nil
+	if err := list("data area", func(a Area) { pv.DataAreas = append(pv.DataAreas, a) }); err != nil {
+		return err
+	}
+	if err := list("metadata area", func(a Area) { pv.MetadataAreas = append(pv.MetadataAreas, MetadataArea{Area: a}) }); err != nil {
+		return err
+	}
+	// The extension (lvm2 2.02.116 and later): u32 version, u32 flags,
+	// then the bootloader area list, when it fits in the sector and its
+	// version is not 0, as lvm2 reads it.
+	if len(rest) < 8 || binary.LittleEndian.Uint32(rest) == 0 {
+		return nil
+	}
+	rest = rest[8:]
+	return list("bootloader area", func(a Area) { pv.BootloaderAreas = append(pv.BootloaderAreas, a) })
 }
 
 // readMDA reads a metadata area's header and its committed text into m.

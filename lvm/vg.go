@@ -158,9 +158,21 @@ func checkLayout(vg *VG, p *VGPV, pd *pvDev) error {
 	if start < label+sectorSize && label < end {
 		return fmt.Errorf("extents from byte %d overlap the label at byte %d", start, label)
 	}
+	overlap := func(what string, a Area) error {
+		// a.Offset+a.Size may be a hostile overflow; compare without it.
+		if a.Offset < uint64(end) && (a.Size > uint64(start) || a.Offset > uint64(start)-a.Size) {
+			return fmt.Errorf("extents at bytes %d-%d overlap the %s area at byte %d of %d bytes", start, end-1, what, a.Offset, a.Size)
+		}
+		return nil
+	}
 	for _, m := range pd.pv.MetadataAreas {
-		if uint64(start) < m.Offset+m.Size && m.Offset < uint64(end) {
-			return fmt.Errorf("extents at bytes %d-%d overlap the metadata area at bytes %d-%d", start, end-1, m.Offset, m.Offset+m.Size-1)
+		if err := overlap("metadata", m.Area); err != nil {
+			return err
+		}
+	}
+	for _, b := range pd.pv.BootloaderAreas {
+		if err := overlap("bootloader", b); err != nil {
+			return err
 		}
 	}
 	return nil
