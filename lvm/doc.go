@@ -59,8 +59,9 @@
 //
 // Refused with a one-line error naming the reason: any other segment type
 // (thin, thin-pool, raid0-10, mirror, cache, cache-pool, writecache,
-// snapshot, vdo, vdo-pool, integrity, error, zero, …) as ErrUnsupported
-// naming the type; an LV that is a component of another (a thin pool's
+// snapshot, vdo, vdo-pool, integrity, error, zero, …, and a type with
+// lvm2's "+FLAG" suffix such as cache-pool+METADATA_FORMAT) as
+// ErrUnsupported naming the type as the text spells it; an LV that is a component of another (a thin pool's
 // data or metadata, a RAID image, a snapshot's origin or COW store, a
 // cache origin) as ErrUnsupported naming the user and its type, since
 // writing under them would corrupt them; a stripe on another LV (pvmove

@@ -446,8 +446,8 @@ func TestLVM2MissingPV(t *testing.T) {
 
 // TestLVM2Unsupported restores, with lvm2's vgcfgrestore (lvm2 writes the
 // metadata and its checksums), a VG holding a thin pool and a thin LV, a
-// RAID1 LV, and a snapshot, which lvcreate cannot make without
-// device-mapper. lvs must list them with those segment types; OpenLV must
+// RAID1 LV, a snapshot, and a cached LV with its cache pool, which
+// lvcreate cannot make without device-mapper. lvs must list them with those segment types; OpenLV must
 // refuse each with ErrUnsupported and a message naming its type, refuse
 // their component LVs, and still open a plain linear LV.
 func TestLVM2Unsupported(t *testing.T) {
@@ -543,7 +543,38 @@ func TestLVM2Unsupported(t *testing.T) {
 				cow_store = "cow"
 			}
 		}
-`, fakeUUID("pool"), fakeUUID("thin1"), fakeUUID("r1"), fakeUUID("snapshot0")) +
+		cached {
+			id = "%s"
+			status = ["READ", "WRITE", "VISIBLE"]
+			flags = []
+			segment_count = 1
+			segment1 {
+				start_extent = 0
+				extent_count = 1
+				type = "cache"
+				cache_pool = "cpool"
+				origin = "cached_corig"
+			}
+		}
+		cpool {
+			id = "%s"
+			status = ["READ", "WRITE"]
+			flags = []
+			segment_count = 1
+			segment1 {
+				start_extent = 0
+				extent_count = 1
+				type = "cache-pool"
+				data = "cpool_cdata"
+				metadata = "cpool_cmeta"
+				metadata_format = 2
+				chunk_size = 128
+				cache_mode = "writethrough"
+				policy = "smq"
+			}
+		}
+`, fakeUUID("pool"), fakeUUID("thin1"), fakeUUID("r1"), fakeUUID("snapshot0"), fakeUUID("cached"), fakeUUID("cpool")) +
+		lin("cached_corig", 19, false) + lin("cpool_cdata", 20, false) + lin("cpool_cmeta", 21, false) +
 		lin("pool_tmeta", 10, false) + lin("pool_tdata", 11, false) +
 		lin("r1_rmeta_0", 13, false) + lin("r1_rimage_0", 14, false) + lin("r1_rmeta_1", 15, false) + lin("r1_rimage_1", 16, false) +
 		lin("orig", 17, true) + lin("cow", 18, true)
@@ -560,7 +591,7 @@ func TestLVM2Unsupported(t *testing.T) {
 	for _, s := range e.lvs("vgu") {
 		types[s.lv] = s.segtype
 	}
-	for lv, want := range map[string]string{"pool": "thin-pool", "thin1": "thin", "r1": "raid1", "snapshot0": "snapshot", "plain": "linear"} {
+	for lv, want := range map[string]string{"pool": "thin-pool", "thin1": "thin", "r1": "raid1", "snapshot0": "snapshot", "cached": "cache", "cpool": "cache-pool", "plain": "linear"} {
 		// lvs hides snapshot0 behind its COW LV; the others it lists.
 		if got, ok := types[lv]; ok && got != want || !ok && lv != "snapshot0" {
 			t.Fatalf("lvs says %s is %q, want %q (lvm2 did not take the restored metadata as meant)", lv, got, want)
@@ -580,6 +611,10 @@ func TestLVM2Unsupported(t *testing.T) {
 		{"r1_rimage_1", "r1 (type raid1)"},
 		{"orig", "snapshot0 (type snapshot) as its origin"},
 		{"cow", "snapshot0 (type snapshot) as its cow_store"},
+		{"cached", "type cache"},
+		{"cpool", "type cache-pool"},
+		{"cached_corig", "cached (type cache) as its origin"},
+		{"cpool_cdata", "used by cpool (type cache-pool"}, // lvm2 writes cache-pool+METADATA_FORMAT
 	} {
 		_, err := vg.OpenLV(c.lv)
 		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
