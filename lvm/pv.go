@@ -113,16 +113,16 @@ type PV struct {
 	VGUUID   string
 	Seqno    uint64
 
-	uuid    string // 32 characters, no dashes
-	devSize int64  // the size ReadPV was given
+	uuid string // 32 characters, no dashes
 }
 
 // ReadPV reads the LVM2 label, the PV header and every metadata area of a
 // device of size bytes, keeping the newest valid metadata text. A device
 // without a label is ErrNoPV. Damaged metadata areas do not fail it: their
 // MetadataArea.Err says why, and Metadata is nil if no copy is usable.
-// Memory is bounded: at most 2 KiB for the label, 512 bytes per area
-// header, and one text of at most 32 MiB at a time.
+// Memory is bounded: 2 KiB for the label, 512 bytes per area header, and
+// at most two texts of at most 32 MiB each (the best so far and the one
+// being read), never more than the device holds.
 func ReadPV(dev io.ReaderAt, size int64) (*PV, error) {
 	pv, err := readPV(dev, size)
 	if err != nil {
@@ -167,7 +167,7 @@ func readPV(dev io.ReaderAt, size int64) (*PV, error) {
 		return nil, ErrNoPV
 	}
 	label := buf[sector*sectorSize : (sector+1)*sectorSize]
-	pv := &PV{LabelSector: sector, devSize: size}
+	pv := &PV{LabelSector: sector}
 	if err := pv.parseHeader(label); err != nil {
 		return nil, fmt.Errorf("PV header in sector %d: %w", sector, err)
 	}
