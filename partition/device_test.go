@@ -143,7 +143,7 @@ func TestDeviceBoundedMBR(t *testing.T) {
 
 func TestDeviceBoundedGPT(t *testing.T) {
 	sg := sgdisk(t)
-	img := newImage(t, "gpt.img", 64<<20)
+	img := newImage(t, "gpt.img", 20<<20)
 	run(t, "", sg, gptLayout(img)...)
 	d := parseSgdiskP(t, run(t, "", sg, "-p", img))
 	var exts []extent

@@ -37,7 +37,9 @@
 //
 // Where Linux is lenient we refuse: partitions that overlap or reach past
 // the end of the device are ErrCorrupt, because a write through one
-// would land in another or nowhere.
+// would land in another or nowhere. A GPT disk image that grew reads
+// with a warning (its backup is where the primary's AlternateLBA says,
+// not at the end); one that shrank is ErrCorrupt, as it is to Linux.
 //
 // Read is meant for untrusted images: it reads only inside the device,
 // allocates at most a few MiB whatever the table claims, ends on every

@@ -299,3 +299,35 @@ func TestGPTTypeNames(t *testing.T) {
 		}
 	}
 }
+
+// TestGPTResized: a disk image that grew keeps its backup at the old end
+// (sgdisk -v: "doesn't reside at the end of the disk"); we read the
+// primary, check the backup where the primary says it is, and warn. One
+// that shrank has lost its backup and its usable range overruns the
+// device: Linux refuses it, and so do we (sgdisk -v reports errors too).
+func TestGPTResized(t *testing.T) {
+	sg := sgdisk(t)
+	img := newImage(t, "r.img", 8<<20)
+	run(t, "", sg, "-o", "-n", "1:0:+1M", "-t", "1:8309", img)
+	good := mustRead(t, img, Options{})
+	if err := os.Truncate(img, 10<<20); err != nil {
+		t.Fatal(err)
+	}
+	if out := runAny(sg, "-v", img); !strings.Contains(out, "doesn't reside\nat the end of the disk") {
+		t.Fatalf("sgdisk -v on the grown disk:\n%s", out)
+	}
+	tb := mustRead(t, img, Options{})
+	if tb.Backup || !reflect.DeepEqual(tb.Partitions, good.Partitions) || len(tb.Warnings) != 1 ||
+		!strings.Contains(tb.Warnings[0], "AlternateLBA is 16383, not the last LBA 20479") {
+		t.Errorf("grown disk: Backup %v, warnings %q", tb.Backup, tb.Warnings)
+	}
+	if err := os.Truncate(img, 7<<20); err != nil {
+		t.Fatal(err)
+	}
+	if v := sgdiskVerify(t, img); v.backupHeader && v.backupTable {
+		t.Fatalf("sgdisk -v finds the shrunk disk's backup sound: %+v", v)
+	}
+	_, err := readImage(t, img, Options{})
+	oneLine(t, err, ErrCorrupt)
+	t.Log(err)
+}
