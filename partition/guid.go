@@ -69,20 +69,21 @@ func mustGUID(s string) GUID {
 	return g
 }
 
-// Well-known partition type GUIDs.
+// Well-known partition type GUIDs. They are variables only because Go has
+// no array constants: treat them as constants.
 var (
-	TypeEFISystem       = mustGUID("C12A7328-F81F-11D2-BA4B-00A0C93EC93B")
-	TypeBIOSBoot        = mustGUID("21686148-6449-6E6F-744E-656564454649")
-	TypeLinuxFilesystem = mustGUID("0FC63DAF-8483-4772-8E79-3D69D8477DE4")
-	TypeLinuxLVM        = mustGUID("E6D6D379-F507-44C2-A23C-238F2A3DF928")
-	TypeLinuxSwap       = mustGUID("0657FD6D-A4AB-43C4-84E5-0933C84B4F4F")
-	TypeLinuxLUKS       = mustGUID("CA7D7CCB-63ED-4C53-861C-1742536059CC")
-	TypeLinuxDMCrypt    = mustGUID("7FFEC5C9-2D00-49B7-8941-3EA10A5586B7")
-	TypeLinuxRAID       = mustGUID("A19D880F-05FC-4D3B-A006-743F0F84911E")
-	TypeLinuxRootX86_64 = mustGUID("4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709")
-	TypeMicrosoftBasic  = mustGUID("EBD0A0A2-B9E5-4433-87C0-68B6B72699C7")
-	TypeMicrosoftRsvd   = mustGUID("E3C9E316-0B5C-4DB8-817D-F92DF00215AE")
-	TypeVeraCrypt       = mustGUID("8C8F8EFF-AC95-4770-814A-21994F2DBC8F")
+	TypeEFISystem         = mustGUID("C12A7328-F81F-11D2-BA4B-00A0C93EC93B")
+	TypeBIOSBoot          = mustGUID("21686148-6449-6E6F-744E-656564454649")
+	TypeLinuxFilesystem   = mustGUID("0FC63DAF-8483-4772-8E79-3D69D8477DE4")
+	TypeLinuxLVM          = mustGUID("E6D6D379-F507-44C2-A23C-238F2A3DF928")
+	TypeLinuxSwap         = mustGUID("0657FD6D-A4AB-43C4-84E5-0933C84B4F4F")
+	TypeLinuxLUKS         = mustGUID("CA7D7CCB-63ED-4C53-861C-1742536059CC")
+	TypeLinuxDMCrypt      = mustGUID("7FFEC5C9-2D00-49B7-8941-3EA10A5586B7")
+	TypeLinuxRAID         = mustGUID("A19D880F-05FC-4D3B-A006-743F0F84911E")
+	TypeLinuxRootX86_64   = mustGUID("4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709")
+	TypeMicrosoftBasic    = mustGUID("EBD0A0A2-B9E5-4433-87C0-68B6B72699C7")
+	TypeMicrosoftReserved = mustGUID("E3C9E316-0B5C-4DB8-817D-F92DF00215AE")
+	TypeVeraCrypt         = mustGUID("8C8F8EFF-AC95-4770-814A-21994F2DBC8F")
 )
 
 // gptTypeNames are sgdisk's names (sgdisk -L, GPT fdisk 1.0.9), so that a
@@ -108,8 +109,8 @@ var gptTypeNames = map[GUID]string{
 	mustGUID("8DA63339-0007-60C0-C436-083AC8230908"): "Linux reserved",
 	mustGUID("8484680C-9521-48C6-9C11-B0720656F69E"): "Linux x86-64 /usr",
 	mustGUID("BC13C2FF-59E6-4262-A352-B275FD6F7172"): "XBOOTLDR partition",
-	TypeMicrosoftBasic: "Microsoft basic data",
-	TypeMicrosoftRsvd:  "Microsoft reserved",
+	TypeMicrosoftBasic:                               "Microsoft basic data",
+	TypeMicrosoftReserved:                            "Microsoft reserved",
 	mustGUID("DE94BBA4-06D1-4D40-A16A-BFD50179D6AC"): "Windows RE",
 	mustGUID("AF9B60A0-1431-4F62-BC68-3311714A69AD"): "Windows LDM data",
 	mustGUID("5808C8AA-7E8F-42E0-85D2-E1E90434CFB3"): "Windows LDM metadata",
