@@ -179,10 +179,48 @@ func Open(dev io.ReaderAt, size int64) (*FS, error) {
 // Type returns the FAT variant.
 func (f *FS) Type() Type { return f.typ }
 
-// Label returns the volume label of the boot sector, without its padding
-// ("NO NAME" if mkfs was given none), or "" if the boot sector has no
-// extended signature.
-func (f *FS) Label() string { return f.label }
+// Label returns the volume label as Windows and blkid show it: the
+// label entry of the root directory if there is one, else the boot
+// sector's; without padding, and "" for none ("NO NAME" is none).
+func (f *FS) Label() string {
+	l := f.label
+	if r, ok := f.rootLabel(); ok {
+		l = r
+	}
+	if l == "NO NAME" {
+		return ""
+	}
+	return l
+}
+
+// rootLabel returns the label entry of the root directory, if any; a
+// root directory that cannot be read has none.
+func (f *FS) rootLabel() (string, bool) {
+	var raw []byte
+	if f.typ == FAT32 {
+		// Only the first cluster: mkfs and mlabel put the label there,
+		// and a label lookup must not fail over a long chain.
+		raw = make([]byte, f.clusterSize)
+		if f.readCluster(raw, f.rootCluster, 0) != nil {
+			return "", false
+		}
+	} else {
+		raw = make([]byte, f.rootEntries*32)
+		if _, err := f.dev.ReadAt(raw, f.rootStart); err != nil {
+			return "", false
+		}
+	}
+	for i := 0; i+32 <= len(raw); i += 32 {
+		d := raw[i : i+32]
+		if d[0] == 0 {
+			break
+		}
+		if d[0] != 0xE5 && d[11]&0x3F != attrLFN && d[11]&attrVolume != 0 {
+			return strings.TrimRight(decodeOEM(d[:11]), " "), true
+		}
+	}
+	return "", false
+}
 
 // Serial returns the volume serial number, which blkid shows as the UUID
 // XXXX-XXXX.
