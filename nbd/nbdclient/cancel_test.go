@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"io"
+	"net"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -343,5 +346,75 @@ func TestManyTinyChunks(t *testing.T) {
 				t.Fatalf("byte %d is %d", i, v)
 			}
 		}
+	}
+}
+
+// TestEndlessInfoReplies: a server that answers NBD_OPT_GO with an endless
+// stream of NBD_REP_INFO, never the final ack, gets a protocol error at
+// once rather than holding Dial until the handshake deadline.
+func TestEndlessInfoReplies(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "info.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		be := binary.BigEndian
+		hello := make([]byte, 18)
+		be.PutUint64(hello, wire.NbdMagic)
+		be.PutUint64(hello[8:], wire.OptMagic)
+		be.PutUint16(hello[16:], wire.FlagFixedNewstyle|wire.FlagNoZeroes)
+		c.Write(hello)
+		var cf [4]byte
+		if _, err := io.ReadFull(c, cf[:]); err != nil {
+			return
+		}
+		reply := func(opt, typ uint32, data []byte) error {
+			b := make([]byte, 20+len(data))
+			be.PutUint64(b, wire.OptReplyMagic)
+			be.PutUint32(b[8:], opt)
+			be.PutUint32(b[12:], typ)
+			be.PutUint32(b[16:], uint32(len(data)))
+			copy(b[20:], data)
+			_, err := c.Write(b)
+			return err
+		}
+		for {
+			var h [16]byte
+			if _, err := io.ReadFull(c, h[:]); err != nil {
+				return
+			}
+			opt := be.Uint32(h[8:])
+			if _, err := io.ReadFull(c, make([]byte, be.Uint32(h[12:]))); err != nil {
+				return
+			}
+			if opt != wire.OptGo {
+				reply(opt, wire.RepErrUnsup, nil)
+				continue
+			}
+			info := make([]byte, 12)
+			be.PutUint16(info, wire.InfoExport)
+			be.PutUint64(info[2:], 1<<20)
+			be.PutUint16(info[10:], wire.FlagHasFlags)
+			for reply(opt, wire.RepInfo, info) == nil {
+			}
+			return
+		}
+	}()
+	err, _ = outcome(t, 5*time.Second, func() error {
+		c, err := Dial(context.Background(), "nbd+unix:///?socket="+sock, Options{})
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "NBD_OPT_GO") {
+		t.Fatalf("Dial to a server with endless NBD_REP_INFO: %v", err)
 	}
 }

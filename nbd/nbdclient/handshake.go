@@ -23,6 +23,10 @@ const oldstyleMagic = 0x00420281861253
 // maxOptionReply bounds what one option reply may make us buffer.
 const maxOptionReply = 1 << 20
 
+// maxGoReplies bounds the NBD_REP_INFO replies taken before the answer to
+// NBD_OPT_GO.
+const maxGoReplies = 64
+
 // export is what the handshake learnt about the export.
 type export struct {
 	size                  int64
@@ -106,7 +110,12 @@ func handshake(ctx context.Context, c net.Conn, t *Target, tcfg *tls.Config) (ne
 		return nil, nil, err
 	}
 	gotExport := false
-	for {
+	for replies := 0; ; replies++ {
+		// We ask for one information type; a server may send a few it was
+		// not asked for, but not an endless stream of them.
+		if replies > maxGoReplies {
+			return nil, nil, fmt.Errorf("%w: more than %d replies to NBD_OPT_GO", ErrProtocol, maxGoReplies)
+		}
 		typ, data, err := h.reply(wire.OptGo)
 		if err != nil {
 			return nil, nil, err
