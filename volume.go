@@ -46,7 +46,7 @@ type Volume struct {
 	dev      Device
 	m        sectorMap // the cryptography: one cipher, a cascade, a reencryption
 	off      int64     // data start on the device, bytes
-	size     int64 // bytes
+	size     int64     // bytes
 	ss       int64
 	readOnly bool
 	locks    [lockStripes]sync.RWMutex
