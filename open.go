@@ -113,7 +113,9 @@ type LoopAESOptions struct {
 // cryptsetup locks them (exclusive for read-write, shared for read-only)
 // until the Volume is closed; a held lock is ErrBusy. Open returns
 // promptly with ctx's error when ctx ends during key derivation or a header
-// search.
+// search. For a URI device ctx stays with the device: when it ends, each
+// request in flight gets a short grace (an NBD client's 500 ms) and fails
+// after it, and the device does not reconnect.
 func Open(ctx context.Context, path string, o OpenOptions) (*Volume, error) {
 	if err := checkOpen(&o); err != nil {
 		return nil, err
