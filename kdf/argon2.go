@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/crypto/blake2b"
 )
@@ -38,6 +39,37 @@ const (
 
 type block [blockWords]uint64
 
+// contextStop is a stop function for ctx, nil if ctx never ends. It polls
+// ctx.Done directly rather than through context.AfterFunc, which would
+// need one more goroutine scheduled, behind the busy lanes, before anyone
+// noticed; and it reads the clock against ctx's deadline, which does not
+// wait for ctx's own timer goroutine to be scheduled either.
+func contextStop(ctx context.Context) func() bool {
+	done := ctx.Done()
+	if done == nil {
+		return nil
+	}
+	deadline, hasDeadline := ctx.Deadline()
+	return func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+		}
+		return hasDeadline && !time.Now().Before(deadline)
+	}
+}
+
+// contextErr is ctx's error after contextStop said to stop: ctx.Err(),
+// or the DeadlineExceeded it is about to report when the clock passed the
+// deadline first.
+func contextErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
+}
+
 // Argon2Key derives keyLen bytes with typ (Argon2i or Argon2id), time
 // passes over memoryKiB KiB in parallel lanes, as cryptsetup's argon2
 // does (no secret, no associated data). It stops with ctx's error when ctx
@@ -46,23 +78,10 @@ func Argon2Key(ctx context.Context, typ string, password, salt []byte, time, mem
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var stop func() bool
-	if done := ctx.Done(); done != nil {
-		// Polled directly rather than through context.AfterFunc: that
-		// would need one more goroutine scheduled, behind the busy lanes,
-		// before anyone noticed the cancel.
-		stop = func() bool {
-			select {
-			case <-done:
-				return true
-			default:
-				return false
-			}
-		}
-	}
+	stop := contextStop(ctx)
 	k, err := Argon2KeyStop(stop, typ, password, salt, time, memoryKiB, parallel, keyLen)
 	if errors.Is(err, ErrStopped) {
-		return nil, ctx.Err()
+		return nil, contextErr(ctx)
 	}
 	return k, err
 }

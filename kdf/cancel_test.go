@@ -148,3 +148,32 @@ func TestPBKDF2Cancel(t *testing.T) {
 		t.Logf("%s: returned %v after the cancel", h, d)
 	}
 }
+
+// lateTimer is a context whose deadline has passed but whose timer has
+// not fired yet, as on a machine too busy to schedule it.
+type lateTimer struct {
+	context.Context
+	done chan struct{}
+}
+
+func (c lateTimer) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+func (c lateTimer) Done() <-chan struct{}       { return c.done }
+func (c lateTimer) Err() error                  { return nil }
+
+// TestStopAtDeadline: Argon2 and PBKDF2 stop at the deadline by the clock,
+// with DeadlineExceeded, without waiting for Done.
+func TestStopAtDeadline(t *testing.T) {
+	ctx := lateTimer{context.Background(), make(chan struct{})}
+	start := time.Now()
+	_, err := DeriveContext(ctx, Params{Type: Argon2id, Iterations: 1000, MemoryKiB: 1024, Parallel: 2}, []byte("pw"), make([]byte, 32), 32)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("argon2: %v", err)
+	}
+	_, err = DeriveContext(ctx, Params{Type: PBKDF2, Hash: "sha256", Iterations: 1 << 30}, []byte("pw"), make([]byte, 32), 32)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("pbkdf2: %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("took %v", d)
+	}
+}

@@ -16,9 +16,11 @@ import (
 // differ only in their iteration count share the work.
 
 // pbkdf2StopEvery is how many iterations run between polls of the stop
-// function: a few milliseconds of the slowest hashes (whirlpool,
-// streebog), so a cancel is seen well within 100 ms.
-const pbkdf2StopEvery = 1024
+// function: about a millisecond of the slowest hashes (whirlpool,
+// streebog), so a cancel is seen well within 100 ms even on a machine so
+// busy that this thread gets a tenth of a core. A poll costs a few
+// nanoseconds.
+const pbkdf2StopEvery = 256
 
 // snapshot is a hash's state right after the HMAC key block, restored at
 // the start of every HMAC so that an iteration costs the compressions of
@@ -174,7 +176,7 @@ func (b *PBKDF2Block) start(salt []byte, index uint32) {
 }
 
 // Run continues up to n iterations in all, polling stop (nil: never
-// stops) every thousand or so; it returns false if stop returned true,
+// stops) every few hundred; it returns false if stop returned true,
 // with the block usable for a later Run.
 func (b *PBKDF2Block) Run(n uint32, stop func() bool) bool {
 	for b.done < n {
@@ -230,17 +232,7 @@ func pbkdf2Key(ctx context.Context, newHash func() hash.Hash, password, salt []b
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var stop func() bool
-	if done := ctx.Done(); done != nil {
-		stop = func() bool {
-			select {
-			case <-done:
-				return true
-			default:
-				return false
-			}
-		}
-	}
+	stop := contextStop(ctx)
 	m := newHMAC(newHash, password)
 	b := &PBKDF2Block{m: m, u: make([]byte, 0, m.size), t: make([]byte, m.size)}
 	defer b.Wipe()
@@ -253,7 +245,7 @@ func pbkdf2Key(ctx context.Context, newHash func() hash.Hash, password, salt []b
 		b.start(salt, uint32(i))
 		if !b.Run(uint32(iter), stop) {
 			clear(out[:cap(out)])
-			return nil, ctx.Err()
+			return nil, contextErr(ctx)
 		}
 		out = append(out, b.t...)
 	}

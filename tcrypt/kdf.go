@@ -137,8 +137,8 @@ func newPBKDF2Block(newHash func() hash.Hash, password, salt []byte, b uint32) *
 	return &pbkdf2Block{PBKDF2Block: k, t: k.Sum()}
 }
 
-// run iterates up to n iterations in total, polling stop every thousand
-// or so; false if stopped.
+// run iterates up to n iterations in total, polling stop every few
+// hundred; false if stopped.
 func (b *pbkdf2Block) run(n uint32, stop func() bool) bool { return b.Run(n, stop) }
 
 func (b *pbkdf2Block) wipe() { b.Wipe() }
