@@ -25,10 +25,12 @@
 package ntfs
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf16"
@@ -199,6 +201,7 @@ type record struct {
 	num   uint64
 	seq   uint16
 	flags uint16
+	base  uint64 // the base record of an extension record, else 0
 	attrs []attr
 }
 
@@ -217,6 +220,7 @@ type attr struct {
 	// non-resident:
 	startVCN, lastVCN int64
 	runs              []byte
+	more              []attr // the further extents, in VCN order (see find)
 	compUnit          uint16
 	allocSize         int64
 	dataSize          int64
@@ -252,9 +256,9 @@ func fixup(b []byte, magic string, what string) error {
 	return nil
 }
 
-// record reads MFT record num; a non-zero seq must match the record's
-// sequence number (a stale reference otherwise).
-func (f *FS) record(num uint64, seq uint16) (*record, error) {
+// rawRecord reads MFT record num; a non-zero seq must match the
+// record's sequence number (a stale reference otherwise).
+func (f *FS) rawRecord(num uint64, seq uint16) (*record, error) {
 	if num >= uint64(f.mft.size/f.recordSize) {
 		return nil, corrupt("MFT record %d beyond the MFT's %d", num, f.mft.size/f.recordSize)
 	}
@@ -275,6 +279,83 @@ func (f *FS) record(num uint64, seq uint16) (*record, error) {
 	return rec, nil
 }
 
+// record reads the base MFT record num with the attributes its
+// attribute list places in extension records, if it has one.
+func (f *FS) record(num uint64, seq uint16) (*record, error) {
+	rec, err := f.rawRecord(num, seq)
+	if err != nil {
+		return nil, err
+	}
+	if rec.base != 0 {
+		return nil, corrupt("MFT record %d is an extension of record %d, not a file", num, rec.base)
+	}
+	var list *attr
+	for i := range rec.attrs {
+		if rec.attrs[i].typ == attrList {
+			if list != nil {
+				return nil, corrupt("MFT record %d has two attribute lists", num)
+			}
+			list = &rec.attrs[i]
+		}
+	}
+	if list == nil {
+		return rec, nil
+	}
+	what := "attribute list of MFT record " + strconv.FormatUint(num, 10)
+	var b []byte
+	if list.resident {
+		b = list.value
+	} else {
+		// An attribute list is at most a few KiB (it holds 32-byte
+		// entries for at most the attributes of 64 KiB of records);
+		// 1 MiB is far beyond any real one and bounds the read.
+		if list.dataSize > 1<<20 {
+			return nil, corrupt("%s of %d bytes", what, list.dataSize)
+		}
+		s, err := f.openStream(*list, what)
+		if err != nil {
+			return nil, err
+		}
+		b = make([]byte, s.size)
+		if _, err := s.ReadAt(b, 0); err != nil && err != io.EOF {
+			return nil, err
+		}
+	}
+	// Each extension record named by the list is read once and all its
+	// attributes join the base record's.
+	seen := map[uint64]bool{num: true}
+	le := binary.LittleEndian
+	for len(b) > 0 {
+		if len(b) < 26 {
+			return nil, corrupt("%s: entry runs past the list", what)
+		}
+		n := int(le.Uint16(b[4:]))
+		if n < 26 || n > len(b) {
+			return nil, corrupt("%s: entry of length %d", what, n)
+		}
+		ext, extSeq := ref(le.Uint64(b[16:]))
+		b = b[n:]
+		if seen[ext] {
+			continue
+		}
+		seen[ext] = true
+		er, err := f.rawRecord(ext, extSeq)
+		if err != nil {
+			return nil, err
+		}
+		if er.base != num {
+			return nil, corrupt("%s names record %d, which is not one of its extensions", what, ext)
+		}
+		for _, a := range er.attrs {
+			if a.typ == attrList {
+				return nil, corrupt("%s names record %d, which has an attribute list", what, ext)
+			}
+			rec.attrs = append(rec.attrs, a)
+		}
+	}
+	return rec, nil
+}
+
 func (f *FS) parseRecord(raw []byte, num uint64) (*record, error) {
 	what := "MFT record " + strconv.FormatUint(num, 10)
 	if err := fixup(raw, "FILE", what); err != nil {
@@ -282,9 +363,7 @@ func (f *FS) parseRecord(raw []byte, num uint64) (*record, error) {
 	}
 	le := binary.LittleEndian
 	rec := &record{num: num, seq: le.Uint16(raw[0x10:]), flags: le.Uint16(raw[0x16:])}
-	if base := le.Uint64(raw[0x20:]) & 0xFFFFFFFFFFFF; base != 0 {
-		return nil, corrupt("%s is an extension of record %d", what, base)
-	}
+	rec.base = le.Uint64(raw[0x20:]) & 0xFFFFFFFFFFFF
 	used := int(le.Uint32(raw[0x18:]))
 	off := int(le.Uint16(raw[0x14:]))
 	if used > len(raw) || used < 0x30 {
@@ -351,36 +430,56 @@ func parseAttr(b []byte, what string) (attr, error) {
 	return a, nil
 }
 
-// data returns the unnamed $DATA (name "") or a named attribute of type
-// typ, refusing what this reader cannot read right.
+// data returns the $DATA attribute of that name ("": the file's
+// content), refusing what this reader cannot read right.
 func (r *record) data(name string, what string) (attr, error) {
-	return r.find(attrData, name, what)
-}
-
-func (r *record) find(typ uint32, name string, what string) (attr, error) {
-	found := -1
-	for i, a := range r.attrs {
-		if a.typ == attrList {
-			return attr{}, unsupported("%s has an attribute list", what)
-		}
-		if a.typ == typ && a.name == name {
-			if found >= 0 {
-				return attr{}, corrupt("%s has two attributes of type %#x", what, typ)
-			}
-			found = i
-		}
+	a, err := r.find(attrData, name, what)
+	if err != nil {
+		return attr{}, err
 	}
-	if found < 0 {
-		return attr{}, errNoAttr
-	}
-	a := r.attrs[found]
+	// A directory's index carries the same flags as a hint for the
+	// files made in it; only data is refused for them.
 	switch {
 	case a.flags&attrFlagEncrypted != 0:
 		return attr{}, unsupported("%s is encrypted", what)
-	case a.flags&attrFlagCompressed != 0 || (!a.resident && a.compUnit != 0):
+	case a.flags&attrFlagCompressed != 0:
+		// (A sparse attribute has a compression unit too: only the
+		// flag says compressed.)
 		return attr{}, unsupported("%s is compressed", what)
 	}
 	return a, nil
+}
+
+// find returns the attribute of type typ and name. A non-resident
+// attribute may come in several extents (from an attribute list): they
+// are put in VCN order in the first one's more, and must follow each
+// other without gap or overlap.
+func (r *record) find(typ uint32, name string, what string) (attr, error) {
+	var found []attr
+	for _, a := range r.attrs {
+		if a.typ == typ && a.name == name {
+			found = append(found, a)
+		}
+	}
+	switch {
+	case len(found) == 0:
+		return attr{}, errNoAttr
+	case len(found) == 1:
+		return found[0], nil
+	}
+	slices.SortFunc(found, func(a, b attr) int { return cmp.Compare(a.startVCN, b.startVCN) })
+	for i, a := range found {
+		if a.resident {
+			return attr{}, corrupt("%s has two attributes of type %#x", what, typ)
+		}
+		if i > 0 && a.startVCN != found[i-1].lastVCN+1 {
+			return attr{}, corrupt("%s: extents of attribute %#x at VCN %d and %d", what, typ, found[i-1].startVCN, a.startVCN)
+		}
+	}
+	first := found[0]
+	first.more = found[1:]
+	first.lastVCN = found[len(found)-1].lastVCN
+	return first, nil
 }
 
 // errNoAttr is a missing attribute: a file without $DATA, a directory
@@ -415,19 +514,44 @@ func (f *FS) openStream(a attr, what string) (*stream, error) {
 		return nil, corrupt("%s: data starts at VCN %d", what, a.startVCN)
 	}
 	s := &stream{f: f, size: a.dataSize, init: min(a.initSize, a.dataSize)}
-	b := a.runs
-	vcn, lcn := int64(0), int64(0)
+	vcn := int64(0)
+	for _, x := range append([]attr{a}, a.more...) {
+		if x.startVCN != vcn {
+			return nil, corrupt("%s: extent at VCN %d after %d clusters", what, x.startVCN, vcn)
+		}
+		var err error
+		if vcn, err = f.decodeRuns(s, x.runs, vcn, what); err != nil {
+			return nil, err
+		}
+	}
+	if vcn*f.clusterSize < s.size || vcn < a.lastVCN+1 {
+		return nil, corrupt("%s: runlist of %d clusters for %d bytes", what, vcn, s.size)
+	}
+	return s, nil
+}
+
+// maxVCN bounds the clusters of a stream (2^40: 16 TiB at 4 KiB
+// clusters, past NTFS's own file size limit).
+const maxVCN = 1 << 40
+
+// decodeRuns appends the runs of one runlist, starting at cluster vcn of
+// the stream, to s and returns the VCN after them. LCNs are relative to
+// the previous run's, from 0 in each runlist.
+func (f *FS) decodeRuns(s *stream, b []byte, vcn int64, what string) (int64, error) {
+	lcn := int64(0)
 	for len(b) > 0 && b[0] != 0 {
 		ln, lo := int(b[0]&0xF), int(b[0]>>4)
 		if ln == 0 || ln > 8 || lo > 8 || 1+ln+lo > len(b) {
-			return nil, corrupt("%s: bad runlist entry", what)
+			return 0, corrupt("%s: bad runlist entry", what)
 		}
 		n := int64(0)
 		for i := ln; i >= 1; i-- {
 			n = n<<8 | int64(b[i])
 		}
-		if n <= 0 || n > f.clusters+1<<40 {
-			return nil, corrupt("%s: run of %d clusters", what, n)
+		// A stream of 2^40 clusters is 2^61 bytes at the largest
+		// cluster: the offsets computed from it cannot overflow.
+		if n <= 0 || n > maxVCN-vcn {
+			return 0, corrupt("%s: run of %d clusters", what, n)
 		}
 		r := run{vcn: vcn, n: n, sparse: lo == 0}
 		if lo > 0 {
@@ -437,7 +561,7 @@ func (f *FS) openStream(a attr, what string) (*stream, error) {
 			}
 			lcn += d
 			if lcn < 0 || lcn >= f.clusters || n > f.clusters-lcn {
-				return nil, corrupt("%s: run at cluster %d of %d clusters leaves the volume", what, lcn, n)
+				return 0, corrupt("%s: run at cluster %d of %d clusters leaves the volume", what, lcn, n)
 			}
 			r.lcn = lcn
 		}
@@ -445,10 +569,7 @@ func (f *FS) openStream(a attr, what string) (*stream, error) {
 		vcn += n
 		b = b[1+ln+lo:]
 	}
-	if vcn*f.clusterSize < s.size || vcn < a.lastVCN+1 {
-		return nil, corrupt("%s: runlist of %d clusters for %d bytes", what, vcn, s.size)
-	}
-	return s, nil
+	return vcn, nil
 }
 
 // ReadAt reads the stream; past its initialized size it reads zeros.
