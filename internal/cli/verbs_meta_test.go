@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -431,5 +432,70 @@ func TestVerbsConfirm(t *testing.T) {
 		if code, out = term("", "-q"); code != 0 || strings.Contains(out, "Are you sure") {
 			t.Errorf("%v -q: exit %d, output %q", args, code, out)
 		}
+	}
+}
+
+// unlockedSlot is the keyslot cryptsetup opens with the passphrase in
+// file kf, or -1.
+func unlockedSlot(t *testing.T, img, kf string) int {
+	t.Helper()
+	out, err := cryptsetup(t, "open", "--test-passphrase", "-v", "--key-file", kf, img)
+	if err != nil {
+		return -1
+	}
+	var slot int
+	if i := strings.Index(out, "Key slot "); i < 0 {
+		t.Fatalf("cryptsetup names no keyslot: %s", out)
+	} else if _, err := fmt.Sscanf(out[i:], "Key slot %d unlocked.", &slot); err != nil {
+		t.Fatalf("cryptsetup output %q: %v", out, err)
+	}
+	return slot
+}
+
+// TestChangeKeyLikeCryptsetup: change-key runs through the LUKS handle's
+// ChangeKey and leaves the keyslots as cryptsetup's luksChangeKey leaves
+// a twin image (LUKS2 keeps the keyslot number, LUKS1 takes the first
+// free one), says which keyslot it created, and refuses a wrong old
+// passphrase before asking for a new one, changing nothing.
+func TestChangeKeyLikeCryptsetup(t *testing.T) {
+	for _, typ := range []string{"luks1", "luks2"} {
+		t.Run(typ, func(t *testing.T) {
+			dir := t.TempDir()
+			ours := csFormat(t, dir, "ours.img", typ, 20<<20, "zero", "one")
+			theirs := csFormat(t, dir, "theirs.img", typ, 20<<20, "zero", "one")
+			oldKF := writeFile(t, dir, "old", []byte("zero"))
+			newKF := writeFile(t, dir, "new", []byte("fresh"))
+			fast := []string{"--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"}
+			mustCS(t, append([]string{"luksChangeKey", "-q", "--key-file", oldKF, theirs, newKF}, fast...)...)
+			code, _, e := run(t, nil, append([]string{"change-key", "--key-file", oldKF, ours, newKF}, fast...)...)
+			if code != 0 {
+				t.Fatalf("change-key: exit %d: %s", code, e)
+			}
+			want := unlockedSlot(t, theirs, newKF)
+			if got := unlockedSlot(t, ours, newKF); got != want || want < 0 {
+				t.Errorf("the new passphrase opens keyslot %d, cryptsetup's twin %d", got, want)
+			}
+			if !strings.Contains(e, fmt.Sprintf("Key slot %d created.", want)) {
+				t.Errorf("change-key said %q, want keyslot %d", e, want)
+			}
+			for _, p := range []string{"zero", "one"} {
+				kf := writeFile(t, dir, "p-"+p, []byte(p))
+				if got, w := unlockedSlot(t, ours, kf), unlockedSlot(t, theirs, kf); got != w {
+					t.Errorf("%q opens keyslot %d, in cryptsetup's twin %d", p, got, w)
+				}
+			}
+			before, _ := os.ReadFile(ours)
+			wrong := writeFile(t, dir, "wrong", []byte("nope"))
+			asked := false
+			var errb bytes.Buffer
+			env := &Env{Stdin: strings.NewReader(""), Stdout: &bytes.Buffer{}, Stderr: &errb, StdinIsTerminal: true,
+				Prompt: func(string) ([]byte, error) { asked = true; return []byte("x"), nil }}
+			if code := Main(context.Background(), append([]string{"change-key", "--key-file", wrong, ours}, fast...), env); code != 2 || asked {
+				t.Errorf("change-key with a wrong passphrase: exit %d (%s), asked for a new one: %v; want 2, not asked", code, errb.String(), asked)
+			}
+			if after, _ := os.ReadFile(ours); !bytes.Equal(before, after) {
+				t.Error("a refused change-key wrote")
+			}
+		})
 	}
 }
