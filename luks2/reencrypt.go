@@ -3,7 +3,7 @@ package luks2
 import (
 	"context"
 	"encoding/binary"
-	"errors"
+
 	"fmt"
 	"hash"
 	"io"
@@ -106,47 +106,6 @@ const (
 // for 256 MiB on tmpfs, mostly system time).
 const defaultNoneHotzone = 2 << 20
 
-// reenc is a loaded reencryption: what the metadata says plus the keys.
-type reenc struct {
-	ks         int
-	mode, dir  string
-	resilience string
-	hash       string
-	block      int
-	areaOff    uint64
-	areaSize   uint64
-	prev, fin  *jval // backup segments
-	digOld     int
-	digNew     int
-	digReenc   int
-	dataOff    uint64
-	ivBase     uint64
-	oldCipher  string
-	newCipher  string
-	oldSS      int
-	newSS      int
-	size       uint64 // data bytes to reencrypt
-	hotOff     uint64 // crash: in-reencryption segment (relative)
-	hotLen     uint64
-	crashed    bool
-	finishOnly bool // all data is new, the old keyslots are gone
-	progress   uint64
-	oldKey     []byte
-	newKey     []byte
-	oldC, newC *sector.Cipher
-}
-
-func (r *reenc) wipe() {
-	clear(r.oldKey)
-	clear(r.newKey)
-	if r.oldC != nil {
-		r.oldC.Wipe()
-	}
-	if r.newC != nil {
-		r.newC.Wipe()
-	}
-}
-
 // ReencryptStatus describes a reencryption in progress (nil when none).
 type ReencryptStatus struct {
 	Keyslot                     int // the reencrypt keyslot
@@ -240,6 +199,7 @@ func Reencrypt(ctx context.Context, dev Device, passphrase []byte, opts Reencryp
 	if data == nil {
 		data = dev
 	}
+	ro := runOpts{hotzone: opts.HotzoneSize, slot: slotArg(opts.Slot), stopAfter: opts.StopAfter, progress: opts.Progress}
 	if h.reencKeyslot() < 0 {
 		if opts.ResumeOnly {
 			return ErrNoReencryption
@@ -253,26 +213,26 @@ func Reencrypt(ctx context.Context, dev Device, passphrase []byte, opts Reencryp
 		if h, err = ReadContext(ctx, dev); err != nil {
 			return err
 		}
-	} else {
-		if opts.InitOnly {
-			return fmt.Errorf("%w: cannot initialise it again", ErrReencryptInProgress)
-		}
-		if mode := h.reencMode(); mode == "encrypt" || mode == "decrypt" {
-			if opts.Cipher != "" || opts.KeySize != 0 || opts.SectorSize != 0 {
-				return fmt.Errorf("%w: %w: an %s in progress keeps its cipher, key size and sector size", ErrInvalidOptions, ErrReencryptInProgress, mode)
-			}
-			return h.resumeModal(ctx, dev, data, passphrase, modalOpts{opts.HotzoneSize, slotArg(opts.Slot), opts.StopAfter, opts.Progress, opts.Resilience, opts.Hash})
-		}
-		if err := h.checkResumeOptions(opts); err != nil {
-			return err
-		}
+		return h.resume(ctx, dev, data, passphrase, ro) // reencrypt_engine.go
 	}
-	r, err := h.loadReenc(ctx, dev, data, passphrase, slotArg(opts.Slot))
-	if err != nil {
-		return err
+	if opts.InitOnly {
+		return fmt.Errorf("%w: cannot initialise it again", ErrReencryptInProgress)
 	}
-	defer r.wipe()
-	return h.reencRun(ctx, dev, data, r, opts)
+	if mode := h.reencMode(); (mode == "encrypt" || mode == "decrypt") && (opts.Cipher != "" || opts.KeySize != 0 || opts.SectorSize != 0) {
+		return fmt.Errorf("%w: %w: an %s in progress keeps its cipher, key size and sector size", ErrInvalidOptions, ErrReencryptInProgress, mode)
+	}
+	ro.resilience, ro.hash, ro.cipher = opts.Resilience, opts.Hash, opts.Cipher
+	return h.resume(ctx, dev, data, passphrase, ro)
+}
+
+// checkHotzone refuses a hotzone size below the alignment of an in-place
+// run (its sector size, also the checksum block): the run's first step
+// would stop it after its init has written the metadata.
+func checkHotzone(hz uint64, align int) error {
+	if hz != 0 && hz < uint64(align) {
+		return fmt.Errorf("%w: hotzone size %d is below the %d-byte sector size", ErrInvalidOptions, hz, align)
+	}
+	return nil
 }
 
 // slotArg is the keyslot a ReencryptOptions.Slot names, or AnySlot.
@@ -281,25 +241,6 @@ func slotArg(slot *int) int {
 		return AnySlot
 	}
 	return *slot
-}
-
-// checkResumeOptions refuses resume flags that contradict the stored
-// reencryption instead of silently ignoring them.
-func (h *Header) checkResumeOptions(o ReencryptOptions) error {
-	id := h.reencKeyslot()
-	ks := h.md.root.get("keyslots").get(strconv.Itoa(id))
-	area := ks.get("area")
-	if o.Resilience != "" && o.Resilience != jsGet(area, "type") {
-		return fmt.Errorf("%w: %w: it uses resilience %q, not %q", ErrInvalidOptions, ErrReencryptInProgress, jsGet(area, "type"), o.Resilience)
-	}
-	if o.Hash != "" && jsGet(area, "type") == "checksum" && o.Hash != jsGet(area, "hash") {
-		return fmt.Errorf("%w: %w: it uses checksum hash %q, not %q", ErrInvalidOptions, ErrReencryptInProgress, jsGet(area, "hash"), o.Hash)
-	}
-	_, fin := h.segmentByFlag(flagFinal)
-	if o.Cipher != "" && fin != nil && o.Cipher != jsGet(fin, "encryption") {
-		return fmt.Errorf("%w: %w: its new cipher is %q, not %q", ErrInvalidOptions, ErrReencryptInProgress, jsGet(fin, "encryption"), o.Cipher)
-	}
-	return nil
 }
 
 func hashByName(name string) (func() hash.Hash, error) {
@@ -395,8 +336,8 @@ func (h *Header) reencryptInit(ctx context.Context, dev, data Device, passphrase
 	}
 	// The run's first step must fit: a hotzone smaller than the alignment
 	// would stop it after this init has written its metadata.
-	if o.HotzoneSize != 0 && o.HotzoneSize < uint64(max(seg.SectorSize, newSS)) {
-		return fmt.Errorf("%w: hotzone size %d is below the %d-byte sector size", ErrInvalidOptions, o.HotzoneSize, max(seg.SectorSize, newSS))
+	if err := checkHotzone(o.HotzoneSize, max(seg.SectorSize, newSS)); err != nil {
+		return err
 	}
 	oldKey, slot, err := h.UnlockContext(ctx, dev, passphrase, slotArg(o.Slot))
 	if err != nil {
@@ -486,21 +427,14 @@ func (h *Header) reencryptInit(ctx context.Context, dev, data Device, passphrase
 	if reSlot < 0 {
 		return fmt.Errorf("%w: no keyslot is left for the reencryption keyslot", ErrNoFreeSlot)
 	}
-	areaOff, areaLen := h.maxGap([]luksutil.Range{{Off: int64(nk.offset), Len: int64(areaSize(len(newKey)))}})
-	block := max(seg.SectorSize, newSS)
-	switch {
-	case areaLen == 0:
-		return fmt.Errorf("%w: no free space in the keyslots area for the reencryption data", ErrNoFreeSlot)
-	case res == "journal" && areaLen < uint64(block):
-		return fmt.Errorf("%w: the free keyslots area (%d bytes) is too small for a journal", ErrNoFreeSlot, areaLen)
+	if res != "checksum" {
+		hashName = ""
 	}
-	area := jobj(jmember{"offset", ju64s(areaOff)}, jmember{"size", ju64s(areaLen)}, jmember{"type", jstr(res)})
-	if res == "checksum" {
-		area.set("hash", jstr(hashName))
-		area.set("sector_size", jint(int64(block)))
+	area, err := h.resilienceArea(res, hashName, max(seg.SectorSize, newSS), []luksutil.Range{{Off: int64(nk.offset), Len: int64(areaSize(len(newKey)))}})
+	if err != nil {
+		return err
 	}
-	reKS := jobj(jmember{"area", area}, jmember{"type", jstr("reencrypt")}, jmember{"key_size", jint(1)},
-		jmember{"mode", jstr("reencrypt")}, jmember{"direction", jstr("forward")}, jmember{"priority", jint(0)})
+	reKS := reencKeyslotJSON(area, "reencrypt", "forward")
 
 	root := h.md.root.clone()
 	segs := root.get("segments")
@@ -743,280 +677,6 @@ func verificationData(oldKey, newKey []byte, ks, prev, fin, moved *jval) ([]byte
 	return b, nil
 }
 
-// loadReenc reads the stored reencryption, unlocks both keys and checks
-// the reencryption digest.
-func (h *Header) loadReenc(ctx context.Context, dev, data Device, passphrase []byte, slot int) (*reenc, error) {
-	r := &reenc{ks: h.reencKeyslot()}
-	ks := h.md.root.get("keyslots").get(strconv.Itoa(r.ks))
-	area := ks.get("area")
-	r.mode, r.dir, r.resilience = jsGet(ks, "mode"), jsGet(ks, "direction"), jsGet(area, "type")
-	if r.mode != "reencrypt" || r.dir != "forward" {
-		return nil, fmt.Errorf("%w: reencryption mode %q, direction %q (only reencrypt forward is supported yet)", ErrUnsupported, r.mode, r.dir)
-	}
-	k := h.md.keyslots[r.ks]
-	r.areaOff, r.areaSize = k.AreaOffset, k.AreaSize
-	switch r.resilience {
-	case "checksum":
-		r.hash = jsGet(area, "hash")
-		if _, err := hashByName(r.hash); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
-		}
-		if v := area.get("sector_size"); v != nil {
-			r.block = int(v.getInt64())
-		}
-		if r.block < 512 || r.block > 4096 || r.block&(r.block-1) != 0 {
-			return nil, fmt.Errorf("%w: checksum block size %d", ErrUnsupported, r.block)
-		}
-	case "journal", "none":
-	default:
-		return nil, fmt.Errorf("%w: resilience %q", ErrUnsupported, r.resilience)
-	}
-	if id, _ := h.segmentByFlag(flagMoved); id >= 0 {
-		return nil, fmt.Errorf("%w: a moved segment (encryption with data shift)", ErrUnsupported)
-	}
-	pid, prev := h.segmentByFlag(flagPrevious)
-	fid, fin := h.segmentByFlag(flagFinal)
-	if prev == nil || fin == nil {
-		return nil, fmt.Errorf("%w: reencryption without backup segments", ErrCorruptHeader)
-	}
-	r.prev, r.fin = prev, fin
-	ps, fs := h.md.segments[pid], h.md.segments[fid]
-	if ps.Type != "crypt" || fs.Type != "crypt" {
-		return nil, fmt.Errorf("%w: backup segments of type %q/%q", ErrUnsupported, ps.Type, fs.Type)
-	}
-	if ps.Offset != fs.Offset || ps.IVTweak != fs.IVTweak {
-		return nil, fmt.Errorf("%w: a reencryption that moves data", ErrUnsupported)
-	}
-	r.dataOff, r.ivBase = ps.Offset, ps.IVTweak
-	r.oldCipher, r.newCipher = ps.Encryption, fs.Encryption
-	r.oldSS, r.newSS = ps.SectorSize, fs.SectorSize
-	r.digOld, r.digNew = h.digestOfSegment(pid), h.digestOfSegment(fid)
-	if r.digOld < 0 || r.digNew < 0 {
-		return nil, fmt.Errorf("%w: backup segments without digests", ErrCorruptHeader)
-	}
-	r.digReenc = k.Digest
-	devSize, err := data.Size()
-	if err != nil {
-		return nil, err
-	}
-	if uint64(devSize) <= r.dataOff {
-		return nil, fmt.Errorf("%w: no data area after offset %d", ErrDeviceTooSmall, r.dataOff)
-	}
-	r.size = uint64(devSize) - r.dataOff
-	if !ps.Dynamic {
-		r.size = ps.Size
-	}
-	r.size -= r.size % uint64(max(r.oldSS, r.newSS))
-
-	// Where are we: the hotzone (crash) or the first old-key segment.
-	r.progress = r.size
-	for id, s := range h.md.segments {
-		if isBackupFlags(s.Flags) {
-			continue
-		}
-		if contains1(s.Flags, flagInReencrypt) {
-			r.crashed = true
-			r.hotOff, r.hotLen = s.Offset-r.dataOff, s.Size
-			continue
-		}
-		if h.digestOfSegment(id) == r.digOld && s.Offset-r.dataOff < r.progress {
-			r.progress = s.Offset - r.dataOff
-		}
-	}
-	if r.crashed {
-		r.progress = r.hotOff
-		if r.hotLen == 0 || r.hotOff+r.hotLen > r.size {
-			return nil, fmt.Errorf("%w: in-reencryption segment outside the data area", ErrCorruptHeader)
-		}
-	}
-
-	// Keys: every keyslot the passphrase opens, by digest. A named
-	// keyslot holds one of the two keys; the other comes from any keyslot
-	// of its digest, as cryptsetup's init with --key-slot opens the old
-	// key with that keyslot and the new one with the keyslot it has just
-	// made for it (with the same passphrase).
-	slotDigest := -1
-	if slot != AnySlot {
-		k, err := h.keyslot(slot)
-		if err != nil {
-			return nil, err
-		}
-		if k.Type != "luks2" || (k.Digest != r.digOld && k.Digest != r.digNew) {
-			return nil, fmt.Errorf("%w: keyslot %d holds neither the old nor the new volume key", ErrWrongPassphrase, slot)
-		}
-		slotDigest = k.Digest
-	}
-	keys := map[int][]byte{}
-	var lastErr error = ErrWrongPassphrase
-	for _, id := range h.byPriorityAll(AnySlot) {
-		ksl := h.md.keyslots[id]
-		if ksl.Type != "luks2" || (ksl.Digest != r.digOld && ksl.Digest != r.digNew) || keys[ksl.Digest] != nil {
-			continue
-		}
-		if ksl.Digest == slotDigest && id != slot {
-			continue
-		}
-		if key := derivedKey(ctx, ksl.Digest); key != nil {
-			keys[ksl.Digest] = key
-			continue
-		}
-		key, err := h.openKeyslot(ctx, dev, ksl, passphrase)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			if !errors.Is(err, ErrWrongPassphrase) {
-				lastErr = err
-			}
-			continue
-		}
-		keys[ksl.Digest] = key
-	}
-	r.oldKey, r.newKey = keys[r.digOld], keys[r.digNew]
-	// cryptsetup's own finish removes the old keyslots (one commit each)
-	// before the reencryption metadata: a crash between leaves every data
-	// segment under the new key, no old key to be had, and a state
-	// cryptsetup 2.6 can neither resume nor repair. Only metadata is left
-	// to change then, so it is finished with the new key alone (the
-	// reencryption digest, which covers the old key, cannot be checked;
-	// no data is read or written).
-	if r.oldKey == nil && r.newKey != nil && !r.crashed && r.progress >= r.size && len(h.md.digests[r.digOld].Keyslots) == 0 {
-		r.finishOnly = true
-		return r, nil
-	}
-	if r.oldKey == nil || r.newKey == nil {
-		clear(r.oldKey)
-		clear(r.newKey)
-		if len(keys) == 0 {
-			return nil, lastErr
-		}
-		return nil, fmt.Errorf("%w: the passphrase opens only one of the old and new keys", ErrWrongPassphrase)
-	}
-	nk := r.newKey
-	if r.digNew == r.digOld {
-		nk = nil
-	}
-	if err := h.checkReencDigest(reencDigestVer, r.digReenc, r.oldKey, nk, ks, prev, fin, nil); err != nil {
-		r.wipe()
-		return nil, err
-	}
-	if r.oldC, err = sector.New(r.oldCipher, r.oldKey, sector.Options{SectorSize: r.oldSS, IVOffset: r.ivBase}); err != nil {
-		r.wipe()
-		return nil, fmt.Errorf("%w: old cipher: %w", ErrUnsupported, err)
-	}
-	if r.newC, err = sector.New(r.newCipher, r.newKey, sector.Options{SectorSize: r.newSS, IVOffset: r.ivBase}); err != nil {
-		r.wipe()
-		return nil, fmt.Errorf("%w: new cipher: %w", ErrUnsupported, err)
-	}
-	return r, nil
-}
-
-// byPriorityAll lists the keyslots to try: slot alone, or all in id order.
-func (h *Header) byPriorityAll(slot int) []int {
-	if slot >= 0 {
-		if h.md.keyslots[slot] != nil {
-			return []int{slot}
-		}
-		return nil
-	}
-	var ids []int
-	for id := range h.md.keyslots {
-		ids = append(ids, id)
-	}
-	sort.Ints(ids)
-	return ids
-}
-
-// segmentsRoot builds metadata with the live segments for a boundary at
-// done (bytes reencrypted), with hot bytes in reencryption after it.
-func (h *Header) segmentsRoot(r *reenc, done, hot uint64) *jval {
-	root := h.md.root.clone()
-	segs := jobj()
-	var oldSegs, newSegs []string
-	id := 0
-	add := func(s *jval, dig ...int) {
-		sid := strconv.Itoa(id)
-		segs.obj = append(segs.obj, jmember{sid, s})
-		for _, d := range dig {
-			if d == r.digOld {
-				oldSegs = append(oldSegs, sid)
-			}
-			if d == r.digNew {
-				newSegs = append(newSegs, sid)
-			}
-		}
-		id++
-	}
-	rest := r.size - done - hot
-	if done > 0 {
-		if hot == 0 && rest == 0 {
-			add(segJSON(r.dataOff, nil, r.ivBase, r.newCipher, r.newSS), r.digNew)
-		} else {
-			d := done
-			add(segJSON(r.dataOff, &d, r.ivBase, r.newCipher, r.newSS), r.digNew)
-		}
-	}
-	if hot > 0 {
-		hz := hot
-		add(segJSON(r.dataOff+done, &hz, r.ivBase+done/512, r.newCipher, r.newSS, flagInReencrypt), r.digNew, r.digOld)
-	}
-	if rest > 0 {
-		add(segJSON(r.dataOff+done+hot, nil, r.ivBase+(done+hot)/512, r.oldCipher, r.oldSS), r.digOld)
-	}
-	add(r.prev.clone(), r.digOld)
-	add(r.fin.clone(), r.digNew)
-	root.set("segments", segs)
-	dgs := root.get("digests")
-	for _, m := range dgs.obj {
-		n, _ := strconv.Atoi(m.key)
-		switch n {
-		case r.digOld:
-			m.val.set("segments", jarrStr(oldSegs...))
-			m.val.raw = nil
-		case r.digNew:
-			m.val.set("segments", jarrStr(newSegs...))
-			m.val.raw = nil
-		}
-	}
-	dgs.raw = nil
-	return root
-}
-
-func (r *reenc) hotzoneMax(o ReencryptOptions) uint64 {
-	hz := o.HotzoneSize
-	if hz == 0 {
-		hz = defaultHotzone
-	}
-	align := uint64(max(r.oldSS, r.newSS))
-	switch r.resilience {
-	case "checksum":
-		hf, _ := hashByName(r.hash)
-		n := r.areaSize / uint64(hf().Size()) * uint64(r.block)
-		hz = min(hz, n)
-		align = max(align, uint64(r.block))
-	case "journal":
-		hz = min(hz, r.areaSize)
-	}
-	hz -= hz % align
-	return hz
-}
-
-// protect writes the hotzone's resilience data (synced).
-func (r *reenc) protect(dev Device, raw []byte) error {
-	return r.writeResilience(dev, r.resilienceData(raw))
-}
-
-// recoverHotzone puts the crashed hotzone into the new key.
-func (r *reenc) recoverHotzone(dev, data Device) error {
-	return recoverInPlace(dev, data, r.resilience, r.hash, r.block, r.areaOff, r.areaSize, int64(r.dataOff+r.hotOff), r.hotOff, r.hotLen,
-		func(b []byte, x uint64) error {
-			if err := r.oldC.DecryptSectors(b, b, x/512); err != nil {
-				return err
-			}
-			return r.newC.EncryptSectors(b, b, x/512)
-		})
-}
-
 func readFull(d io.ReaderAt, b []byte, off int64) (int, error) {
 	n, err := d.ReadAt(b, off)
 	if n == len(b) {
@@ -1026,160 +686,4 @@ func readFull(d io.ReaderAt, b []byte, off int64) (int, error) {
 		err = io.ErrUnexpectedEOF
 	}
 	return n, err
-}
-
-var errStopAfter = errors.New("stopped after the hotzones asked for")
-
-func (h *Header) reencRun(ctx context.Context, dev, data Device, r *reenc, o ReencryptOptions) error {
-	if r.finishOnly || (!r.crashed && r.progress >= r.size) {
-		return h.reencFinish(dev, r)
-	}
-	if r.crashed {
-		if err := r.recoverHotzone(dev, data); err != nil {
-			return err
-		}
-		if err := h.commit(dev, h.segmentsRoot(r, r.hotOff+r.hotLen, 0)); err != nil {
-			return err
-		}
-		r.progress = r.hotOff + r.hotLen
-	}
-	if o.HotzoneSize == 0 && r.resilience == "none" {
-		o.HotzoneSize = defaultNoneHotzone
-	}
-	hz := r.hotzoneMax(o)
-	if hz == 0 {
-		return fmt.Errorf("%w: no room for a hotzone", ErrNoFreeSlot)
-	}
-	// A reader goroutine fetches and decrypts the next hotzone while this
-	// one is encrypted and written: the ranges never overlap, and the
-	// resilience data is taken from what was read, before anything is
-	// written there.
-	next := make(chan preparedChunk, 1)
-	stop := make(chan struct{})
-	defer close(stop)
-	pool := newBufferPool(hz)
-	go r.readAhead(data, r.progress, hz, pool, next, stop) // reencrypt_pipeline.go
-	steps := 0
-	var piece []byte // checksum's: the hotzone is read again, a piece at a time
-	none := r.resilience == "none"
-	for r.progress < r.size {
-		stopped := ctx.Err()
-		if stopped == nil && o.StopAfter > 0 && steps >= o.StopAfter {
-			stopped = errStopAfter
-		}
-		if stopped != nil {
-			// With none, the metadata moves only here: the data written so
-			// far must be durable before it says so.
-			if none {
-				if err := data.Sync(); err != nil {
-					return err
-				}
-				if err := h.commit(dev, h.segmentsRoot(r, r.progress, 0)); err != nil {
-					return err
-				}
-			}
-			if stopped == errStopAfter {
-				return nil
-			}
-			return stopped
-		}
-		c, ok := <-next
-		if !ok || c.off != r.progress {
-			return fmt.Errorf("internal error: hotzone reader out of step")
-		}
-		if c.err != nil {
-			return fmt.Errorf("reading the hotzone at %d: %w", r.dataOff+c.off, c.err)
-		}
-		n := c.n
-		if !none {
-			if err := r.writeResilience(dev, c.prot); err != nil {
-				return fmt.Errorf("writing reencryption resilience data: %w", err)
-			}
-			if err := h.commit(dev, h.segmentsRoot(r, r.progress, n)); err != nil {
-				return err
-			}
-		}
-		if c.plain == nil {
-			if piece == nil {
-				piece = make([]byte, pieceSize)
-				defer clear(piece)
-			}
-			if err := r.rewriteHotzone(data, r.progress, n, piece); err != nil {
-				return err
-			}
-		} else {
-			if err := r.writeHotzone(data, c.plain, r.progress); err != nil {
-				return err
-			}
-			pool.put(c.plain)
-		}
-		r.progress += n
-		steps++
-		if o.Progress != nil {
-			o.Progress(r.progress, r.size)
-		}
-		if !none {
-			if err := data.Sync(); err != nil {
-				return err
-			}
-			if r.progress < r.size {
-				if err := h.commit(dev, h.segmentsRoot(r, r.progress, 0)); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	if none {
-		if err := data.Sync(); err != nil {
-			return err
-		}
-	}
-	if stopBeforeFinish {
-		return h.commit(dev, h.segmentsRoot(r, r.progress, 0))
-	}
-	return h.reencFinish(dev, r)
-}
-
-// stopBeforeFinish leaves a completed run unfinished (tests only).
-var stopBeforeFinish bool
-
-// reencFinish drops the reencryption metadata and the old keyslots in one
-// commit, then wipes their areas.
-func (h *Header) reencFinish(dev Device, r *reenc) error {
-	root := h.segmentsRoot(r, r.size, 0)
-	segs := root.get("segments")
-	segs.obj = segs.obj[:1]
-	nd := root.get("digests").get(strconv.Itoa(r.digNew))
-	nd.set("segments", jarrStr("0"))
-	nd.raw = nil
-	var wipe [][2]uint64
-	ksObj := root.get("keyslots")
-	for id, k := range h.md.keyslots {
-		if (k.Digest == r.digOld && r.digOld != r.digNew) || id == r.ks {
-			sid := strconv.Itoa(id)
-			ksObj.del(sid)
-			dropKeyslotRefs(root, sid)
-			wipe = append(wipe, [2]uint64{k.AreaOffset, k.AreaSize})
-		}
-	}
-	dgs := root.get("digests")
-	for _, del := range []int{r.digReenc, r.digOld} {
-		if del == r.digNew {
-			continue
-		}
-		dgs.del(strconv.Itoa(del))
-	}
-	dgs.raw = nil
-	setRequirement(root, false)
-	if err := h.commit(dev, root); err != nil {
-		return err
-	}
-	for _, w := range wipe {
-		if w[1] > 0 && w[1] <= MaxKeyslotsSize {
-			if err := luksutil.WipeArea(dev, int64(w[0]), int(w[1])); err != nil {
-				return fmt.Errorf("wiping an old keyslot area: %w", err)
-			}
-		}
-	}
-	return nil
 }

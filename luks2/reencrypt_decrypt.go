@@ -48,6 +48,8 @@ const defaultMovedLen = 20 << 20
 // At the end the header holds one linear segment and no keyslots. On ctx's
 // end it stops between hotzones.
 func Decrypt(ctx context.Context, hdev, data Device, passphrase []byte, o DecryptOptions) error {
+	ctx, known := withDerivedKeys(ctx) // reencrypt_keys.go: init's key, not derived again
+	defer known.wipe()
 	if data == nil {
 		data = hdev
 	}
@@ -74,7 +76,7 @@ func Decrypt(ctx context.Context, hdev, data Device, passphrase []byte, o Decryp
 		if o.InitOnly {
 			return fmt.Errorf("%w: cannot initialise it again", ErrReencryptInProgress)
 		}
-		return h.resumeModal(ctx, hdev, data, passphrase, modalOpts{o.HotzoneSize, o.Slot, o.StopAfter, o.Progress, o.Resilience, o.Hash})
+		return h.resume(ctx, hdev, data, passphrase, runOpts{hotzone: o.HotzoneSize, slot: o.Slot, stopAfter: o.StopAfter, progress: o.Progress, resilience: o.Resilience, hash: o.Hash})
 	} else if o.ResumeOnly {
 		return ErrNoReencryption
 	} else if seg, serr := h.dataSegment(); serr == nil && seg.Offset != 0 && data != hdev {
@@ -88,7 +90,7 @@ func Decrypt(ctx context.Context, hdev, data Device, passphrase []byte, o Decryp
 	if h, err = ReadContext(ctx, hdev); err != nil {
 		return err
 	}
-	return h.resumeModal(ctx, hdev, data, passphrase, modalOpts{o.HotzoneSize, o.Slot, o.StopAfter, o.Progress, "", ""})
+	return h.resume(ctx, hdev, data, passphrase, runOpts{hotzone: o.HotzoneSize, slot: o.Slot, stopAfter: o.StopAfter, progress: o.Progress})
 }
 
 // decryptShiftInit starts cryptsetup's decryption with a data shift. h is
@@ -203,7 +205,11 @@ func (h *Header) decryptShiftInit(ctx context.Context, hdev, data, src Device, p
 	if err := copyRange(data, shift, 0, moved); err != nil {
 		return fmt.Errorf("moving the first %d bytes of data: %w", moved, err)
 	}
-	return hm.write(hdev, p)
+	if err := hm.write(hdev, p); err != nil {
+		return err
+	}
+	rememberKey(ctx, d.ID, key)
+	return nil
 }
 
 // clearSignatures zeroes the LUKS magic of both header copies on dev
@@ -233,7 +239,10 @@ func (h *Header) decryptInit(ctx context.Context, hdev, data Device, passphrase 
 		return ErrDecryptAttached
 	}
 	block := seg.SectorSize
-	area, err := h.resilienceArea(o.Resilience, o.Hash, block)
+	if err := checkHotzone(o.HotzoneSize, block); err != nil {
+		return err
+	}
+	area, err := h.resilienceArea(o.Resilience, o.Hash, block, nil)
 	if err != nil {
 		return err
 	}
@@ -266,7 +275,11 @@ func (h *Header) decryptInit(ctx context.Context, hdev, data Device, passphrase 
 	if err != nil {
 		return err
 	}
-	return h.commit(hdev, root)
+	if err := h.commit(hdev, root); err != nil {
+		return err
+	}
+	rememberKey(ctx, d.ID, key)
+	return nil
 }
 
 // unlockSegmentKey opens the data segment's key and returns it with its

@@ -179,8 +179,8 @@ func (p part) Size() (int64, error) { return p.n, nil }
 // resilience, 512-byte sectors, four hotzones). The header and the data
 // share one power-cut disk, so a sync of either syncs both: the sweep
 // checks the order of the writes, not that the data device is synced
-// before the header names it (modalRun does both in that order). Every
-// cut resumes, by blkcrypt (every image) and cryptsetup (every 7th), to
+// before the header names it (the engine's step does both in that
+// order). Every cut resumes, by blkcrypt (every image) and cryptsetup (every 7th), to
 // the original plaintext.
 func TestDecryptPowerCut(t *testing.T) {
 	cs := lukstest.NeedCryptsetup(t)

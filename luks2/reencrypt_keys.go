@@ -5,11 +5,11 @@ import (
 	"context"
 )
 
-// derivedKeys carries the keys a fresh run's reencryptInit derived (the
-// old key) or made (the new one), by digest ID, to the loadReenc right
-// after it. Without it a run derived the old key twice and the new key
+// derivedKeys carries the keys a fresh run's init derived (the old key)
+// or made (the new one), by digest ID, to the loadEngine right after it.
+// Without it a reencryption derived the old key twice and the new key
 // once more after storing it: four KDF runs where cryptsetup has two,
-// seconds each with argon2id. It travels in the context so that the
+// seconds each with argon2id (an encryption or decryption one more). It travels in the context so that the
 // init and load signatures, which other entry points share, stay as
 // they are.
 type derivedKeys map[int][]byte

@@ -20,11 +20,11 @@ import (
 // An Online is not safe for concurrent use; its methods are called by the
 // one goroutine that runs the reencryption.
 type Online struct {
-	h         *Header
-	dev, data Device
-	r         *reenc
-	hz        uint64
-	finished  bool
+	e        *engine
+	hz       uint64
+	pool     *bufferPool
+	piece    []byte // checksum's: the hotzone is read again, a piece at a time
+	finished bool
 }
 
 // OpenOnline loads the reencryption stored in dev's header (or starts one
@@ -56,56 +56,58 @@ func OpenOnline(ctx context.Context, dev Device, passphrase []byte, opts Reencry
 		if h, err = ReadContext(ctx, dev); err != nil {
 			return nil, err
 		}
-	} else if err := h.checkResumeOptions(opts); err != nil {
+	} else if err := h.checkResumeOptions(runOpts{resilience: opts.Resilience, hash: opts.Hash, cipher: opts.Cipher}); err != nil {
 		return nil, err
 	}
-	r, err := h.loadReenc(ctx, dev, data, passphrase, slotArg(opts.Slot))
+	// The volume maps both sides with a cipher: an encryption or
+	// decryption (one side plaintext) is not served while it runs.
+	if mode := h.reencMode(); mode != "reencrypt" {
+		return nil, fmt.Errorf("%w: an %s in progress (online, only a reencryption is supported)", ErrUnsupported, mode)
+	}
+	e, err := h.loadEngine(ctx, dev, data, passphrase, slotArg(opts.Slot)) // reencrypt_engine.go
 	if err != nil {
 		return nil, err
 	}
-	o := &Online{h: h, dev: dev, data: data, r: r}
-	if r.finishOnly {
+	e.online = true
+	o := &Online{e: e}
+	if e.finishOnly {
 		// Every byte is under the new key already; only metadata is left.
-		if err := h.reencFinish(dev, r); err != nil {
-			r.wipe()
+		if err := e.finish(); err != nil {
+			e.wipe()
 			return nil, err
 		}
 		o.finished = true
 		return o, nil
 	}
-	if r.crashed {
-		if err := r.recoverHotzone(dev, data); err != nil {
-			r.wipe()
-			return nil, fmt.Errorf("recovering the interrupted reencryption hotzone: %w", err)
-		}
-		if err := h.commit(dev, h.segmentsRoot(r, r.hotOff+r.hotLen, 0)); err != nil {
-			r.wipe()
-			return nil, err
-		}
-		r.progress, r.crashed = r.hotOff+r.hotLen, false
-	}
-	if o.hz = r.hotzoneMax(opts); o.hz == 0 {
-		r.wipe()
+	if o.hz = e.hotzoneMax(opts.HotzoneSize); o.hz == 0 && !e.doneAfterRecovery() {
+		e.wipe()
 		return nil, fmt.Errorf("%w: no room for a hotzone", ErrNoFreeSlot)
 	}
+	if e.crashed {
+		if err := e.recover(); err != nil {
+			e.wipe()
+			return nil, err
+		}
+	}
+	o.pool = newBufferPool(o.hz)
 	return o, nil
 }
 
 // Size is the number of data bytes the reencryption covers: the volume
 // the caller serves.
-func (o *Online) Size() uint64 { return o.r.size }
+func (o *Online) Size() uint64 { return o.e.size }
 
 // Done is how many bytes from the start of the data area are under the
 // new key.
 func (o *Online) Done() uint64 {
 	if o.finished {
-		return o.r.size
+		return o.e.size
 	}
-	return o.r.progress
+	return o.e.progress()
 }
 
 // DataOffset is where the data area starts on the data device.
-func (o *Online) DataOffset() uint64 { return o.r.dataOff }
+func (o *Online) DataOffset() uint64 { return o.e.to.off }
 
 // Finished reports whether the reencryption metadata is gone: the volume
 // is an ordinary LUKS2 volume under the new key.
@@ -115,17 +117,17 @@ func (o *Online) Finished() bool { return o.finished }
 // above it (oldC; nil once only the new key is known), numbered from the
 // start of the data area; the caller wipes them.
 func (o *Online) Ciphers() (oldC, newC *sector.Cipher, err error) {
-	r := o.r
-	if r.newKey == nil {
+	from, to := &o.e.from, &o.e.to
+	if to.key == nil {
 		return nil, nil, fmt.Errorf("%w: the new volume key is not known", ErrWrongPassphrase)
 	}
-	if newC, err = sector.New(r.newCipher, r.newKey, sector.Options{SectorSize: r.newSS, IVOffset: r.ivBase}); err != nil {
+	if newC, err = sector.New(to.cipher, to.key, sector.Options{SectorSize: to.ss, IVOffset: to.iv}); err != nil {
 		return nil, nil, fmt.Errorf("%w: new cipher: %w", ErrUnsupported, err)
 	}
-	if r.oldKey == nil {
+	if from.key == nil {
 		return nil, newC, nil
 	}
-	if oldC, err = sector.New(r.oldCipher, r.oldKey, sector.Options{SectorSize: r.oldSS, IVOffset: r.ivBase}); err != nil {
+	if oldC, err = sector.New(from.cipher, from.key, sector.Options{SectorSize: from.ss, IVOffset: from.iv}); err != nil {
 		newC.Wipe()
 		return nil, nil, fmt.Errorf("%w: old cipher: %w", ErrUnsupported, err)
 	}
@@ -134,65 +136,35 @@ func (o *Online) Ciphers() (oldC, newC *sector.Cipher, err error) {
 
 // Align is the granularity of the boundary: both sector sizes divide it,
 // so a sector is never split between the keys.
-func (o *Online) Align() int { return max(o.r.oldSS, o.r.newSS) }
+func (o *Online) Align() int { return int(o.e.align()) }
 
 // Next is the hotzone Step processes next, in bytes from the start of the
 // data area; n is zero when every byte is done.
 func (o *Online) Next() (off, n uint64) {
-	if o.finished || o.r.progress >= o.r.size {
-		return o.r.size, 0
+	if o.finished || o.e.finished() {
+		return o.e.size, 0
 	}
-	return o.r.progress, min(o.hz, o.r.size-o.r.progress)
+	return o.e.next(o.hz)
 }
 
-// Step reencrypts the hotzone Next names. The caller must keep every
-// read and write of the volume out of that range until Step returns; on
-// success Done has moved past it.
+// Step reencrypts the hotzone Next names: the offline run's step, with no
+// read-ahead (the next hotzone may still be written by a client until its
+// step locks it). The caller must keep every read and write of the volume
+// out of that range until Step returns; on success Done has moved past it.
 func (o *Online) Step() error {
-	r := o.r
 	off, n := o.Next()
 	if n == 0 {
 		return nil
 	}
-	buf := make([]byte, n)
-	defer clear(buf)
-	if _, err := readFull(o.data, buf, int64(r.dataOff+off)); err != nil {
-		return fmt.Errorf("reading the hotzone at %d: %w", r.dataOff+off, err)
+	c := o.e.prepareChunk(off, n, o.pool, nil) // reencrypt_pipeline.go
+	if c.err != nil {
+		o.pool.put(c.plain)
+		return fmt.Errorf("reading the hotzone at %d: %w", o.e.src(off), c.err)
 	}
-	// Online, none commits the boundary after every step too: the volume
-	// may be closed (or the process killed) between any two steps, and no
-	// later call could then write it.
-	none := r.resilience == "none"
-	if !none {
-		if err := r.protect(o.dev, buf); err != nil {
-			return fmt.Errorf("writing reencryption resilience data: %w", err)
-		}
-		if err := o.h.commit(o.dev, o.h.segmentsRoot(r, off, n)); err != nil {
-			return err
-		}
+	if c.plain == nil && o.piece == nil {
+		o.piece = make([]byte, pieceSize)
 	}
-	sec := off / 512
-	if err := r.oldC.DecryptSectors(buf, buf, sec); err != nil {
-		return err
-	}
-	if err := r.newC.EncryptSectors(buf, buf, sec); err != nil {
-		return err
-	}
-	if _, err := o.data.WriteAt(buf, int64(r.dataOff+off)); err != nil {
-		return fmt.Errorf("writing the hotzone at %d: %w", r.dataOff+off, err)
-	}
-	{
-		if err := o.data.Sync(); err != nil {
-			return err
-		}
-		if off+n < r.size {
-			if err := o.h.commit(o.dev, o.h.segmentsRoot(r, off+n, 0)); err != nil {
-				return err
-			}
-		}
-	}
-	r.progress = off + n
-	return nil
+	return o.e.step(c, o.piece, o.pool)
 }
 
 // Stop makes what the steps wrote durable. Every step commits its
@@ -202,7 +174,7 @@ func (o *Online) Stop() error {
 	if o.finished {
 		return nil
 	}
-	return o.data.Sync()
+	return o.e.data.Sync()
 }
 
 // Finish ends a reencryption whose every byte is done: the old keyslots,
@@ -211,15 +183,10 @@ func (o *Online) Finish() error {
 	if o.finished {
 		return nil
 	}
-	if o.r.progress < o.r.size {
+	if !o.e.finished() {
 		return errors.New("the reencryption is not done yet")
 	}
-	if o.r.resilience == "none" {
-		if err := o.data.Sync(); err != nil {
-			return err
-		}
-	}
-	if err := o.h.reencFinish(o.dev, o.r); err != nil {
+	if err := o.e.finish(); err != nil {
 		return err
 	}
 	o.finished = true
@@ -227,4 +194,7 @@ func (o *Online) Finish() error {
 }
 
 // Close wipes the keys.
-func (o *Online) Close() { o.r.wipe() }
+func (o *Online) Close() {
+	o.e.wipe()
+	clear(o.piece)
+}

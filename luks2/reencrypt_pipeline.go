@@ -9,9 +9,9 @@ import (
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 )
 
-// The offline run's read-ahead: while one hotzone is encrypted, written
+// The offline run's read-ahead: while one hotzone is transformed, written
 // and committed, a goroutine reads the next one and computes its
-// resilience data from the old ciphertext, so reading and hashing overlap
+// resilience data from the old data, so reading and hashing overlap
 // the writes, syncs and commits of the step before (the sector engine
 // shares each batch between both cores as well).
 //
@@ -43,11 +43,12 @@ const hotzoneBuffers = 2
 
 // preparedChunk is one hotzone read and decrypted ahead of its turn.
 type preparedChunk struct {
-	off   uint64
-	n     uint64 // the hotzone's length
-	prot  []byte // resilience data (checksums, or the journal: the old ciphertext)
-	plain []byte // the hotzone decrypted with the old key
-	err   error
+	off     uint64
+	n       uint64 // the hotzone's length
+	prot    []byte // resilience data (checksums, or the journal: the old data)
+	plain   []byte // the hotzone decrypted with the old key (nil for checksum: read again)
+	err     error
+	stopped bool // the run ended while it was read
 }
 
 // bufferPool hands out up to hotzoneBuffers hotzone buffers and takes
@@ -92,57 +93,36 @@ func (p *bufferPool) put(b []byte) {
 	}
 }
 
-// resilienceData is what protect writes for raw, the old ciphertext:
-// the checksums of its blocks, raw itself for a journal, nil for none.
-func (r *reenc) resilienceData(raw []byte) []byte {
-	switch r.resilience {
-	case "checksum":
-		hf, _ := hashByName(r.hash)
-		sums := make([]byte, len(raw)/r.block*hf().Size())
-		r.sumsInto(sums, raw, hf)
-		return sums
-	case "journal":
-		return raw
-	}
-	return nil
-}
-
 // sumsInto writes the checksum of each block of raw into sums, which
 // holds one hash per block.
-func (r *reenc) sumsInto(sums, raw []byte, hf func() hash.Hash) {
+func (e *engine) sumsInto(sums, raw []byte, hf func() hash.Hash) {
 	hh := hf()
 	hs := hh.Size()
-	for i := 0; (i+1)*r.block <= len(raw); i++ {
+	for i := 0; (i+1)*e.block <= len(raw); i++ {
 		hh.Reset()
-		hh.Write(raw[i*r.block : (i+1)*r.block])
+		hh.Write(raw[i*e.block : (i+1)*e.block])
 		hh.Sum(sums[i*hs : i*hs : (i+1)*hs])
 	}
 }
 
 // writeResilience writes and syncs the resilience data of a hotzone.
-func (r *reenc) writeResilience(dev Device, prot []byte) error {
+func (e *engine) writeResilience(prot []byte) error {
 	if prot == nil {
 		return nil
 	}
-	return luksutil.WriteSync(dev, prot, int64(r.areaOff))
+	return luksutil.WriteSync(e.dev, prot, int64(e.areaOff))
 }
 
-// readAhead sends each hotzone from start on, prepared, until the end, a
-// read error or stop. The ranges it reads are not written until their
-// turn, so what it reads is the old ciphertext.
-func (r *reenc) readAhead(data Device, start, hz uint64, pool *bufferPool, next chan<- preparedChunk, stop <-chan struct{}) {
-	for off := start; off < r.size; {
-		n := min(hz, r.size-off)
-		c := preparedChunk{off: off, n: n}
-		if r.resilience == "checksum" {
-			c.prot, c.err = r.checksums(data, off, n, stop)
-		} else {
-			buf := pool.get(n, stop)
-			if buf == nil {
-				return
-			}
-			c.plain = buf
-			c.prot, c.err = r.prepare(data, buf, off)
+// readAhead sends each planned hotzone, prepared, in order, until the
+// plan ends, a read fails or stop closes; it closes next when done. The
+// ranges it reads are not written until their turn, so what it reads is
+// the old data.
+func (e *engine) readAhead(plan [][2]uint64, pool *bufferPool, next chan<- preparedChunk, stop <-chan struct{}) {
+	defer close(next)
+	for _, p := range plan {
+		c := e.prepareChunk(p[0], p[1], pool, stop)
+		if c.stopped {
+			return
 		}
 		select {
 		case next <- c:
@@ -153,9 +133,25 @@ func (r *reenc) readAhead(data Device, start, hz uint64, pool *bufferPool, next 
 		if c.err != nil {
 			return
 		}
-		off += n
 	}
-	close(next)
+}
+
+// prepareChunk reads the hotzone [off,off+n) and computes its resilience
+// data: for checksum protection only the checksums (the writer reads the
+// data again), else the old data too, decrypted, in a buffer of pool.
+func (e *engine) prepareChunk(off, n uint64, pool *bufferPool, stop <-chan struct{}) preparedChunk {
+	c := preparedChunk{off: off, n: n}
+	if e.protection(off) == "checksum" {
+		c.prot, c.err = e.checksums(off, n, stop)
+		c.stopped = c.err == errStopAfter
+		return c
+	}
+	if c.plain = pool.get(n, stop); c.plain == nil {
+		c.stopped = true
+		return c
+	}
+	c.prot, c.err = e.prepare(c.plain, off)
+	return c
 }
 
 // piecesInFlight is how many read pieces are hashed and decrypted at once
@@ -165,17 +161,12 @@ func (r *reenc) readAhead(data Device, start, hz uint64, pool *bufferPool, next 
 const piecesInFlight = 2
 
 // prepare reads the hotzone at off into buf piece by piece and returns
-// its resilience data, buf decrypted with the old key.
-func (r *reenc) prepare(data Device, buf []byte, off uint64) ([]byte, error) {
+// its resilience data (a journal: the old data itself), buf decrypted
+// with the old key when it has one.
+func (e *engine) prepare(buf []byte, off uint64) ([]byte, error) {
 	var prot []byte
-	var hf func() hash.Hash
-	hs := 0
-	switch r.resilience {
-	case "checksum":
-		hf, _ = hashByName(r.hash)
-		hs = hf().Size()
-		prot = make([]byte, len(buf)/r.block*hs)
-	case "journal":
+	journal := e.protection(off) == "journal"
+	if journal {
 		prot = make([]byte, len(buf))
 	}
 	var wg sync.WaitGroup
@@ -184,7 +175,7 @@ func (r *reenc) prepare(data Device, buf []byte, off uint64) ([]byte, error) {
 	slots := make(chan struct{}, piecesInFlight)
 	for p := 0; p < len(buf); p += pieceSize {
 		piece := buf[p:min(p+pieceSize, len(buf))]
-		if _, err := readFull(data, piece, int64(r.dataOff+off+uint64(p))); err != nil {
+		if _, err := readFull(e.data, piece, int64(e.src(off)+uint64(p))); err != nil {
 			wg.Wait()
 			return nil, err
 		}
@@ -192,13 +183,13 @@ func (r *reenc) prepare(data Device, buf []byte, off uint64) ([]byte, error) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			switch r.resilience {
-			case "checksum":
-				r.sumsInto(prot[p/r.block*hs:], piece, hf)
-			case "journal":
-				copy(prot[p:], piece) // the journal is the ciphertext itself
+			if journal {
+				copy(prot[p:], piece)
 			}
-			if err := r.oldC.DecryptSectors(piece, piece, (off+uint64(p))/512); err != nil {
+			if e.from.c == nil {
+				return
+			}
+			if err := e.from.c.DecryptSectors(piece, piece, (off+uint64(p))/512); err != nil {
 				mu.Lock()
 				firstErr = cmp.Or(firstErr, err)
 				mu.Unlock()
@@ -209,17 +200,20 @@ func (r *reenc) prepare(data Device, buf []byte, off uint64) ([]byte, error) {
 	return prot, firstErr
 }
 
-// writeHotzone encrypts the decrypted hotzone plain, at off of the data,
-// with the new key and writes it, piece by piece.
-func (r *reenc) writeHotzone(data Device, plain []byte, off uint64) error {
+// writeHotzone encrypts the decrypted hotzone plain of logical offset
+// off with the new key (when it has one) and writes it to its
+// destination, piece by piece.
+func (e *engine) writeHotzone(plain []byte, off uint64) error {
 	for p := 0; p < len(plain); p += pieceSize {
 		piece := plain[p:min(p+pieceSize, len(plain))]
 		at := off + uint64(p)
-		if err := r.newC.EncryptSectors(piece, piece, at/512); err != nil {
-			return err
+		if e.to.c != nil {
+			if err := e.to.c.EncryptSectors(piece, piece, at/512); err != nil {
+				return err
+			}
 		}
-		if _, err := data.WriteAt(piece, int64(r.dataOff+at)); err != nil {
-			return fmt.Errorf("writing the hotzone at %d: %w", r.dataOff+at, err)
+		if _, err := e.data.WriteAt(piece, int64(e.dst(at))); err != nil {
+			return fmt.Errorf("writing the hotzone at %d: %w", e.dst(at), err)
 		}
 	}
 	return nil
@@ -230,10 +224,10 @@ func (r *reenc) writeHotzone(data Device, plain []byte, off uint64) error {
 // again by the writer (rewriteHotzone) once the checksums are committed.
 // A 32 MiB hotzone held whole missed the cache at every pass (and faulted
 // in its buffers); pieces read twice stay in it.
-func (r *reenc) checksums(data Device, off, n uint64, stop <-chan struct{}) ([]byte, error) {
-	hf, _ := hashByName(r.hash)
+func (e *engine) checksums(off, n uint64, stop <-chan struct{}) ([]byte, error) {
+	hf, _ := hashByName(e.hash)
 	hs := hf().Size()
-	sums := make([]byte, int(n)/r.block*hs)
+	sums := make([]byte, int(n)/e.block*hs)
 	bufs := make(chan []byte, piecesInFlight+1)
 	for range piecesInFlight + 1 {
 		bufs <- make([]byte, pieceSize)
@@ -248,13 +242,13 @@ func (r *reenc) checksums(data Device, off, n uint64, stop <-chan struct{}) ([]b
 			return nil, errStopAfter // the run has ended; nobody reads this
 		}
 		piece := buf[:min(pieceSize, int(n)-p)]
-		if _, err := readFull(data, piece, int64(r.dataOff+off+uint64(p))); err != nil {
+		if _, err := readFull(e.data, piece, int64(e.src(off)+uint64(p))); err != nil {
 			return nil, err
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.sumsInto(sums[p/r.block*hs:], piece, hf)
+			e.sumsInto(sums[p/e.block*hs:], piece, hf)
 			bufs <- buf
 		}()
 	}
@@ -264,17 +258,19 @@ func (r *reenc) checksums(data Device, off, n uint64, stop <-chan struct{}) ([]b
 
 // rewriteHotzone reads the hotzone at off again, piece by piece into
 // piece, decrypts it with the old key and encrypts and writes it with the
-// new one.
-func (r *reenc) rewriteHotzone(data Device, off, n uint64, piece []byte) error {
+// new one (checksum protection is only ever in place).
+func (e *engine) rewriteHotzone(off, n uint64, piece []byte) error {
 	for p := uint64(0); p < n; p += uint64(len(piece)) {
 		b := piece[:min(uint64(len(piece)), n-p)]
-		if _, err := readFull(data, b, int64(r.dataOff+off+p)); err != nil {
-			return fmt.Errorf("reading the hotzone at %d: %w", r.dataOff+off+p, err)
+		if _, err := readFull(e.data, b, int64(e.src(off)+p)); err != nil {
+			return fmt.Errorf("reading the hotzone at %d: %w", e.src(off)+p, err)
 		}
-		if err := r.oldC.DecryptSectors(b, b, (off+p)/512); err != nil {
-			return err
+		if e.from.c != nil {
+			if err := e.from.c.DecryptSectors(b, b, (off+p)/512); err != nil {
+				return err
+			}
 		}
-		if err := r.writeHotzone(data, b, off+p); err != nil {
+		if err := e.writeHotzone(b, off+p); err != nil {
 			return err
 		}
 	}

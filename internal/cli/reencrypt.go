@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/blkcrypt/blkcrypt"
-	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/kdf"
 	"github.com/blkcrypt/blkcrypt/luks2"
 )
@@ -256,6 +255,7 @@ func runEncrypt(ctx context.Context, env *Env, p *parsed, path string) error {
 		UUID:       p.str("uuid"),
 		Label:      p.str("label"),
 		InitOnly:   p.bool("init-only"),
+		ResumeOnly: p.bool("resume-only"),
 	}
 	if err := checkResilience(p, o.Resilience, o.Hash, p.bool("resume-only")); err != nil {
 		return err
@@ -303,7 +303,6 @@ func runEncrypt(ctx context.Context, env *Env, p *parsed, path string) error {
 	}
 	defer df.Close()
 	data := luks2.File{File: df.File}
-	hdev := luks2.Device(data)
 	if hpath != "" {
 		_, serr := os.Stat(hpath)
 		missing := errors.Is(serr, os.ErrNotExist)
@@ -324,44 +323,26 @@ func runEncrypt(ctx context.Context, env *Env, p *parsed, path string) error {
 			}()
 		}
 		o.Header = luks2.File{File: hf.File}
-		hdev = o.Header
 	}
-	// A run in progress is resumed with its passphrase; a new one asks for
-	// the new passphrase (twice on a terminal), as luksFormat does.
+	// The library says whether it resumes or starts (and refuses what it
+	// would refuse) before a passphrase is asked for: a run in progress
+	// is resumed with its passphrase; a new one asks for the new
+	// passphrase (twice on a terminal), as luksFormat does.
+	plan, err := luks2.PlanEncrypt(ctx, data, &o)
+	if err != nil {
+		return encryptErr(ctx, path, err)
+	}
 	var pass []byte
-	uuid := o.UUID
-	if h, err := luks2.ReadContext(ctx, hdev); err == nil {
-		st := h.ReencryptionStatus()
-		switch {
-		case st == nil:
-			return usageErr("device %s is already a LUKS2 device", path)
-		case st.Mode != "encrypt":
-			return usageErr("%v: %s is in %s, not encryption", luks2.ErrReencryptInProgress, path, st.Mode)
-		}
-		if o.InitOnly {
-			return usageErr("%v: cannot initialise it again", luks2.ErrReencryptInProgress)
-		}
-		uuid = h.UUID()
+	if plan.Resume {
 		pass, _, err = readSecret(env, p, "Enter passphrase for "+path+": ")
-		if err != nil {
-			return err
-		}
 	} else {
-		if p.bool("resume-only") {
-			return usageErr("device reencryption not in progress")
-		}
-		if uuid == "" {
-			if uuid, err = luksutil.NewUUID(); err != nil {
-				return err
-			}
-			o.UUID = uuid
-		}
-		if pass, err = newPassphrase(env, p, "", p.str("key-file") != ""); err != nil {
-			return err
-		}
+		pass, err = newPassphrase(env, p, "", p.str("key-file") != "")
+	}
+	if err != nil {
+		return err
 	}
 	defer clear(pass)
-	unlockReenc, err := luks2.LockReencryption(uuid)
+	unlockReenc, err := luks2.LockReencryption(plan.UUID)
 	if err != nil {
 		return err
 	}
@@ -372,6 +353,12 @@ func runEncrypt(ctx context.Context, env *Env, p *parsed, path string) error {
 	if err == nil {
 		finish()
 	}
+	return encryptErr(ctx, path, err)
+}
+
+// encryptErr maps an encryption's errors as reencErr does, and a device
+// that holds LUKS already to cryptsetup's message.
+func encryptErr(ctx context.Context, path string, err error) error {
 	if errors.Is(err, luks2.ErrAlreadyLUKS) {
 		return usageErr("device %s is already a LUKS device", path)
 	}
