@@ -684,3 +684,48 @@ func TestLUKSRepair(t *testing.T) {
 		})
 	}
 }
+
+// TestLUKSMetaBusy: while a volume is open on the image, the header
+// methods that write are refused with ErrBusy and write nothing; after it
+// closes they go through.
+func TestLUKSMetaBusy(t *testing.T) {
+	f := newMetaFixture(t, "luks2", "file")
+	var backup bytes.Buffer
+	if _, err := f.h.BackupHeader(f.ctx, &backup); err != nil {
+		t.Fatal(err)
+	}
+	v, err := blkcrypt.Open(f.ctx, f.img, blkcrypt.OpenOptions{Passphrase: []byte("pw")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := f.bytes()
+	calls := map[string]func() error{
+		"SetLabel": func() error { return f.h.SetLabel(f.ctx, "busy", "") },
+		"SetUUID":  func() error { _, err := f.h.SetUUID(f.ctx, ""); return err },
+		"Erase":    func() error { return f.h.Erase(f.ctx, blkcrypt.EraseOptions{Force: true}) },
+		"ImportToken": func() error {
+			_, err := f.h.ImportToken(f.ctx, []byte(`{"type":"x","keyslots":[]}`), blkcrypt.TokenOptions{})
+			return err
+		},
+		"RestoreHeader": func() error {
+			return blkcrypt.RestoreLUKSHeader(f.ctx, f.img, backup.Bytes(), blkcrypt.RestoreOptions{Force: true})
+		},
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, blkcrypt.ErrBusy) {
+			t.Errorf("%s while a volume is open: %v, want ErrBusy", name, err)
+		}
+	}
+	if !bytes.Equal(before, f.bytes()) {
+		t.Error("a refused call wrote")
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.h.SetLabel(f.ctx, "free", ""); err != nil {
+		t.Fatalf("SetLabel after the volume closed: %v", err)
+	}
+	if dump := cs(t, "", "luksDump", f.img); !strings.Contains(dump, "Label:         \tfree\n") {
+		t.Errorf("cryptsetup luksDump:\n%s", dump)
+	}
+}
