@@ -322,13 +322,14 @@ const (
 func (e *entry) isDir() bool { return e.attr&attrDir != 0 }
 
 // readDir reads the entries of the directory whose first cluster is c (0:
-// the root directory).
-func (f *FS) readDir(c uint32, what string) ([]entry, error) {
+// the root directory). The ".." entry is not among them: dotdot is its
+// cluster, or -1 if there is none.
+func (f *FS) readDir(c uint32, what string) (ents []entry, dotdot int64, err error) {
 	var raw []byte
 	if c == 0 && f.typ != FAT32 {
 		raw = make([]byte, f.rootEntries*32)
 		if _, err := f.dev.ReadAt(raw, f.rootStart); err != nil {
-			return nil, fmt.Errorf("fat: read root directory: %w", err)
+			return nil, 0, fmt.Errorf("fat: read root directory: %w", err)
 		}
 	} else {
 		if c == 0 {
@@ -339,19 +340,20 @@ func (f *FS) readDir(c uint32, what string) ([]entry, error) {
 		limit := (maxDirEntries*32 + f.clusterSize - 1) / f.clusterSize
 		cl, err := f.chain(c, limit+1, what)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if int64(len(cl)) > limit {
-			return nil, corrupt("directory %s is longer than %d entries", what, maxDirEntries)
+			return nil, 0, corrupt("directory %s is longer than %d entries", what, maxDirEntries)
 		}
 		raw = make([]byte, int64(len(cl))*f.clusterSize)
 		for i, x := range cl {
 			if err := f.readCluster(raw[int64(i)*f.clusterSize:][:f.clusterSize], x, 0); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 		}
 	}
-	return parseDir(raw), nil
+	ents, dotdot = parseDir(raw)
+	return ents, dotdot, nil
 }
 
 func (f *FS) readCluster(p []byte, c uint32, off int64) error {
@@ -367,8 +369,8 @@ func (f *FS) readCluster(p []byte, c uint32, off int64) error {
 // only if their sequence is complete and each carries that entry's
 // checksum; anything else is an orphan and the 8.3 name stands, as in
 // Linux's vfat.
-func parseDir(raw []byte) []entry {
-	var out []entry
+func parseDir(raw []byte) (out []entry, dotdot int64) {
+	dotdot = -1
 	var lfn []uint16 // the long name gathered so far, in name order
 	var sum byte
 	want := 0 // the next sequence number expected, 0: none in progress
@@ -418,6 +420,9 @@ func parseDir(raw []byte) []entry {
 		}
 		short := shortName(d)
 		if short == "." || short == ".." {
+			if short == ".." && d[11]&attrDir != 0 {
+				dotdot = int64(binary.LittleEndian.Uint16(d[20:]))<<16 | int64(binary.LittleEndian.Uint16(d[26:]))
+			}
 			continue
 		}
 		name := long
@@ -437,7 +442,7 @@ func parseDir(raw []byte) []entry {
 			mtime:   fatTime(le.Uint16(d[24:]), le.Uint16(d[22:])),
 		})
 	}
-	return out
+	return out, dotdot
 }
 
 // checksum is the VFAT checksum of an 11-byte short name, stored in each

@@ -273,6 +273,17 @@ func TestHostile(t *testing.T) {
 			b[o+11] = attrDir
 			b[o+26], b[o+27] = 0, 0
 		}, "d1/d2"},
+		{"two directories share a subdirectory", func(b []byte) {
+			// file.txt in the root becomes a second parent of d1/d2.
+			o := f.rootStart
+			for ; o < f.rootStart+f.rootEntries*32; o += 32 {
+				if string(b[o:o+11]) == "FILE    TXT" {
+					break
+				}
+			}
+			b[o+11] = attrDir
+			b[o+26], b[o+27] = byte(d2.cluster), byte(d2.cluster>>8)
+		}, ""},
 		{"geometry beyond the volume", func(b []byte) { b[19], b[20] = 0, 0; b[32], b[33], b[34], b[35] = 0, 0, 0, 1 }, ""},
 	}
 	for _, c := range cases {

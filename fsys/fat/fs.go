@@ -47,7 +47,7 @@ func (f *FS) resolve(op, name string) (entry, []uint32, error) {
 		if len(anc) == 0 {
 			id = f.rootID()
 		}
-		ents, err := f.readDir(cur.cluster, quote(name))
+		ents, err := f.readChild(cur.cluster, anc, quote(name))
 		if err != nil {
 			return entry{}, nil, &fs.PathError{Op: op, Path: name, Err: err}
 		}
@@ -64,6 +64,38 @@ func (f *FS) resolve(op, name string) (entry, []uint32, error) {
 		}
 	}
 	return cur, anc, nil
+}
+
+// readChild reads directory c, whose enclosing directories are anc (root
+// first; none for the root itself). A subdirectory's ".." must name its
+// parent and a directory may list a subdirectory only once: then every
+// directory has one path, and a walk of a volume whose directories
+// share subdirectories (a DAG, exponential in paths) fails instead of
+// running for ever.
+func (f *FS) readChild(c uint32, anc []uint32, what string) ([]entry, error) {
+	ents, dotdot, err := f.readDir(c, what)
+	if err != nil {
+		return nil, err
+	}
+	if len(anc) > 0 {
+		parent := anc[len(anc)-1]
+		// ".." of a directory in the root is 0, on FAT32 too (some
+		// writers put the root's cluster there).
+		ok := dotdot == int64(parent) || len(anc) == 1 && dotdot == 0
+		if !ok {
+			return nil, corrupt("directory %s: its \"..\" is cluster %d, its parent %d", what, dotdot, parent)
+		}
+	}
+	seen := make(map[uint32]bool)
+	for _, e := range ents {
+		if e.isDir() {
+			if seen[e.cluster] {
+				return nil, corrupt("directory %s lists cluster %d twice", what, e.cluster)
+			}
+			seen[e.cluster] = true
+		}
+	}
+	return ents, nil
 }
 
 // checkSubdir fails for a directory entry whose cluster is free or one of
@@ -124,7 +156,7 @@ func (f *FS) Open(name string) (fs.File, error) {
 // list returns the entries of directory e, sorted by name, each
 // subdirectory checked against e and its ancestors.
 func (f *FS) list(e entry, anc []uint32, name string) ([]fs.DirEntry, error) {
-	ents, err := f.readDir(e.cluster, quote(name))
+	ents, err := f.readChild(e.cluster, anc, quote(name))
 	if err != nil {
 		return nil, err
 	}

@@ -197,9 +197,34 @@ func (f *FS) resolve(op, name string) (node, error) {
 		if err != nil {
 			return node{}, &fs.PathError{Op: op, Path: name, Err: err}
 		}
+		if rec.flags&recDir != 0 {
+			if err := checkParent(rec, cur.rec.num, quote(name)); err != nil {
+				return node{}, &fs.PathError{Op: op, Path: name, Err: err}
+			}
+		}
 		cur = node{rec: rec, name: ents[i].name, anc: append(slices.Clip(cur.anc), cur.rec.num)}
 	}
 	return cur, nil
+}
+
+// checkParent requires every name of directory rec to be in directory
+// parent. NTFS has no hard links to directories; with this check and
+// list's, every directory has one path, and a walk of a volume whose
+// directories share subdirectories (a DAG, exponential in paths) fails
+// instead of running for ever.
+func checkParent(rec *record, parent uint64, what string) error {
+	for _, a := range rec.attrs {
+		if a.typ != attrFileName {
+			continue
+		}
+		if !a.resident || len(a.value) < 8 {
+			return corrupt("directory %s: bad $FILE_NAME attribute", what)
+		}
+		if p, _ := ref(binary.LittleEndian.Uint64(a.value)); p != parent {
+			return corrupt("directory %s has a name in MFT record %d, its parent is %d", what, p, parent)
+		}
+	}
+	return nil
 }
 
 // list returns the user entries of directory n, refusing one that points
@@ -210,9 +235,16 @@ func (f *FS) list(n node, what string) ([]ientry, error) {
 		return nil, err
 	}
 	out := ents[:0]
+	dirs := make(map[uint64]bool)
 	for _, e := range ents {
 		if e.num < firstUserRec {
 			continue // system files, and the root's "." entry
+		}
+		if e.isDir {
+			if dirs[e.num] {
+				return nil, corrupt("directory %s lists MFT record %d twice", what, e.num)
+			}
+			dirs[e.num] = true
 		}
 		if e.num == n.rec.num || slices.Contains(n.anc, e.num) {
 			return nil, corrupt("directory %s contains itself or a directory above it (MFT record %d)", what, e.num)

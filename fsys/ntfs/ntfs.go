@@ -141,6 +141,9 @@ func Open(dev io.ReaderAt, size int64) (*FS, error) {
 		return nil, err
 	}
 	a, err := rec.data("", "$MFT")
+	if errors.Is(err, errNoAttr) {
+		return nil, corrupt("$MFT has no data attribute")
+	}
 	if err != nil {
 		return nil, err
 	}
