@@ -71,7 +71,9 @@ func buildTree(t testing.TB, dir string) {
 	for i := range 300 {
 		write(fmt.Sprintf("tree/d300/entry-%03d", i), []byte(strconv.Itoa(i)+"\n"), 0o644)
 	}
-	sp, err := os.Create(filepath.Join(dir, "tree/sparse.bin"))
+	// Outside tree/: fstest would read its 70 MiB many times over.
+	must(os.MkdirAll(filepath.Join(dir, "holes"), 0o755))
+	sp, err := os.Create(filepath.Join(dir, "holes/sparse.bin"))
 	must(err)
 	for i, off := range sparseAt {
 		_, err := sp.WriteAt(bytes.Repeat([]byte{byte('a' + i)}, 4096), off)
@@ -326,8 +328,16 @@ func checkCat(t *testing.T, fsys *FS, img string) {
 	if err != nil || string(b) != fstab {
 		t.Errorf("cat /etc/fstab: %q, %v", b, err)
 	}
-	for _, p := range []string{"tree/etc/fstab", "tree/big.bin", "tree/sparse.bin", "tree/tiny.txt", "tree/small/one", "tree/d300/entry-123", "tree/empty"} {
-		want := sha256.Sum256(debugfs(t, img, "cat /"+p))
+	for _, p := range []string{"tree/etc/fstab", "tree/big.bin", "holes/sparse.bin", "tree/tiny.txt", "tree/small/one", "tree/d300/entry-123", "tree/empty"} {
+		judge := debugfs(t, img, "cat /"+p)
+		// debugfs 1.47.0 cats all 60 bytes of i_block for an inline file
+		// whatever its size; cut to the size debugfs stat reports.
+		if u := statUser.FindSubmatch(debugfs(t, img, "stat /"+p)); u != nil {
+			if size, err := strconv.Atoi(string(u[3])); err == nil && size < len(judge) {
+				judge = judge[:size]
+			}
+		}
+		want := sha256.Sum256(judge)
 		f, err := fsys.Open(p)
 		if err != nil {
 			t.Errorf("open %s: %v", p, err)
@@ -349,7 +359,7 @@ func checkCat(t *testing.T, fsys *FS, img string) {
 		t.Errorf("ReadLink link-slow: %q, %v; debugfs cat differs", l, err)
 	}
 	// Random access into the sparse file: data, hole, data past 64 MiB.
-	f, err := fsys.Open("tree/sparse.bin")
+	f, err := fsys.Open("holes/sparse.bin")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,8 +367,12 @@ func checkCat(t *testing.T, fsys *FS, img string) {
 	ra := f.(io.ReaderAt)
 	buf := make([]byte, 8192)
 	for i, off := range sparseAt {
-		if _, err := ra.ReadAt(buf, off-4096+int64(len(buf))/2*0); err != nil && off != 0 {
-			t.Errorf("ReadAt %d: %v", off, err)
+		if off > 0 { // straddling the hole before the run
+			if _, err := ra.ReadAt(buf, off-4096); err != nil {
+				t.Errorf("ReadAt %d: %v", off-4096, err)
+			} else if !bytes.Equal(buf[:4096], make([]byte, 4096)) || buf[4096] != byte('a'+i) {
+				t.Errorf("sparse.bin across the hole at %d: wrong bytes", off)
+			}
 		}
 		if _, err := ra.ReadAt(buf[:4096], off); err != nil {
 			t.Errorf("ReadAt %d: %v", off, err)

@@ -24,6 +24,12 @@ type contents struct {
 
 	mu sync.Mutex
 	m  *mapper
+	// The last block read for a read smaller than a block, so reading a
+	// file a few bytes at a time costs one device read per block, not
+	// one per call.
+	cacheBlk   uint64
+	cache      []byte
+	cacheValid bool
 }
 
 func (f *FS) contents(in *inode) (*contents, error) {
@@ -85,10 +91,20 @@ func (c *contents) readAt(p []byte, off int64) (int, error) {
 			chunk = int(avail)
 		}
 		dst := p[n : n+chunk]
-		if r.zero {
+		switch {
+		case r.zero:
 			clear(dst)
-		} else if err := c.f.readAt(dst, int64(r.phys)*bs+in); err != nil {
-			return n, err
+		case in+int64(chunk) < bs:
+			if err := c.cachedBlock(lblk, r.phys); err != nil {
+				return n, err
+			}
+			c.mu.Lock()
+			copy(dst, c.cache[in:])
+			c.mu.Unlock()
+		default:
+			if err := c.f.readAt(dst, int64(r.phys)*bs+in); err != nil {
+				return n, err
+			}
 		}
 		n += chunk
 	}
@@ -96,6 +112,24 @@ func (c *contents) readAt(p []byte, off int64) (int, error) {
 		return n, io.EOF
 	}
 	return n, nil
+}
+
+// cachedBlock makes c.cache hold logical block lblk, stored at phys.
+func (c *contents) cachedBlock(lblk, phys uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cacheValid && c.cacheBlk == lblk {
+		return nil
+	}
+	if c.cache == nil {
+		c.cache = make([]byte, c.f.bs)
+	}
+	c.cacheValid = false
+	if err := c.f.readAt(c.cache, int64(phys)*c.f.bs); err != nil {
+		return err
+	}
+	c.cacheBlk, c.cacheValid = lblk, true
+	return nil
 }
 
 // file is an open regular file, symlink or special file.
