@@ -231,6 +231,9 @@ func parseArgs(verb string, argv []string) (*parsed, error) {
 		}
 		p.set[d.name] = val
 	}
+	if err := checkStackFlags(verb, p); err != nil {
+		return nil, err
+	}
 	// As cryptsetup, whatever the action.
 	if _, a := p.set["pbkdf-force-iterations"]; a {
 		if _, b := p.set["iter-time"]; b {

@@ -62,7 +62,7 @@ func openLUKS(ctx context.Context, p *parsed, path string, readOnly bool) (*blkc
 	if err != nil {
 		return nil, err
 	}
-	h, err := blkcrypt.OpenLUKS(ctx, hpath, blkcrypt.LUKSOptions{ReadOnly: readOnly})
+	h, err := openLUKSOn(ctx, p, hpath, readOnly) // the header in --partition, when given
 	if err != nil {
 		return nil, err
 	}

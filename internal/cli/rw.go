@@ -68,6 +68,11 @@ func volumeTypeContext(ctx context.Context, p *parsed, path string) string {
 	if h := p.str("header"); h != "" {
 		return detectTypeContext(ctx, h)
 	}
+	// Read from the map, not p.str: checkStackFlags refused --partition
+	// on every verb that does not declare it.
+	if _, ok := p.set["partition"]; ok {
+		return partitionType(ctx, p, path)
+	}
 	return detectTypeContext(ctx, path)
 }
 
@@ -98,7 +103,24 @@ func openVolumeWith(ctx context.Context, env *Env, p *parsed, path string, readO
 		}
 		f.Close()
 	}
+	part, err := openPartitionFlag(ctx, p, path, readOnly) // nil without --partition
+	if err != nil {
+		return nil, err
+	}
+	v, err := unlockOn(ctx, env, p, path, part, readOnly, adjust)
+	if err != nil && part != nil {
+		part.Close()
+	}
+	return v, err
+}
+
+// unlockOn unlocks DEVICE, or the partition part of it when part is not
+// nil (the Volume then owns part and closes it).
+func unlockOn(ctx context.Context, env *Env, p *parsed, path string, part *diskPartition, readOnly bool, adjust func(*blkcrypt.OpenOptions)) (*blkcrypt.Volume, error) {
 	typ := volumeTypeContext(ctx, p, path)
+	if part != nil {
+		typ = part.volumeType(p)
+	}
 	o := blkcrypt.OpenOptions{Type: typ, ReadOnly: readOnly, Header: p.str("header")}
 	if p.has("key-slot") {
 		o.Keyslot = blkcrypt.Slot(int(p.int("key-slot", -1)))
@@ -111,6 +133,9 @@ func openVolumeWith(ctx context.Context, env *Env, p *parsed, path string, readO
 	}()
 	switch typ {
 	case "":
+		if part != nil {
+			return nil, deviceErr(fmt.Errorf("%s is not a valid LUKS, BitLocker or FileVault device (use --type plain for plain dm-crypt)", part))
+		}
 		// As cryptsetup, a device without a signature is not taken for
 		// TrueCrypt (or plain) unless --type says so.
 		if err := detectErr(ctx, path); err != nil {
@@ -158,7 +183,13 @@ func openVolumeWith(ctx context.Context, env *Env, p *parsed, path string, readO
 	if adjust != nil {
 		adjust(&o)
 	}
-	v, err := blkcrypt.Open(ctx, path, o)
+	var v *blkcrypt.Volume
+	var err error
+	if part != nil {
+		v, err = blkcrypt.OpenDevice(ctx, part, o)
+	} else {
+		v, err = blkcrypt.Open(ctx, path, o)
+	}
 	if err != nil {
 		if errors.Is(err, blkcrypt.ErrNotLUKS) && strings.HasPrefix(typ, "luks") {
 			return nil, deviceErr(fmt.Errorf("device %s is not a valid LUKS device: %w", path, err))
@@ -277,7 +308,7 @@ func runRead(ctx context.Context, env *Env, p *parsed) error {
 	if err := checkOutput(env, p.str("output"), commandInputs(p, dev)); err != nil {
 		return err
 	}
-	v, err := openVolume(ctx, env, p, dev, true)
+	v, err := openTarget(ctx, env, p, dev, true)
 	if err != nil {
 		return err
 	}
@@ -338,7 +369,7 @@ func runWrite(ctx context.Context, env *Env, p *parsed) error {
 	if p.str("key-file") == "-" && r == env.Stdin {
 		return usageErr("--key-file - and data on stdin cannot both be used; give the data with --input")
 	}
-	v, err := openVolume(ctx, env, p, dev, false)
+	v, err := openTarget(ctx, env, p, dev, false)
 	if err != nil {
 		return err
 	}

@@ -117,26 +117,36 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 		return err
 	}
 	hardenProcess()
-	v, err := openVolumeWith(ctx, env, p, dev, p.bool("read-only"), func(o *blkcrypt.OpenOptions) { o.Reencrypt = ro })
+	if ro != nil && p.str("lv") != "" {
+		return usageErr("--reencrypt reencrypts the volume, not an LV in it: serve without --lv")
+	}
+	// b is the volume, or with --lv the LV inside it (v is then nil).
+	var b serveBackend
+	var v *blkcrypt.Volume
+	if p.str("lv") != "" {
+		b, err = openStack(ctx, env, p, dev, p.bool("read-only"), true)
+	} else if v, err = openVolumeWith(ctx, env, p, dev, p.bool("read-only"), func(o *blkcrypt.OpenOptions) { o.Reencrypt = ro }); err == nil {
+		b = v
+	}
 	if err != nil {
 		return err
 	}
-	defer v.Close()
+	defer b.Close()
 	l, err := serveListen(env, p, addr, tcfg)
 	if err != nil {
 		return err
 	}
-	srv := nbd.NewServer(v, nbd.Options{
+	srv := nbd.NewServer(b, nbd.Options{
 		ExportName:    p.str("export-name"),
-		Description:   "blkcrypt " + v.CipherSpec(),
-		ReadOnly:      v.ReadOnly(),
+		Description:   backendDescription(b),
+		ReadOnly:      b.ReadOnly(),
 		AllowDiscards: p.bool("allow-discards"),
 		MultiConn:     true, // Volume.Flush syncs the device for every connection
 		TLSConfig:     tcfg,
 		MaxConns:      maxConns,
 		IdleTimeout:   idle,
 	})
-	fmt.Fprintf(env.Stderr, "blkcrypt: serving %s (%d bytes) on %s\n", dev, v.Size(), l.Addr())
+	fmt.Fprintf(env.Stderr, "blkcrypt: serving %s (%d bytes) on %s\n", dev, b.Size(), l.Addr())
 	reencWait := func() error { return nil }
 	if ro != nil {
 		var stopServing context.CancelFunc
@@ -171,5 +181,5 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 	if serr != nil && !errors.Is(serr, context.Canceled) {
 		return serr
 	}
-	return v.Flush()
+	return b.Flush()
 }

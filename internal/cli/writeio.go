@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
-	"github.com/blkcrypt/blkcrypt"
 )
 
 // write --length works like dd's count in bytes: exactly that many bytes of
@@ -45,7 +43,10 @@ func writeLength(length, inputSize, off, volSize int64) (int64, error) {
 // everything up to EOF. A stream larger than the room left fills the
 // volume to its end and fails saying so; every error after the first write
 // says how many bytes were written, and where.
-func copyIntoVolume(ctx context.Context, v *blkcrypt.Volume, r io.Reader, off, n int64) error {
+func copyIntoVolume(ctx context.Context, v interface {
+	io.WriterAt
+	Size() int64
+}, r io.Reader, off, n int64) error {
 	if n >= 0 {
 		r = io.LimitReader(r, n)
 	}
