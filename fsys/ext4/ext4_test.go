@@ -872,6 +872,18 @@ func TestDirectoryLoop(t *testing.T) {
 	}
 }
 
+// TestDirectoryTwoNames gives a directory a second name in the same
+// parent: its ".." is still right, but walks below it would double at
+// every such level, so listing the parent is ErrCorrupt.
+func TestDirectoryTwoNames(t *testing.T) {
+	img, _ := hostileBase(t, true)
+	debugfsWrite(t, img, "ln /a /a2")
+	err := runBounded(t, mustRead(t, img))
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "two names") {
+		t.Fatalf("walk: %v, want ErrCorrupt for a directory with two names", err)
+	}
+}
+
 // TestSuperblockChecksum: with metadata_csum, a changed superblock field
 // is reported as a checksum mismatch.
 func TestSuperblockChecksum(t *testing.T) {

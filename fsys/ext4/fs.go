@@ -241,6 +241,10 @@ func (f *FS) dirEntries(in *inode, parent uint32) ([]fs.DirEntry, error) {
 		return nil, err
 	}
 	out := make([]fs.DirEntry, len(ents))
+	// Each directory has one name (its ".." names the parent, checked by
+	// readDir): two entries naming one directory would make every walk
+	// below them exponential.
+	dirs := map[uint32]bool{}
 	for i, d := range ents {
 		t, ok := ftMode(d.typ)
 		if !ok {
@@ -250,6 +254,12 @@ func (f *FS) dirEntries(in *inode, parent uint32) ([]fs.DirEntry, error) {
 				return nil, err
 			}
 			t = typeMode(child.mode)
+		}
+		if t.IsDir() {
+			if dirs[d.ino] {
+				return nil, fmt.Errorf("%w: directory inode %d: directory inode %d has two names", ErrCorrupt, in.ino, d.ino)
+			}
+			dirs[d.ino] = true
 		}
 		out[i] = &dirEntry{f: f, d: d, typ: t}
 	}
