@@ -1,0 +1,178 @@
+// Package token unlocks and enrolls the LUKS2 tokens systemd-cryptenroll
+// writes: systemd-tpm2 (a secret sealed by a TPM 2.0 under a PCR policy,
+// optionally with a PIN) and systemd-recovery (a recovery key typed as a
+// passphrase). A token yields a passphrase; the volume then opens through
+// blkcrypt.Open with OpenOptions.Passphrase, as any passphrase does.
+//
+// The package talks to a TPM with go-tpm over the TCTI strings systemd
+// accepts (device:/dev/tpmrm0, swtpm:host=H,port=P, swtpm:path=SOCKET,
+// and /dev/tpmrm0 when none is given). It sits above the root package, as
+// nbd/nbdclient does: the root compiles no TPM or network code.
+package token
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/blkcrypt/blkcrypt"
+)
+
+// Sentinel errors. Each failure is a one-line error naming the token and
+// wrapping one of these.
+var (
+	// ErrNoToken: the header holds no token that Unlock may use
+	// (or none of the id or type asked for).
+	ErrNoToken = errors.New("no usable token")
+	// ErrNoTPM: the TPM device cannot be reached.
+	ErrNoTPM = errors.New("no TPM2 device")
+	// ErrBadToken: the token's JSON or blob is malformed, or the TPM
+	// refuses the blob.
+	ErrBadToken = errors.New("malformed token")
+	// ErrUnsupported: the token uses a feature this package does not
+	// implement (named in the message).
+	ErrUnsupported = errors.New("unsupported token")
+	// ErrPCRMismatch: the PCRs no longer hold the values the secret was
+	// sealed to.
+	ErrPCRMismatch = errors.New("the PCR values do not match the policy")
+	// ErrNeedPIN: the token needs a PIN and none was given.
+	ErrNeedPIN = errors.New("the token needs a PIN")
+	// ErrWrongPIN: the TPM refused the PIN.
+	ErrWrongPIN = errors.New("wrong PIN")
+	// ErrLockout: the TPM is in dictionary-attack lockout.
+	ErrLockout = errors.New("the TPM is in lockout")
+	// ErrWrongSecret: the unsealed passphrase opens none of the token's
+	// keyslots.
+	ErrWrongSecret = errors.New("the unsealed passphrase opens none of the token's keyslots")
+)
+
+// Options choose the tokens Unlock tries and how.
+type Options struct {
+	// TPM2Device is the TPM in systemd's spelling; "" or "auto" is
+	// /dev/tpmrm0.
+	TPM2Device string
+	// PIN, when set, lets Unlock try the tokens that need one (after
+	// those that need none). Unlock does not keep it.
+	PIN []byte
+	// TokenID restricts Unlock to one token (cryptsetup's --token-id).
+	TokenID *int
+	// TokenType restricts Unlock to one token type (--token-type).
+	TokenType string
+}
+
+// Unlock tries the header's tokens and returns the passphrase the first
+// that works yields, and its id: first the tokens that need no
+// interaction (systemd-tpm2 without a PIN), then, when o.PIN is set, those
+// that need a PIN, each in id order. The passphrase is checked against the
+// token's keyslots before it is returned; the caller wipes it. Tokens of
+// other types are skipped unless o.TokenID or o.TokenType name them; a
+// systemd-recovery token is typed, never unlocked. When none works the
+// error says why for each token tried (one line).
+func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte, tokenID int, err error) {
+	toks, err := h.Tokens(ctx)
+	if err != nil {
+		return nil, -1, err
+	}
+	ids := make([]int, 0, len(toks))
+	for id := range toks {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	type cand struct {
+		id  int
+		tok *TPM2Token
+	}
+	var noPIN, withPIN []cand
+	var errs []error
+	asked := o.TokenID != nil || o.TokenType != ""
+	for _, id := range ids {
+		if o.TokenID != nil && *o.TokenID != id {
+			continue
+		}
+		typ := tokenType(toks[id])
+		if o.TokenType != "" && o.TokenType != typ {
+			continue
+		}
+		switch typ {
+		case TypeTPM2:
+			t, err := ParseTPM2Token(toks[id])
+			if err != nil {
+				errs = append(errs, fmt.Errorf("token %d (%s): %w", id, typ, err))
+				continue
+			}
+			if t.PIN {
+				withPIN = append(withPIN, cand{id, t})
+			} else {
+				noPIN = append(noPIN, cand{id, t})
+			}
+		case TypeRecovery:
+			if asked {
+				errs = append(errs, fmt.Errorf("token %d (%s): %w: a recovery key is typed as a passphrase", id, typ, ErrUnsupported))
+			}
+		default:
+			if asked {
+				errs = append(errs, fmt.Errorf("token %d (%q): %w: type not built in", id, typ, ErrUnsupported))
+			}
+		}
+	}
+	try := func(c cand, pin []byte) ([]byte, error) {
+		pass, err := unsealTPM2(ctx, c.id, c.tok, o.TPM2Device, pin)
+		if err != nil {
+			return nil, err
+		}
+		for _, ks := range c.tok.Keyslots {
+			if _, err := h.TestPassphrase(ctx, pass, blkcrypt.KeyOptions{Keyslot: &ks}); err == nil {
+				return pass, nil
+			} else if ctx.Err() != nil {
+				wipe(pass)
+				return nil, ctx.Err()
+			}
+		}
+		wipe(pass)
+		return nil, fmt.Errorf("token %d (%s): %w %v", c.id, TypeTPM2, ErrWrongSecret, c.tok.Keyslots)
+	}
+	for _, c := range noPIN {
+		pass, err := try(c, nil)
+		if err == nil {
+			return pass, c.id, nil
+		}
+		errs = append(errs, err)
+	}
+	for _, c := range withPIN {
+		if o.PIN == nil {
+			errs = append(errs, fmt.Errorf("token %d (%s): %w", c.id, TypeTPM2, ErrNeedPIN))
+			continue
+		}
+		pass, err := try(c, o.PIN)
+		if err == nil {
+			return pass, c.id, nil
+		}
+		errs = append(errs, err)
+	}
+	switch len(errs) {
+	case 0:
+		return nil, -1, ErrNoToken
+	case 1:
+		return nil, -1, errs[0]
+	}
+	// One line: the reasons joined with "; ", each still matchable.
+	return nil, -1, joined(errs)
+}
+
+type joinErr []error
+
+func joined(errs []error) error { return joinErr(errs) }
+
+func (j joinErr) Error() string {
+	s := ""
+	for i, e := range j {
+		if i > 0 {
+			s += "; "
+		}
+		s += e.Error()
+	}
+	return s
+}
+
+func (j joinErr) Unwrap() []error { return j }
