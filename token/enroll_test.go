@@ -1,0 +1,166 @@
+package token
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/blkcrypt/blkcrypt"
+)
+
+// keysInOrder returns a JSON object's keys in the order they are written.
+func keysInOrder(t *testing.T, js []byte) []string {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader(js))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("not an object: %s", js)
+	}
+	var keys []string
+	for d.More() {
+		k, err := d.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k.(string))
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return keys
+}
+
+// slotTypes parses systemd-cryptenroll's listing: keyslot number → type.
+func slotTypes(t *testing.T, f *fixture) map[int]string {
+	t.Helper()
+	out := f.cryptenroll(t, nil)
+	m := map[int]string{}
+	for _, line := range strings.Split(out, "\n") {
+		fs := strings.Fields(line)
+		if len(fs) == 2 {
+			if n, err := strconv.Atoi(fs[0]); err == nil {
+				m[n] = fs[1]
+			}
+		}
+	}
+	return m
+}
+
+// TestEnrollTPM2LikeSystemd: what EnrollTPM2 writes is a token
+// systemd-cryptenroll lists as tpm2, with systemd 252's fields in its
+// order and the same policy hash systemd computes for the same PCR state;
+// the tpm2-tools judge unseals it to the passphrase cryptsetup accepts,
+// and Unlock does too, with the PIN for a PIN token.
+func TestEnrollTPM2LikeSystemd(t *testing.T) {
+	tpm := startSwtpm(t)
+	tpm.extendPCR7(t)
+	f := newImage(t)
+	f.cryptenroll(t, nil, "--tpm2-device="+tpm.tcti, "--tpm2-pcrs=7") // token 0, keyslot 1
+	h := f.open(t)
+	ctx := ctxT(t)
+	slot, id, err := EnrollTPM2(ctx, h, TPM2EnrollOptions{EnrollOptions: EnrollOptions{Existing: f.pass}, TPM2Device: tpm.tcti})
+	if err != nil {
+		t.Fatalf("EnrollTPM2: %v", err)
+	}
+	pslot, pid, err := EnrollTPM2(ctx, h, TPM2EnrollOptions{EnrollOptions: EnrollOptions{Existing: f.pass}, TPM2Device: tpm.tcti, PIN: []byte("2468")})
+	if err != nil {
+		t.Fatalf("EnrollTPM2 with a PIN: %v", err)
+	}
+	types := slotTypes(t, f)
+	if types[slot] != "tpm2" || types[pslot] != "tpm2" {
+		t.Fatalf("systemd-cryptenroll lists %v; want tpm2 at %d and %d", types, slot, pslot)
+	}
+	theirs, err := h.ExportToken(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := h.ExportToken(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := keysInOrder(t, theirs), keysInOrder(t, ours); strings.Join(a, ",") != strings.Join(b, ",") {
+		t.Errorf("token fields %v, systemd-cryptenroll writes %v", b, a)
+	}
+	tt, err := ParseTPM2Token(theirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ot, err := ParseTPM2Token(ours)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(tt.PolicyHash, ot.PolicyHash) {
+		t.Errorf("policy hash %x, systemd's for the same PCRs %x", ot.PolicyHash, tt.PolicyHash)
+	}
+	j := judge(t, f.img, id, tpm.tcti)
+	if !f.cryptsetupAccepts(t, j) {
+		t.Fatal("cryptsetup refuses what the judge unsealed from our token")
+	}
+	pass, got, err := Unlock(ctx, h, Options{TPM2Device: tpm.tcti, TokenID: &id})
+	if err != nil || got != id || !bytes.Equal(pass, j) {
+		t.Fatalf("Unlock of our token: %d, %v (same as the judge: %v)", got, err, bytes.Equal(pass, j))
+	}
+	pass, got, err = Unlock(ctx, h, Options{TPM2Device: tpm.tcti, TokenID: &pid, PIN: []byte("2468")})
+	if err != nil || got != pid || !f.cryptsetupAccepts(t, pass) {
+		t.Fatalf("Unlock of our PIN token: %d, %v", got, err)
+	}
+	if _, _, err = Unlock(ctx, h, Options{TPM2Device: tpm.tcti, TokenID: &pid, PIN: []byte("1357")}); !errors.Is(err, ErrWrongPIN) {
+		t.Fatalf("our PIN token with a wrong PIN: %v", err)
+	}
+}
+
+var recoveryKeyRE = regexp.MustCompile(`[cbdefghijklnrtuv]{8}(-[cbdefghijklnrtuv]{8}){7}`)
+
+// TestRecoveryKeys: a recovery key systemd-cryptenroll enrolls is
+// recognised (its form and its token) and is the passphrase cryptsetup
+// takes verbatim; one EnrollRecovery makes opens in cryptsetup and is
+// listed by systemd-cryptenroll as a recovery slot; Unlock never tries to
+// unlock a recovery token by itself.
+func TestRecoveryKeys(t *testing.T) {
+	f := newImage(t)
+	out := f.cryptenroll(t, nil, "--recovery-key")
+	theirs := []byte(recoveryKeyRE.FindString(out))
+	if !IsRecoveryKey(theirs) {
+		t.Fatalf("no recovery key in systemd-cryptenroll's output")
+	}
+	if !f.cryptsetupAccepts(t, theirs) {
+		t.Fatal("cryptsetup refuses systemd's recovery key typed verbatim")
+	}
+	h := f.open(t)
+	ctx := ctxT(t)
+	toks, err := h.Tokens(ctx)
+	if err != nil || len(toks) != 1 || tokenType(toks[0]) != TypeRecovery {
+		t.Fatalf("tokens %d, %v", len(toks), err)
+	}
+	if _, _, err := Unlock(ctx, h, Options{}); !errors.Is(err, ErrNoToken) {
+		t.Fatalf("Unlock with only a recovery token: %v", err)
+	}
+	if _, _, err := Unlock(ctx, h, Options{TokenType: TypeRecovery}); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "token 0") {
+		t.Fatalf("Unlock asked for the recovery token: %v", err)
+	}
+
+	key, slot, id, err := EnrollRecovery(ctx, h, EnrollOptions{Existing: f.pass})
+	if err != nil {
+		t.Fatalf("EnrollRecovery: %v", err)
+	}
+	if !IsRecoveryKey(key) {
+		t.Fatalf("EnrollRecovery made a key of another form (%d bytes)", len(key))
+	}
+	if !f.cryptsetupAccepts(t, key) {
+		t.Fatal("cryptsetup refuses our recovery key")
+	}
+	if got := slotTypes(t, f)[slot]; got != "recovery" {
+		t.Fatalf("systemd-cryptenroll lists keyslot %d as %q", slot, got)
+	}
+	js, err := h.ExportToken(ctx, id)
+	if want := `{"type":"systemd-recovery","keyslots":["` + strconv.Itoa(slot) + `"]}`; err != nil || string(js) != want {
+		t.Fatalf("token %s, %v; want %s", js, err, want)
+	}
+	if _, err := h.TestPassphrase(ctx, key, blkcrypt.KeyOptions{Keyslot: &slot}); err != nil {
+		t.Fatalf("TestPassphrase: %v", err)
+	}
+}
