@@ -23,11 +23,10 @@ var (
 const maxLinks = 40
 
 var (
-	errNotDir   = errors.New("not a directory")
-	errIsDir    = errors.New("is a directory")
-	errLoop     = errors.New("too many levels of symbolic links")
-	errNotLink  = fmt.Errorf("not a symbolic link: %w", fs.ErrInvalid)
-	errNotFound = fs.ErrNotExist
+	errNotDir  = errors.New("not a directory")
+	errIsDir   = errors.New("is a directory")
+	errLoop    = errors.New("too many levels of symbolic links")
+	errNotLink = fmt.Errorf("not a symbolic link: %w", fs.ErrInvalid)
 )
 
 // resolve walks name (an io/fs path) from the root. Symbolic links met
