@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +15,10 @@ import (
 	"time"
 
 	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/fsys/ext4"
 	"github.com/blkcrypt/blkcrypt/fsys/fat"
+	"github.com/blkcrypt/blkcrypt/fsys/ntfs"
+	"github.com/blkcrypt/blkcrypt/fsys/probe"
 	"github.com/blkcrypt/blkcrypt/lvm"
 	"github.com/blkcrypt/blkcrypt/nbd"
 	"github.com/blkcrypt/blkcrypt/partition"
@@ -51,8 +53,8 @@ func init() {
 		o("keyfile-offset", "0"), o("keyfile-size", "all of it"), o("volume-key-file", "")})
 	extraVerbs = append(extraVerbs,
 		verb{"probe", nil, runProbe, "DEVICE — the tree of a disk image as lsblk -f shows it: partitions, encryption, LVM, filesystems"},
-		verb{"ls", nil, runLs, "DEVICE PATH — list a directory of the filesystem in DEVICE (read-only; FAT)"},
-		verb{"cat", nil, runCat, "DEVICE PATH — write a file of the filesystem in DEVICE to stdout (read-only; FAT)"},
+		verb{"ls", nil, runLs, "DEVICE PATH — list a directory of the filesystem in DEVICE (read-only; ext4, FAT, NTFS)"},
+		verb{"cat", nil, runCat, "DEVICE PATH — write a file of the filesystem in DEVICE to stdout (read-only; ext4, FAT, NTFS)"},
 		verb{"cp", nil, runCp, "DEVICE PATH DEST — copy a file or directory out of the filesystem in DEVICE, keeping mode and mtime"},
 	)
 }
@@ -310,8 +312,7 @@ func stackName(path string, part *diskPartition) string {
 // ---- files: ls, cat, cp ----
 
 // openFS opens the filesystem the stack ends in, read-only, by what it
-// holds. FAT is read by fsys/fat; ext4 and NTFS readers are not built
-// yet and say so.
+// holds: FAT (fsys/fat), ext2/3/4 (fsys/ext4), NTFS (fsys/ntfs).
 func openFS(ctx context.Context, env *Env, p *parsed, path string) (fs.FS, *stackDev, error) {
 	s, err := openStack(ctx, env, p, path, true, false)
 	if err != nil {
@@ -322,12 +323,16 @@ func openFS(ctx context.Context, env *Env, p *parsed, path string) (fs.FS, *stac
 	switch info.Type {
 	case "vfat":
 		fsys, err = fat.Open(s.top, s.size)
+	case "ext2", "ext3", "ext4":
+		fsys, err = ext4.Open(s.top, s.size)
+	case "ntfs":
+		fsys, err = ntfs.Open(s.top, s.size)
 	case "":
 		err = deviceErr(fmt.Errorf("%s holds no filesystem blkcrypt can read", s.desc[len("blkcrypt "):]))
 	case "crypto_LUKS", "BitLocker", "fvault2", "LVM2_member":
 		err = deviceErr(fmt.Errorf("%s holds %s, not a filesystem (give --partition, the key or --lv to reach one)", s.desc[len("blkcrypt "):], info.Type))
 	default:
-		err = usageErr("reading %s filesystems is not built yet (FAT is; ext4 and NTFS are coming)", info.Type)
+		err = usageErr("reading %s filesystems is not supported (FAT, ext2/3/4 and NTFS are)", info.Type)
 	}
 	if err != nil {
 		s.Close()
@@ -783,64 +788,17 @@ func humanSize(n int64) string {
 // fsInfo is what identify found, with blkid's names.
 type fsInfo struct{ Type, Version, UUID, Label string }
 
-// identify says what dev holds at its start, with blkid's TYPE names.
-// fsys/probe (blkid's rules in full) is not built yet: until it lands
-// this knows the containers blkcrypt opens (crypto_LUKS, BitLocker,
-// FileVault 2, LVM2_member), vfat by opening it, and ext2/3/4 and swap by
-// their superblocks.
+// identify says what dev holds at its start as blkid -p does
+// (fsys/probe). FileVault 2, which blkid does not know, is "fvault2".
 func identify(dev io.ReaderAt, size int64) fsInfo {
-	switch blkcrypt.Detect(dev) {
-	case blkcrypt.TypeLUKS1, blkcrypt.TypeLUKS2:
-		i := fsInfo{Type: "crypto_LUKS"}
-		if hd, err := blkcrypt.ReadHeader(dev); err == nil {
-			i.UUID, i.Version = hd.UUID(), fmt.Sprint(hd.Version())
-			if l, ok := hd.(interface{ Label() string }); ok {
-				i.Label = l.Label()
-			}
+	i, err := probe.Identify(dev, size)
+	if err != nil {
+		if blkcrypt.Detect(dev) == blkcrypt.TypeFVAULT2 {
+			return fsInfo{Type: "fvault2"}
 		}
-		return i
-	case blkcrypt.TypeBITLK:
-		return fsInfo{Type: "BitLocker"}
-	case blkcrypt.TypeFVAULT2:
-		return fsInfo{Type: "fvault2"}
+		return fsInfo{}
 	}
-	if pv, err := lvm.ReadPV(dev, size); err == nil {
-		return fsInfo{Type: "LVM2_member", Version: "LVM2 001", UUID: pv.UUID}
-	}
-	sb := make([]byte, 1024)
-	if n, _ := dev.ReadAt(sb, 1024); n == len(sb) && binary.LittleEndian.Uint16(sb[0x38:]) == 0xEF53 {
-		compat, incompat := binary.LittleEndian.Uint32(sb[0x5c:]), binary.LittleEndian.Uint32(sb[0x60:])
-		ro := binary.LittleEndian.Uint32(sb[0x64:])
-		typ := "ext2"
-		switch {
-		case incompat&0x2c0 != 0 || ro&0x8 != 0: // extents, 64bit, flex_bg; huge_file
-			typ = "ext4"
-		case compat&0x4 != 0: // has_journal
-			typ = "ext3"
-		}
-		return fsInfo{Type: typ, Version: "1.0", UUID: uuidString(sb[0x68:0x78]), Label: cString(sb[0x78:0x88])}
-	}
-	page := make([]byte, 4096)
-	if n, _ := dev.ReadAt(page, 0); n == len(page) && string(page[4086:]) == "SWAPSPACE2" {
-		return fsInfo{Type: "swap", Version: "1", UUID: uuidString(page[1024+12 : 1024+28]), Label: cString(page[1024+28 : 1024+44])}
-	}
-	if f, err := fat.Open(dev, size); err == nil {
-		ver := map[fat.Type]string{fat.FAT12: "FAT12", fat.FAT16: "FAT16", fat.FAT32: "FAT32"}[f.Type()]
-		s := f.Serial()
-		return fsInfo{Type: "vfat", Version: ver, UUID: fmt.Sprintf("%04X-%04X", s>>16, s&0xffff), Label: strings.TrimRight(f.Label(), " ")}
-	}
-	return fsInfo{}
-}
-
-func uuidString(b []byte) string {
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
-
-func cString(b []byte) string {
-	if i := strings.IndexByte(string(b), 0); i >= 0 {
-		b = b[:i]
-	}
-	return string(b)
+	return fsInfo{Type: i.Type, Version: i.Version, UUID: i.UUID, Label: i.Label}
 }
 
 // partitionType is what the partition --partition names holds ("" when
