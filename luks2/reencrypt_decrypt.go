@@ -33,8 +33,90 @@ var ErrDecryptAttached = fmt.Errorf("%w: decrypting a LUKS2 volume whose header 
 // (cryptsetup's LUKS2_DEFAULT_NONE_REENCRYPTION_LENGTH).
 const defaultMovedLen = 20 << 20
 
+// DecryptPlan is what Decrypt does with its devices and options.
+type DecryptPlan struct {
+	// Resume is set when the header holds a decryption in progress,
+	// which Decrypt resumes.
+	Resume bool
+	// Export is set when a new decryption moves the data (forward,
+	// datashift-checksum): the header is on the data device (and is
+	// exported to the header device), or the header device holds a
+	// plain detached header with a data offset.
+	Export bool
+	// UUID is the volume's; the reencryption lock (LockReencryption)
+	// names it.
+	UUID string
+}
+
+// PlanDecrypt reads the headers and says what Decrypt would do, refusing
+// what Decrypt refuses from the devices alone, before a passphrase is
+// asked for and before anything is written: another reencryption in
+// progress, InitOnly with a decryption in progress (ErrReencryptInProgress),
+// ResumeOnly without one (ErrNoReencryption), a header on the data device
+// without a device to export it to (ErrDecryptAttached). hdev nil stands
+// for a header device still to be made for an export; then data must
+// hold the header.
+func PlanDecrypt(ctx context.Context, hdev, data Device, o DecryptOptions) (DecryptPlan, error) {
+	_, _, p, err := planDecrypt(ctx, hdev, data, o)
+	return p, err
+}
+
+// planDecrypt is PlanDecrypt, with the header a new run starts from and
+// the device it was read from.
+func planDecrypt(ctx context.Context, hdev, data Device, o DecryptOptions) (*Header, Device, DecryptPlan, error) {
+	if data == nil {
+		data = hdev
+	}
+	var h *Header
+	err := fmt.Errorf("%w: no header device", ErrInvalidOptions)
+	if hdev != nil {
+		h, err = ReadContext(ctx, hdev)
+	}
+	if err != nil {
+		if data == hdev || data == nil {
+			return nil, nil, DecryptPlan{}, err
+		}
+		hd, derr := ReadContext(ctx, data)
+		if derr != nil {
+			if hdev == nil {
+				err = derr
+			}
+			return nil, nil, DecryptPlan{}, err
+		}
+		if o.ResumeOnly {
+			return nil, nil, DecryptPlan{}, ErrNoReencryption
+		}
+		if hd.reencMode() != "" {
+			return nil, nil, DecryptPlan{}, fmt.Errorf("%w: %w: the header on the data device has one", ErrInvalidOptions, ErrReencryptInProgress)
+		}
+		return hd, data, DecryptPlan{Export: true, UUID: hd.UUID()}, nil
+	}
+	plan := DecryptPlan{UUID: h.UUID()}
+	switch mode := h.reencMode(); {
+	case mode != "" && mode != "decrypt":
+		return nil, nil, plan, fmt.Errorf("%w: %w: the volume is in %s, not decryption", ErrInvalidOptions, ErrReencryptInProgress, mode)
+	case mode != "" && o.InitOnly:
+		return nil, nil, plan, fmt.Errorf("%w: cannot initialise it again", ErrReencryptInProgress)
+	case mode != "":
+		plan.Resume = true
+		return h, hdev, plan, nil
+	case o.ResumeOnly:
+		return nil, nil, plan, ErrNoReencryption
+	}
+	seg, err := h.dataSegment()
+	switch {
+	case err != nil:
+		return nil, nil, plan, err
+	case seg.Offset != 0 && data != hdev:
+		plan.Export = true
+	case seg.Offset != 0 || data == hdev:
+		return nil, nil, plan, ErrDecryptAttached
+	}
+	return h, hdev, plan, nil
+}
+
 // Decrypt turns a LUKS2 volume into plaintext in place, or resumes such a
-// run, as cryptsetup 2.6 does:
+// run, as cryptsetup 2.6 does (PlanDecrypt says which beforehand):
 //   - a detached header hdev with the data at offset 0 of data: backward
 //     from the end, checksum (default), journal or none resilience;
 //   - a volume whose header is on data, with hdev a new (empty) header
@@ -50,38 +132,24 @@ const defaultMovedLen = 20 << 20
 func Decrypt(ctx context.Context, hdev, data Device, passphrase []byte, o DecryptOptions) error {
 	ctx, known := withDerivedKeys(ctx) // reencrypt_keys.go: init's key, not derived again
 	defer known.wipe()
+	if hdev == nil {
+		return fmt.Errorf("%w: no header device", ErrInvalidOptions)
+	}
 	if data == nil {
 		data = hdev
 	}
-	h, err := ReadContext(ctx, hdev)
+	h, src, plan, err := planDecrypt(ctx, hdev, data, o)
 	if err != nil {
-		if data == hdev {
-			return err
-		}
-		hd, derr := ReadContext(ctx, data)
-		if derr != nil {
-			return err
-		}
-		if o.ResumeOnly {
-			return ErrNoReencryption
-		}
-		if hd.reencMode() != "" {
-			return fmt.Errorf("%w: %w: the header on the data device has one", ErrInvalidOptions, ErrReencryptInProgress)
-		}
-		err = hd.decryptShiftInit(ctx, hdev, data, data, passphrase, o)
-	} else if mode := h.reencMode(); mode != "" {
-		if mode != "decrypt" {
-			return fmt.Errorf("%w: %w: the volume is in %s, not decryption", ErrInvalidOptions, ErrReencryptInProgress, mode)
-		}
-		if o.InitOnly {
-			return fmt.Errorf("%w: cannot initialise it again", ErrReencryptInProgress)
-		}
-		return h.resume(ctx, hdev, data, passphrase, runOpts{hotzone: o.HotzoneSize, slot: o.Slot, stopAfter: o.StopAfter, progress: o.Progress, resilience: o.Resilience, hash: o.Hash})
-	} else if o.ResumeOnly {
-		return ErrNoReencryption
-	} else if seg, serr := h.dataSegment(); serr == nil && seg.Offset != 0 && data != hdev {
-		err = h.decryptShiftInit(ctx, hdev, data, hdev, passphrase, o)
-	} else {
+		return err
+	}
+	ro := runOpts{hotzone: o.HotzoneSize, slot: o.Slot, stopAfter: o.StopAfter, progress: o.Progress}
+	switch {
+	case plan.Resume:
+		ro.resilience, ro.hash = o.Resilience, o.Hash
+		return h.resume(ctx, hdev, data, passphrase, ro) // reencrypt_engine.go
+	case plan.Export:
+		err = h.decryptShiftInit(ctx, hdev, data, src, passphrase, o)
+	default:
 		err = h.decryptInit(ctx, hdev, data, passphrase, o)
 	}
 	if err != nil || o.InitOnly {
@@ -90,7 +158,7 @@ func Decrypt(ctx context.Context, hdev, data Device, passphrase []byte, o Decryp
 	if h, err = ReadContext(ctx, hdev); err != nil {
 		return err
 	}
-	return h.resume(ctx, hdev, data, passphrase, runOpts{hotzone: o.HotzoneSize, slot: o.Slot, stopAfter: o.StopAfter, progress: o.Progress})
+	return h.resume(ctx, hdev, data, passphrase, ro)
 }
 
 // decryptShiftInit starts cryptsetup's decryption with a data shift. h is

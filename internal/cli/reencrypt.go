@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/kdf"
@@ -18,48 +16,6 @@ func init() {
 	extraVerbs = append(extraVerbs,
 		verb{"reencrypt", nil, runReencrypt, "DEVICE — new volume key/cipher in place, offline (LUKS2: --resilience, --hotzone-size, --resume-only, --init-only, --encrypt, --decrypt; LUKS1: cryptsetup's legacy files in the current directory, --block-size, --keep-key)"},
 	)
-}
-
-// unboundMark is cryptsetup's " (unbound)" for a keyslot whose digest
-// serves no segment but backups (an unbound key, or the new key of a
-// reencryption that has not started).
-func unboundMark(h *luks2.Header, k luks2.Keyslot) string {
-	backup := map[int]bool{}
-	for _, s := range h.Segments() {
-		for _, f := range s.Flags {
-			if strings.HasPrefix(f, "backup-") {
-				backup[s.ID] = true
-			}
-		}
-	}
-	for _, d := range h.Digests() {
-		if d.ID != k.Digest {
-			continue
-		}
-		for _, s := range d.Segments {
-			if !backup[s] {
-				return ""
-			}
-		}
-	}
-	return " (unbound)"
-}
-
-// dumpReencryptKeyslot prints the reencrypt keyslot as cryptsetup's
-// luksDump does.
-func dumpReencryptKeyslot(w io.Writer, k luks2.Keyslot, st *luks2.ReencryptStatus) {
-	fmt.Fprintf(w, "  %d: reencrypt (unbound)\n\tKey:        %d bits\n\tPriority:   ignored\n", k.ID, k.KeySize*8)
-	fmt.Fprintf(w, "\tMode:       %s\n\tDirection:  %s\n\tResilience: %s\n", st.Mode, st.Direction, st.Resilience)
-	if st.Resilience == "checksum" {
-		fmt.Fprintf(w, "\tHash:       %s\n\tHash data:  %d [bytes]\n", st.Hash, st.HashBlock)
-	}
-	if st.ShiftSize != 0 {
-		fmt.Fprintf(w, "\tShift size: %d[bytes]\n", st.ShiftSize)
-	}
-	fmt.Fprintf(w, "\tArea offset:%d [bytes]\n\tArea length:%d [bytes]\n", k.AreaOffset, k.AreaSize)
-	if k.Digest >= 0 {
-		fmt.Fprintf(w, "\tDigest ID:  %d\n", k.Digest)
-	}
 }
 
 func runReencrypt(ctx context.Context, env *Env, p *parsed) error {
@@ -410,26 +366,34 @@ func runDecrypt(ctx context.Context, env *Env, p *parsed, path string) error {
 		return err
 	}
 	defer f.Close()
-	h2, ok := h.(*luks2.Header)
-	if !ok {
+	if _, ok := h.(*luks2.Header); !ok {
 		return usageErr("LUKS1 decryption is not supported yet")
-	}
-	if p.bool("resume-only") && h2.ReencryptionStatus() == nil {
-		return usageErr("device reencryption not in progress")
 	}
 	df, err := openDevice(path, false)
 	if err != nil {
 		return err
 	}
 	defer df.Close()
-	return lockedRun(ctx, env, p, path, h2.UUID(), func(pass []byte, progress func(done, total uint64)) error {
+	data := luks2.File{File: df}
+	// The library says whether it resumes, starts or refuses before a
+	// passphrase is asked for.
+	plan, err := luks2.PlanDecrypt(ctx, hdev, data, o)
+	if err != nil {
+		return decryptErr(ctx, err)
+	}
+	return lockedRun(ctx, env, p, path, plan.UUID, func(pass []byte, progress func(done, total uint64)) error {
 		o.Progress = progress
-		err := luks2.Decrypt(ctx, hdev, luks2.File{File: df}, pass, o)
-		if errors.Is(err, luks2.ErrDecryptAttached) {
-			return usageErr("LUKS2 decryption is supported with detached header device only (with data offset set to 0)")
-		}
-		return err
+		return luks2.Decrypt(ctx, hdev, data, pass, o) // the plan refused an attached header
 	})
+}
+
+// decryptErr maps a decryption's errors as reencErr does, and a header on
+// the data device without a new header file to cryptsetup's message.
+func decryptErr(ctx context.Context, err error) error {
+	if errors.Is(err, luks2.ErrDecryptAttached) {
+		return usageErr("LUKS2 decryption is supported with detached header device only (with data offset set to 0)")
+	}
+	return reencErr(ctx, err)
 }
 
 // runDecryptExport is reencrypt --decrypt --header FILE where FILE does
@@ -449,12 +413,13 @@ func runDecryptExport(ctx context.Context, env *Env, p *parsed, path, hpath stri
 	}
 	defer df.Close()
 	data := luks2.File{File: df.File}
-	h, err := luks2.ReadContext(ctx, data)
-	if err != nil {
-		return usageErr("device %s does not exist or access denied, and %s holds no LUKS2 header to export", hpath, path)
-	}
-	if h.ReencryptionStatus() != nil {
+	// No header device yet: the plan reads the header to export on data.
+	plan, err := luks2.PlanDecrypt(ctx, nil, data, o)
+	switch {
+	case errors.Is(err, luks2.ErrReencryptInProgress):
 		return usageErr("%v: on %s itself", luks2.ErrReencryptInProgress, path)
+	case err != nil:
+		return usageErr("device %s does not exist or access denied, and %s holds no LUKS2 header to export", hpath, path)
 	}
 	if err := confirm(env, p, fmt.Sprintf("Header file %s does not exist. Do you want to initialize LUKS2 decryption of device %s and export LUKS2 header to file %s?", hpath, path, hpath), ExitUsage, "Operation aborted."); err != nil {
 		return err
@@ -464,7 +429,7 @@ func runDecryptExport(ctx context.Context, env *Env, p *parsed, path, hpath stri
 		return err
 	}
 	defer hf.Close()
-	err = lockedRun(ctx, env, p, path, h.UUID(), func(pass []byte, progress func(done, total uint64)) error {
+	err = lockedRun(ctx, env, p, path, plan.UUID, func(pass []byte, progress func(done, total uint64)) error {
 		o.Progress = progress
 		return luks2.Decrypt(ctx, luks2.File{File: hf.File}, data, pass, o)
 	})
