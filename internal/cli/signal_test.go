@@ -3,9 +3,12 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -50,7 +53,12 @@ func TestSignalStopsKeyDerivation(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(300 * time.Millisecond)
+		// Signal once the command is deriving the key (its resident
+		// memory grows into the 256 MiB Argon2 array): on a loaded machine
+		// a fixed sleep could hit the Go runtime's start, before the
+		// command's handler, and the default action would kill it
+		// silently.
+		waitDeriving(t, cmd.Process.Pid)
 		sent := time.Now()
 		cmd.Process.Signal(c.sig)
 		err := cmd.Wait()
@@ -71,4 +79,27 @@ func TestSignalStopsKeyDerivation(t *testing.T) {
 	if _, err := os.Stat(img); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waitDeriving waits (up to 20 s) until process pid holds more than
+// 64 MiB resident, as /proc/PID/status's VmRSS says: its Argon2 has begun.
+func waitDeriving(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			t.Fatalf("reading the status of process %d: %v", pid, err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				if err == nil && kb > 64<<10 {
+					return
+				}
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("process %d never started deriving a key", pid)
 }
