@@ -30,6 +30,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf16"
 )
@@ -70,7 +71,25 @@ type FS struct {
 	fat         []byte // the first FAT, only its entries for clusters 0..clusters+1
 	label       string
 	serial      uint32
+
+	// Parsed directories by first cluster, so that a walk that opens
+	// every file of a large directory does not parse it again for each
+	// (quadratic); bounded by maxCached entries in all.
+	mu     sync.Mutex
+	cache  map[uint32]dirCache
+	cached int
 }
+
+// dirCache is one parsed directory.
+type dirCache struct {
+	ents   []entry
+	dotdot int64
+	byName map[string]int // exact names to their index in ents
+}
+
+// maxCached bounds the directory entries kept parsed: twice the largest
+// directory FAT allows.
+const maxCached = 2 * maxDirEntries
 
 func corrupt(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
@@ -321,10 +340,46 @@ const (
 
 func (e *entry) isDir() bool { return e.attr&attrDir != 0 }
 
-// readDir reads the entries of the directory whose first cluster is c (0:
-// the root directory). The ".." entry is not among them: dotdot is its
-// cluster, or -1 if there is none.
-func (f *FS) readDir(c uint32, what string) (ents []entry, dotdot int64, err error) {
+// dir returns the parsed directory whose first cluster is c (0: the
+// root directory), from the cache if it is there. The ".." entry is not
+// among its entries: dotdot is its cluster, or -1 if there is none. A
+// directory listing one subdirectory twice is corrupt. The result is
+// shared: it must not be changed.
+func (f *FS) dir(c uint32, what string) (dirCache, error) {
+	f.mu.Lock()
+	d, ok := f.cache[c]
+	f.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	ents, dotdot, err := f.parseDirAt(c, what)
+	if err != nil {
+		return dirCache{}, err
+	}
+	d = dirCache{ents: ents, dotdot: dotdot, byName: make(map[string]int, len(ents))}
+	seen := make(map[uint32]bool)
+	for i := len(ents) - 1; i >= 0; i-- { // the first of equal names wins
+		d.byName[ents[i].name] = i
+		if e := ents[i]; e.isDir() {
+			if seen[e.cluster] {
+				return dirCache{}, corrupt("directory %s lists cluster %d twice", what, e.cluster)
+			}
+			seen[e.cluster] = true
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cached+len(ents) > maxCached || f.cache == nil {
+		f.cache, f.cached = make(map[uint32]dirCache), 0
+	}
+	f.cache[c] = d
+	f.cached += len(ents)
+	return d, nil
+}
+
+// parseDirAt reads and parses the directory at cluster c (0: the root);
+// see dir.
+func (f *FS) parseDirAt(c uint32, what string) (ents []entry, dotdot int64, err error) {
 	var raw []byte
 	if c == 0 && f.typ != FAT32 {
 		raw = make([]byte, f.rootEntries*32)

@@ -52,11 +52,14 @@ func (f *FS) resolve(op, name string) (entry, []uint32, error) {
 			return entry{}, nil, &fs.PathError{Op: op, Path: name, Err: err}
 		}
 		anc = append(anc, id)
-		i := lookup(ents, part)
+		i, ok := ents.byName[part]
+		if !ok {
+			i = lookup(ents.ents, part)
+		}
 		if i < 0 {
 			return entry{}, nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
 		}
-		cur = ents[i]
+		cur = ents.ents[i]
 		if cur.isDir() {
 			if err := f.checkSubdir(cur, anc); err != nil {
 				return entry{}, nil, &fs.PathError{Op: op, Path: name, Err: err}
@@ -72,30 +75,21 @@ func (f *FS) resolve(op, name string) (entry, []uint32, error) {
 // directory has one path, and a walk of a volume whose directories
 // share subdirectories (a DAG, exponential in paths) fails instead of
 // running for ever.
-func (f *FS) readChild(c uint32, anc []uint32, what string) ([]entry, error) {
-	ents, dotdot, err := f.readDir(c, what)
+func (f *FS) readChild(c uint32, anc []uint32, what string) (dirCache, error) {
+	d, err := f.dir(c, what)
 	if err != nil {
-		return nil, err
+		return dirCache{}, err
 	}
 	if len(anc) > 0 {
 		parent := anc[len(anc)-1]
 		// ".." of a directory in the root is 0, on FAT32 too (some
 		// writers put the root's cluster there).
-		ok := dotdot == int64(parent) || len(anc) == 1 && dotdot == 0
+		ok := d.dotdot == int64(parent) || len(anc) == 1 && d.dotdot == 0
 		if !ok {
-			return nil, corrupt("directory %s: its \"..\" is cluster %d, its parent %d", what, dotdot, parent)
+			return dirCache{}, corrupt("directory %s: its \"..\" is cluster %d, its parent %d", what, d.dotdot, parent)
 		}
 	}
-	seen := make(map[uint32]bool)
-	for _, e := range ents {
-		if e.isDir() {
-			if seen[e.cluster] {
-				return nil, corrupt("directory %s lists cluster %d twice", what, e.cluster)
-			}
-			seen[e.cluster] = true
-		}
-	}
-	return ents, nil
+	return d, nil
 }
 
 // checkSubdir fails for a directory entry whose cluster is free or one of
@@ -156,10 +150,11 @@ func (f *FS) Open(name string) (fs.File, error) {
 // list returns the entries of directory e, sorted by name, each
 // subdirectory checked against e and its ancestors.
 func (f *FS) list(e entry, anc []uint32, name string) ([]fs.DirEntry, error) {
-	ents, err := f.readChild(e.cluster, anc, quote(name))
+	d, err := f.readChild(e.cluster, anc, quote(name))
 	if err != nil {
 		return nil, err
 	}
+	ents := d.ents
 	self := e.cluster
 	if len(anc) == 0 {
 		self = f.rootID()

@@ -185,13 +185,20 @@ func (f *FS) resolve(op, name string) (node, error) {
 		if cur.rec.flags&recDir == 0 {
 			return node{}, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
 		}
-		ents, err := f.list(cur, quote(name))
+		d, err := f.dir(cur.rec, quote(name))
 		if err != nil {
 			return node{}, &fs.PathError{Op: op, Path: name, Err: err}
 		}
-		i := lookup(ents, part)
+		ents := d.ents
+		i, ok := d.byName[part]
+		if !ok {
+			i = lookup(ents, part)
+		}
 		if i < 0 {
 			return node{}, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
+		}
+		if e := ents[i]; e.num == cur.rec.num || slices.Contains(cur.anc, e.num) {
+			return node{}, &fs.PathError{Op: op, Path: name, Err: corrupt("directory %s contains itself or a directory above it (MFT record %d)", quote(name), e.num)}
 		}
 		rec, err := f.record(ents[i].num, ents[i].seq)
 		if err != nil {
@@ -230,9 +237,44 @@ func checkParent(rec *record, parent uint64, what string) error {
 // list returns the user entries of directory n, refusing one that points
 // at n or a directory above it.
 func (f *FS) list(n node, what string) ([]ientry, error) {
-	ents, err := f.dirEntries(n.rec, what)
+	d, err := f.dir(n.rec, what)
 	if err != nil {
 		return nil, err
+	}
+	for _, e := range d.ents {
+		if e.num == n.rec.num || slices.Contains(n.anc, e.num) {
+			return nil, corrupt("directory %s contains itself or a directory above it (MFT record %d)", what, e.num)
+		}
+	}
+	return d.ents, nil
+}
+
+// dirCache is a parsed directory: its user entries and their index by
+// exact name.
+type dirCache struct {
+	ents   []ientry
+	byName map[string]int
+}
+
+// maxCached bounds the directory entries kept parsed in all.
+const maxCached = 1 << 17
+
+// dir returns the user entries of the directory of record rec (system
+// files and the root's "." left out), from the cache if they are there;
+// a directory that lists one subdirectory twice is corrupt. The result
+// is shared: it must not be changed. The cache keeps a walk that opens
+// every file of a large directory from reading its index again for each
+// (quadratic).
+func (f *FS) dir(rec *record, what string) (dirCache, error) {
+	f.mu.Lock()
+	d, ok := f.cache[rec.num]
+	f.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	ents, err := f.dirEntries(rec, what)
+	if err != nil {
+		return dirCache{}, err
 	}
 	out := ents[:0]
 	dirs := make(map[uint64]bool)
@@ -242,16 +284,24 @@ func (f *FS) list(n node, what string) ([]ientry, error) {
 		}
 		if e.isDir {
 			if dirs[e.num] {
-				return nil, corrupt("directory %s lists MFT record %d twice", what, e.num)
+				return dirCache{}, corrupt("directory %s lists MFT record %d twice", what, e.num)
 			}
 			dirs[e.num] = true
 		}
-		if e.num == n.rec.num || slices.Contains(n.anc, e.num) {
-			return nil, corrupt("directory %s contains itself or a directory above it (MFT record %d)", what, e.num)
-		}
 		out = append(out, e)
 	}
-	return out, nil
+	d = dirCache{ents: out, byName: make(map[string]int, len(out))}
+	for i := len(out) - 1; i >= 0; i-- { // the first of equal names wins
+		d.byName[out[i].name] = i
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cached+len(out) > maxCached || f.cache == nil {
+		f.cache, f.cached = make(map[uint64]dirCache), 0
+	}
+	f.cache[rec.num] = d
+	f.cached += len(out)
+	return d, nil
 }
 
 func lookup(ents []ientry, part string) int {

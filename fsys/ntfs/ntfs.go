@@ -32,6 +32,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf16"
 )
@@ -83,6 +84,10 @@ type FS struct {
 	recordSize  int64
 	serial      uint64
 	mft         *stream // $MFT's $DATA
+
+	mu     sync.Mutex
+	cache  map[uint64]dirCache // parsed directories by MFT record (see dir)
+	cached int                 // their entries in all
 }
 
 // Open reads the boot sector and the $MFT record of the NTFS volume of
