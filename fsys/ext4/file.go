@@ -63,8 +63,13 @@ func (c *contents) readAt(p []byte, off int64) (int, error) {
 	if int64(want) > size-off {
 		p = p[:size-off]
 	}
-	if c.inline != nil || c.in.flags&flagInline != 0 {
-		n := copy(p, c.inline[off:])
+	if c.in.flags&flagInline != 0 {
+		n := 0
+		if off < int64(len(c.inline)) {
+			n = copy(p, c.inline[off:])
+		}
+		clear(p[n:]) // past the stored bytes, up to the size: zeros
+		n = len(p)
 		if n < want {
 			return n, io.EOF
 		}

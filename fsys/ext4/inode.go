@@ -224,9 +224,11 @@ func (fi *fileInfo) Sys() any {
 	return st
 }
 
-// inlineData returns the bytes of an inline-data inode: i_block followed
-// by the value of the in-inode extended attribute system.data, cut to the
-// inode's size.
+// inlineData returns the stored bytes of an inline-data inode: i_block
+// followed by the value of the in-inode extended attribute system.data,
+// cut to the inode's size. They may be fewer than the size (mke2fs -d
+// makes such inodes for files that are all hole); the rest reads as
+// zeros, as the kernel's ext4_readpage_inline zero-fills it.
 func (f *FS) inlineData(in *inode) ([]byte, error) {
 	size := in.size
 	if size <= blockArrayLn {
@@ -236,12 +238,10 @@ func (f *FS) inlineData(in *inode) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if uint64(len(x)) < size-blockArrayLn {
-		return nil, fmt.Errorf("%w: inode %d: %d bytes of inline data, size %d", ErrCorrupt, in.ino, blockArrayLn+len(x), size)
-	}
-	out := make([]byte, 0, size)
+	x = x[:min(uint64(len(x)), size-blockArrayLn)]
+	out := make([]byte, 0, blockArrayLn+len(x))
 	out = append(out, in.block[:]...)
-	return append(out, x[:size-blockArrayLn]...), nil
+	return append(out, x...), nil
 }
 
 // systemData finds the value of system.data among the extended attributes
