@@ -52,7 +52,7 @@ func TestHostileTokens(t *testing.T) {
 	rep := func(old, new string) string { return strings.Replace(systemdToken, old, new, 1) }
 	cases := []struct {
 		name, js, want string
-		sentinel    error
+		sentinel       error
 	}{
 		{"not JSON", `{"type":`, "token JSON", ErrBadToken},
 		{"not an object", `[1]`, "token JSON", ErrBadToken},
