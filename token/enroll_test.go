@@ -164,3 +164,49 @@ func TestRecoveryKeys(t *testing.T) {
 		t.Fatalf("TestPassphrase: %v", err)
 	}
 }
+
+// TestRSAPrimarySHA1BankAndLockout: a token sealed under the RSA primary
+// in the SHA-1 bank unseals through the tpm2-tools judge (its
+// rsa2048:aes128cfb primary) to the passphrase cryptsetup accepts and
+// Unlock returns; wrong PINs count down to the TPM's lockout, after which
+// even the right PIN is refused with a lockout message.
+func TestRSAPrimarySHA1BankAndLockout(t *testing.T) {
+	tpm := startSwtpm(t)
+	f := newImage(t)
+	h := f.open(t)
+	ctx := ctxT(t)
+	_, id, err := EnrollTPM2(ctx, h, TPM2EnrollOptions{EnrollOptions: EnrollOptions{Existing: f.pass}, TPM2Device: tpm.tcti, PrimaryAlg: "rsa", Bank: "sha1", PCRs: []int{0, 7}})
+	if err != nil {
+		t.Fatalf("EnrollTPM2: %v", err)
+	}
+	j := judge(t, f.img, id, tpm.tcti)
+	if !f.cryptsetupAccepts(t, j) {
+		t.Fatal("cryptsetup refuses what the judge unsealed")
+	}
+	pass, _, err := Unlock(ctx, h, Options{TPM2Device: tpm.tcti})
+	if err != nil || !bytes.Equal(pass, j) {
+		t.Fatalf("Unlock: %v (same as the judge: %v)", err, bytes.Equal(pass, j))
+	}
+
+	_, pid, err := EnrollTPM2(ctx, h, TPM2EnrollOptions{EnrollOptions: EnrollOptions{Existing: f.pass}, TPM2Device: tpm.tcti, PIN: []byte("good")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last error
+	for i := 0; i < 10; i++ {
+		_, _, last = Unlock(ctx, h, Options{TPM2Device: tpm.tcti, TokenID: &pid, PIN: []byte("bad")})
+		t.Logf("wrong PIN %d: %v", i+1, last)
+		if errors.Is(last, ErrLockout) {
+			break
+		}
+		if !errors.Is(last, ErrWrongPIN) {
+			t.Fatalf("wrong PIN %d: %v", i+1, last)
+		}
+	}
+	if !errors.Is(last, ErrLockout) {
+		t.Fatalf("no lockout after 10 wrong PINs: %v", last)
+	}
+	if _, _, err := Unlock(ctx, h, Options{TPM2Device: tpm.tcti, TokenID: &pid, PIN: []byte("good")}); !errors.Is(err, ErrLockout) || !strings.Contains(err.Error(), "token "+strconv.Itoa(pid)) {
+		t.Fatalf("the right PIN in lockout: %v", err)
+	}
+}

@@ -123,6 +123,36 @@ func (t *tpmConn) Send(cmd []byte) ([]byte, error) {
 		}
 		_ = t.conn.SetDeadline(dl)
 	}
+	// A TPM answers TPM_RC_RETRY, TPM_RC_YIELDED or TPM_RC_TESTING when
+	// it could not run the command now (swtpm does while it generates an
+	// RSA key): the command is sent again, as the TSS does, until the
+	// context ends.
+	for delay := 10 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		rsp, err := t.send(ctx, cmd)
+		if err != nil || len(rsp) < 10 {
+			return rsp, err
+		}
+		switch binary.BigEndian.Uint32(rsp[6:10]) {
+		case rcRetry, rcYielded, rcTesting:
+		default:
+			return rsp, nil
+		}
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// The warnings after which a command is sent again (TPM 2.0 part 2, 6.6.3).
+const (
+	rcYielded = 0x908
+	rcTesting = 0x90A
+	rcRetry   = 0x922
+)
+
+func (t *tpmConn) send(ctx context.Context, cmd []byte) ([]byte, error) {
 	type result struct {
 		b   []byte
 		err error

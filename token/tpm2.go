@@ -407,6 +407,9 @@ func unsealTPM2(ctx context.Context, id int, tok *TPM2Token, device string, pin 
 		InPrivate:    tok.Private,
 		InPublic:     tok.Public,
 	}.Execute(t)
+	if errors.Is(err, tpm2.TPMRCLockout) || ctx.Err() != nil {
+		return nil, fail(tpmErr(ctx, err))
+	}
 	if err != nil {
 		return nil, fail(fmt.Errorf("%w: the TPM refuses to load the blob (another TPM, or another primary key): %w", ErrBadToken, tpmErr(ctx, err)))
 	}
@@ -450,7 +453,7 @@ func unsealTPM2(ctx context.Context, id int, tok *TPM2Token, device string, pin 
 // tpmErr names a TPM in lockout and the context's end; other errors pass.
 func tpmErr(ctx context.Context, err error) error {
 	if errors.Is(err, tpm2.TPMRCLockout) {
-		return fmt.Errorf("%w: %w", ErrLockout, err)
+		return ErrLockout
 	}
 	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 		return fmt.Errorf("%w: %w", ctx.Err(), err)
@@ -488,6 +491,9 @@ func triesLeft(t *tpmConn) string {
 	}
 	if counter >= max {
 		return " (the TPM is now in lockout)"
+	}
+	if max-counter == 1 {
+		return " (1 more failure before the TPM locks out)"
 	}
 	return fmt.Sprintf(" (%d more failures before the TPM locks out)", max-counter)
 }
