@@ -68,7 +68,12 @@ func EnrollTPM2(ctx context.Context, h *blkcrypt.LUKS, o TPM2EnrollOptions) (slo
 		return -1, -1, err
 	}
 	defer wipe(secret[:])
-	blob, policy, err := seal(ctx, o.TPM2Device, secret[:], pcrs, bank, alg, o.PIN)
+	var auth []byte
+	if o.PIN != nil {
+		auth = PINAuth(o.PIN, nil)
+		defer wipe(auth)
+	}
+	blob, policy, err := seal(ctx, o.TPM2Device, secret[:], pcrs, bank, alg, o.PIN != nil, auth)
 	if err != nil {
 		return -1, -1, err
 	}
@@ -91,8 +96,9 @@ func EnrollTPM2(ctx context.Context, h *blkcrypt.LUKS, o TPM2EnrollOptions) (slo
 }
 
 // seal creates the sealed object under systemd's primary key and returns
-// the blob (TPM2B_PRIVATE then TPM2B_PUBLIC) and its policy digest.
-func seal(ctx context.Context, device string, secret []byte, pcrs []int, bank, alg string, pin []byte) (blob, policy []byte, err error) {
+// the blob (TPM2B_PRIVATE then TPM2B_PUBLIC) and its policy digest. With
+// usePIN, auth is the PIN's authValue (PINAuth).
+func seal(ctx context.Context, device string, secret []byte, pcrs []int, bank, alg string, usePIN bool, auth []byte) (blob, policy []byte, err error) {
 	t, err := openTPM(ctx, device)
 	if err != nil {
 		return nil, nil, err
@@ -104,13 +110,11 @@ func seal(ctx context.Context, device string, secret []byte, pcrs []int, bank, a
 		return nil, nil, tpmErr(ctx, err)
 	}
 	defer flush(t, p.handle)
-	var auth []byte
-	if pin != nil {
-		auth = PINAuth(pin, nil)
-		defer wipe(auth)
-		if auth == nil {
-			auth = []byte{}
-		}
+	if usePIN && auth == nil {
+		auth = []byte{} // an all-zero digest trimmed: still a PIN policy
+	}
+	if !usePIN {
+		auth = nil
 	}
 	// A trial session computes the policy over the PCRs' current values.
 	_, done, digest, err := policySession(t, p, bank, pcrs, auth, true)

@@ -2,8 +2,10 @@ package token
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -208,5 +210,39 @@ func TestRSAPrimarySHA1BankAndLockout(t *testing.T) {
 	}
 	if _, _, err := Unlock(ctx, h, Options{TPM2Device: tpm.tcti, TokenID: &pid, PIN: []byte("good")}); !errors.Is(err, ErrLockout) || !strings.Contains(err.Error(), "token "+strconv.Itoa(pid)) {
 		t.Fatalf("the right PIN in lockout: %v", err)
+	}
+}
+
+// TestSaltedPIN: a token carrying tpm2_salt (systemd 253 and later) is
+// unsealed with the salted PIN derivation: sealed here under
+// PINAuth(pin, salt), whose value TestPINAuth checks independently.
+func TestSaltedPIN(t *testing.T) {
+	tpm := startSwtpm(t)
+	f := newImage(t)
+	h := f.open(t)
+	ctx := ctxT(t)
+	salt := []byte("0123456789abcdef0123456789abcdef")
+	secret := []byte("0123456789ABCDEF0123456789ABCDEF")
+	blob, policy, err := seal(ctx, tpm.tcti, secret, []int{7}, "sha256", "ecc", true, PINAuth([]byte("s3cret"), salt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass := []byte(base64.StdEncoding.EncodeToString(secret))
+	slot, err := h.AddKey(ctx, f.pass, pass, EnrollOptions{}.keyOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := fmt.Sprintf(`{"type":"systemd-tpm2","keyslots":["%d"],"tpm2-blob":"%s","tpm2-pcrs":[7],"tpm2-pcr-bank":"sha256","tpm2-primary-alg":"ecc","tpm2-policy-hash":"%x","tpm2-pin":true,"tpm2_salt":"%s"}`,
+		slot, base64.StdEncoding.EncodeToString(blob), policy, base64.StdEncoding.EncodeToString(salt))
+	id, err := h.ImportToken(ctx, []byte(js), blkcrypt.TokenOptions{Keyslots: []int{slot}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, gid, err := Unlock(ctx, h, Options{TPM2Device: tpm.tcti, PIN: []byte("s3cret")})
+	if err != nil || gid != id || !bytes.Equal(got, pass) {
+		t.Fatalf("Unlock: %d, %v", gid, err)
+	}
+	if _, _, err := Unlock(ctx, h, Options{TPM2Device: tpm.tcti, PIN: []byte("wrong")}); !errors.Is(err, ErrWrongPIN) {
+		t.Fatalf("a wrong salted PIN: %v", err)
 	}
 }
