@@ -207,26 +207,64 @@ func checkParent(in *inode, dotdot, parent uint32) error {
 	return nil
 }
 
-// lookup finds name in directory in (reached from parent).
+// lookup finds name in directory in (reached from parent). It reads the
+// whole directory once into a name index kept in a small cache, so
+// opening every file of a large directory one by one (a walk, cp -r)
+// costs one scan of it, not one per file.
 func (f *FS) lookup(in *inode, parent uint32, name string) (dirent, error) {
-	var found dirent
-	ok := false
-	dotdot, err := f.scanDir(in, func(d dirent) bool {
-		if d.name == name {
-			found, ok = d, true
-		}
-		return ok
-	})
+	ix, err := f.dirIndex(in)
 	if err != nil {
 		return dirent{}, err
 	}
-	// ".." comes first in every directory, so it was seen even when the
-	// scan stopped early.
-	if err := checkParent(in, dotdot, parent); err != nil {
+	if err := checkParent(in, ix.dotdot, parent); err != nil {
 		return dirent{}, err
 	}
+	d, ok := ix.names[name]
 	if !ok {
 		return dirent{}, fs.ErrNotExist
 	}
-	return found, nil
+	return d, nil
+}
+
+// dirIndexCache is how many directories' name indexes an FS keeps:
+// enough for the directories along a path and the one being walked.
+const dirIndexCache = 8
+
+type dirIdx struct {
+	ino    uint32
+	dotdot uint32
+	names  map[string]dirent
+}
+
+func (f *FS) dirIndex(in *inode) (*dirIdx, error) {
+	f.mu.Lock()
+	for i, ix := range f.dirs {
+		if ix.ino == in.ino {
+			// Move to the front: least recently used falls off the end.
+			copy(f.dirs[1:i+1], f.dirs[:i])
+			f.dirs[0] = ix
+			f.mu.Unlock()
+			return ix, nil
+		}
+	}
+	f.mu.Unlock()
+	ix := &dirIdx{ino: in.ino, names: map[string]dirent{}}
+	dotdot, err := f.scanDir(in, func(d dirent) bool {
+		if _, dup := ix.names[d.name]; !dup {
+			ix.names[d.name] = d
+		}
+		return false
+	})
+	if err != nil {
+		return nil, err
+	}
+	ix.dotdot = dotdot
+	f.mu.Lock()
+	if len(f.dirs) < dirIndexCache {
+		f.dirs = append(f.dirs, nil)
+	}
+	copy(f.dirs[1:], f.dirs[:len(f.dirs)-1])
+	f.dirs[0] = ix
+	f.mu.Unlock()
+	return ix, nil
 }

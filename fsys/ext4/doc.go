@@ -85,7 +85,8 @@
 // file's recorded size is never used to size a buffer except by
 // ReadFile, which grows its result as data is read), one directory's
 // entries for ReadDir, a leaf of extents or four indirect blocks per open
-// file.
+// file, and name indexes of the 8 directories most recently looked up
+// (so opening every file of a large directory scans it once).
 //
 // An *FS is safe for concurrent use. An open file's Read and Seek are not
 // (as with os.File); its ReadAt is.

@@ -641,7 +641,8 @@ func (c *countingReader) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // TestCoalescedReads: reading the 4 MiB file takes a handful of device
-// reads (its extents, up to maxRun each), not one per block.
+// reads (its extents, up to maxRun each), not one per block; and reading
+// every file of a directory does not rescan the directory each time.
 func TestCoalescedReads(t *testing.T) {
 	src := t.TempDir()
 	buildTree(t, src)
@@ -670,6 +671,24 @@ func TestCoalescedReads(t *testing.T) {
 				t.Errorf("%d device reads for 4 MiB: reads are not coalesced", cr.calls)
 			}
 			t.Logf("%d device reads for 4 MiB", cr.calls)
+
+			// Opening and reading each of the 300 files of d300 reads
+			// the directory once (the lookup cache), then an inode and a
+			// block per file: not the directory again for every file.
+			ents, err := fsys.ReadDir("tree/d300")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cr.bytes = 0
+			for _, e := range ents {
+				b, err := fsys.ReadFile("tree/d300/" + e.Name())
+				if err != nil || len(b) == 0 {
+					t.Fatalf("%s: %q, %v", e.Name(), b, err)
+				}
+			}
+			if per := cr.bytes / int64(len(ents)); per > int64(fsys.BlockSize())+2048 {
+				t.Errorf("%d bytes read per small file of d300: directory lookups are not cached", per)
+			}
 		})
 	}
 }

@@ -118,6 +118,7 @@ type FS struct {
 
 	mu     sync.Mutex
 	itable map[uint32]uint64 // group → first block of its inode table
+	dirs   []*dirIdx         // recently used directory indexes, newest first
 }
 
 // Open reads the superblock of the filesystem on dev, whose size is size
