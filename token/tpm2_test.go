@@ -192,6 +192,7 @@ func judge(t *testing.T, img string, id int, tcti string) []byte {
 	t.Helper()
 	testenv.Need(t, "tpm2_unseal", "tpm2-tools")
 	testenv.Need(t, "python3", "python3")
+	testenv.Need(t, "bash", "bash")
 	script := filepath.Join(testenv.ModuleRoot(t), "..", "shared", "judges", "tpm2-systemd-unlock.sh")
 	if _, err := os.Stat(script); err != nil {
 		testenv.Missing(t, "judge %s: %v", script, err)
@@ -267,4 +268,43 @@ func TestUnlockSystemdTPM2(t *testing.T) {
 		}
 	}
 	t.Logf("after PCR 7 changed: %v", err)
+}
+
+// TestSwtpmUnixSocket: swtpm:path=SOCKET reaches a swtpm serving on a Unix
+// socket; a token sealed there unseals there.
+func TestSwtpmUnixSocket(t *testing.T) {
+	bin := testenv.Need(t, "swtpm", "swtpm")
+	dir := t.TempDir()
+	sock, ctrl := filepath.Join(dir, "tpm.sock"), filepath.Join(dir, "ctrl.sock")
+	var out bytes.Buffer
+	cmd := exec.Command(bin, "socket", "--tpm2", "--server", "type=unixio,path="+sock, "--ctrl", "type=unixio,path="+ctrl,
+		"--flags", "not-need-init,startup-clear", "--tpmstate", "dir="+dir)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	for deadline := time.Now().Add(time.Minute); !testenv.UnixListening(sock); time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-exited:
+			t.Fatalf("swtpm exited: %s", out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("swtpm did not listen within a minute: %s", out.String())
+		}
+	}
+	f := newImage(t)
+	h := f.open(t)
+	ctx := ctxT(t)
+	tcti := "swtpm:path=" + sock
+	if _, _, err := EnrollTPM2(ctx, h, TPM2EnrollOptions{EnrollOptions: EnrollOptions{Existing: f.pass}, TPM2Device: tcti}); err != nil {
+		t.Fatal(err)
+	}
+	pass, _, err := Unlock(ctx, h, Options{TPM2Device: tcti})
+	if err != nil || !f.cryptsetupAccepts(t, pass) {
+		t.Fatalf("Unlock over the Unix socket: %v", err)
+	}
 }
