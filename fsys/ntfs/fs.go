@@ -33,6 +33,7 @@ type ientry struct {
 	seq   uint16
 	name  string
 	isDir bool
+	dos   bool // a DOS 8.3 name, beside a long one for the same file
 }
 
 // ref splits an MFT reference into record number and sequence.
@@ -73,11 +74,9 @@ func parseEntries(b []byte, what string) ([]ientry, []int64, error) {
 		if 66+2*nl > kl {
 			return nil, nil, corrupt("%s: file name runs past its key", what)
 		}
-		if ns != nsDOS {
-			num, seq := ref(le.Uint64(e))
-			out = append(out, ientry{num: num, seq: seq, name: utf16String(k[66 : 66+2*nl]),
-				isDir: le.Uint32(k[56:])&fileAttrDir != 0})
-		}
+		num, seq := ref(le.Uint64(e))
+		out = append(out, ientry{num: num, seq: seq, name: utf16String(k[66 : 66+2*nl]),
+			isDir: le.Uint32(k[56:])&fileAttrDir != 0, dos: ns == nsDOS})
 		off += n
 	}
 }
@@ -194,6 +193,9 @@ func (f *FS) resolve(op, name string) (node, error) {
 		if !ok {
 			i = lookup(ents, part)
 		}
+		if num, ok := d.byDOS[strings.ToUpper(part)]; ok && i < 0 {
+			i = slices.IndexFunc(ents, func(e ientry) bool { return e.num == num })
+		}
 		if i < 0 {
 			return node{}, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
 		}
@@ -254,6 +256,7 @@ func (f *FS) list(n node, what string) ([]ientry, error) {
 type dirCache struct {
 	ents   []ientry
 	byName map[string]int
+	byDOS  map[string]uint64 // DOS 8.3 names (upper case) to their MFT record
 }
 
 // maxCached bounds the directory entries kept parsed in all.
@@ -282,6 +285,15 @@ func (f *FS) dir(rec *record, what string) (dirCache, error) {
 		if e.num < firstUserRec {
 			continue // system files, and the root's "." entry
 		}
+		if e.dos {
+			// Not listed (the long name is), but found by lookups as
+			// Windows finds it.
+			if d.byDOS == nil {
+				d.byDOS = make(map[string]uint64)
+			}
+			d.byDOS[strings.ToUpper(e.name)] = e.num
+			continue
+		}
 		if e.isDir {
 			if dirs[e.num] {
 				return dirCache{}, corrupt("directory %s lists MFT record %d twice", what, e.num)
@@ -290,7 +302,7 @@ func (f *FS) dir(rec *record, what string) (dirCache, error) {
 		}
 		out = append(out, e)
 	}
-	d = dirCache{ents: out, byName: make(map[string]int, len(out))}
+	d.ents, d.byName = out, make(map[string]int, len(out))
 	for i := len(out) - 1; i >= 0; i-- { // the first of equal names wins
 		d.byName[out[i].name] = i
 	}

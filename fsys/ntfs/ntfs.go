@@ -7,14 +7,17 @@
 // It reads directories from their index ($INDEX_ROOT and the INDX blocks
 // of $INDEX_ALLOCATION), files' unnamed $DATA whether resident or not
 // (runlists, with sparse runs and bytes past the initialized size read
-// as zeros), names in the Win32 and POSIX namespaces (DOS 8.3 duplicates
-// are skipped), sizes and times. Names are matched exactly, then
-// case-insensitively as Windows does. The system files (MFT records below
-// 16: $MFT, $Bitmap, …) are not listed, as ntfs-3g does not list them.
+// as zeros), attribute lists (a file's attributes spread over extension
+// records), names in the Win32 and POSIX namespaces, sizes and times
+// (ModTime is $STANDARD_INFORMATION's, as ntfs-3g shows it). A DOS 8.3
+// name beside a long one is not listed, as ntfsls does not list it, but
+// finds the file. Names are matched exactly, then case-insensitively as
+// Windows does. The system files (MFT records below 16: $MFT, $Bitmap, …)
+// are not listed, as ntfsls and ntfs-3g do not list them.
 //
-// Compressed and encrypted files, and files whose attributes spill into
-// an $ATTRIBUTE_LIST, fail to open with an error wrapping ErrUnsupported;
-// alternate data streams are not shown.
+// Compressed and encrypted files fail to open with an error wrapping
+// ErrUnsupported; alternate data streams (named $DATA) are not shown, and
+// the unnamed stream of a file that has them reads as usual.
 //
 // The volume is not trusted: a boot sector with impossible geometry, an
 // MFT record whose fixups do not match, attributes or runlists that leave
@@ -41,8 +44,8 @@ var (
 	// ErrCorrupt is wrapped by every error about the volume's content.
 	ErrCorrupt = errors.New("ntfs: corrupt filesystem")
 	// ErrUnsupported is wrapped by the errors for what this reader
-	// refuses rather than misreads: compressed and encrypted data and
-	// attribute lists.
+	// refuses rather than misreads: compressed and encrypted data, a
+	// file without an unnamed data stream.
 	ErrUnsupported = errors.New("ntfs: unsupported")
 )
 

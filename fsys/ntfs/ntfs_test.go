@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/blkcrypt/blkcrypt/internal/testenv"
 	"golang.org/x/sys/unix"
@@ -169,6 +170,20 @@ func TestAgainstNtfs3g(t *testing.T) {
 		t.Fatalf("compressed attribute: %v", err)
 	}
 	write(t, filepath.Join(mnt, "comp/zeros.bin"), make([]byte, 200000))
+	// A DOS 8.3 name beside the long one, as Windows makes: the index
+	// then holds both, and only the long one is listed.
+	if err := unix.Setxattr(filepath.Join(mnt, "Long Name With Spaces.txt"), "system.ntfs_dos_name", []byte("LONGNA~1.TXT"), 0); err != nil {
+		t.Fatalf("DOS name: %v", err)
+	}
+	// The times ntfs-3g shows are the judge of ModTime.
+	mtimes := map[string]time.Time{}
+	for _, name := range []string{"big.bin", "d1/d2/d3/d4/deep file.txt", "d1", "Long Name With Spaces.txt"} {
+		st, err := os.Stat(filepath.Join(mnt, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mtimes[name] = st.ModTime()
+	}
 	umount()
 
 	v := openImage(t, img)
@@ -237,6 +252,21 @@ func TestAgainstNtfs3g(t *testing.T) {
 		if err != nil || fi.Size() != int64(len(want)) || fi.IsDir() {
 			t.Fatalf("%s: stat %v %v", name, fi, err)
 		}
+	}
+
+	for name, want := range mtimes {
+		fi, err := v.Stat(name)
+		if err != nil || !fi.ModTime().Equal(want) {
+			t.Fatalf("%s: ModTime %v, ntfs-3g says %v (%v)", name, fi.ModTime(), want, err)
+		}
+	}
+	// The DOS name finds the file, as on Windows (ntfscat finds it too),
+	// and is not listed (ReadDir matched ntfsls above).
+	if fi, err := v.Stat("longna~1.txt"); err != nil || fi.Name() != "Long Name With Spaces.txt" {
+		t.Fatalf("DOS name: %v %v", fi, err)
+	}
+	if b := runTool(t, ntfscat, img, "/LONGNA~1.TXT"); string(b) != "hello\n" {
+		t.Fatalf("ntfscat by the DOS name: %q", b)
 	}
 
 	// A compressed file is refused, with a clear error.
