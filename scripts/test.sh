@@ -119,7 +119,7 @@ echo "== go test"
 # internal/cephtest is in ./...: one single-node Ceph cluster for the whole
 # package (about 10 s to start, about 2 minutes of tests in all), stopped
 # by its TestMain or, should the binary die first, by its watchdog.
-go test -count=1 -timeout 20m ./...
+go test -count=1 -timeout 30m ./...
 echo "== go test -tags ceph (the native rbd: device through librbd's C API)"
 go test -count=1 -timeout 10m -tags ceph -run 'Native|ParseSpec' ./rbd/ ./internal/cephtest/
 echo "== examples (an outside module over the public API only)"
