@@ -167,6 +167,11 @@ func (t *tpmConn) send(ctx context.Context, cmd []byte) ([]byte, error) {
 		if r.err != nil && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		// The socket's deadline is the context's, and may fire a moment
+		// before the context's own timer: the same end.
+		if errors.Is(r.err, os.ErrDeadlineExceeded) {
+			return nil, context.DeadlineExceeded
+		}
 		return r.b, r.err
 	case <-ctx.Done():
 		_ = t.rw.Close()
