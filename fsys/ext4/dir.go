@@ -166,6 +166,11 @@ func (f *FS) parseEntries(in *inode, b []byte, dotdot *uint32, fn func(dirent) b
 			continue
 		case name == "" || strings.ContainsAny(name, "/\x00"):
 			return fmt.Errorf("%w: directory inode %d: entry name %q", ErrCorrupt, in.ino, name)
+		case ino == rootIno:
+			// Only "." and ".." name the root. Its ".." is itself, so
+			// the parent check cannot catch a name that loops back to
+			// it from the root directory.
+			return fmt.Errorf("%w: directory inode %d: entry %q names the root directory", ErrCorrupt, in.ino, name)
 		}
 		if fn(dirent{name: name, ino: ino, typ: typ}) {
 			*stop = true

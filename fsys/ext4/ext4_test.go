@@ -840,6 +840,7 @@ func TestHostile(t *testing.T) {
 	bigIno := inodeOffset(t, img, "big", bs)
 	bigBlk := blockOf(t, img, "big")
 	dirBlk := blockOf(t, img, "dir")
+	rootBlk := blockOf(t, img, "")
 	sb := int64(1024)
 	cases := []struct {
 		name   string
@@ -889,6 +890,13 @@ func TestHostile(t *testing.T) {
 			// each) now names the root: a cycle / → dir → /.
 			put32(b, dirBlk*bs+24, rootIno)
 			b[dirBlk*bs+24+7] = ftDir
+		}, ErrCorrupt, true},
+		{"root entry names the root", func(b []byte) {
+			// The first real entry of the root (after "." and "..")
+			// loops back to the root, whose ".." is itself.
+			rb := rootBlk * bs
+			put32(b, rb+24, rootIno)
+			b[rb+24+7] = ftDir
 		}, ErrCorrupt, true},
 		{"root not a directory", func(b []byte) {
 			off := inodeOffset(t, img, ".", bs)
