@@ -417,8 +417,18 @@ func runCat(ctx context.Context, env *Env, p *parsed) error {
 	if st.IsDir() {
 		return deviceErr(fmt.Errorf("%s is a directory (use ls)", p.args[1]))
 	}
-	_, err = io.Copy(env.Stdout, ctxReader{ctx, f})
+	_, err = copyFile(ctx, env.Stdout, f)
 	return err
+}
+
+// copyFile copies in 4 MiB reads: each read of a file becomes reads of
+// its extents through the LV and the volume, which decrypts a large
+// request across the cores and a small one on one. io.Copy would let
+// the writer's ReadFrom pick the size (8 KiB for io.Discard, 32 KiB for
+// a pipe), which made cat a third of read's speed.
+func copyFile(ctx context.Context, w io.Writer, r io.Reader) (int64, error) {
+	buf := make([]byte, 4<<20)
+	return io.CopyBuffer(struct{ io.Writer }{w}, ctxReader{ctx, r}, buf)
 }
 
 // runCp copies PATH out to DEST (into DEST when it is a directory). The
@@ -507,7 +517,7 @@ func copyOutFS(ctx context.Context, fsys fs.FS, name string, st fs.FileInfo, dst
 		if err != nil {
 			return err
 		}
-		if _, err := io.Copy(out, ctxReader{ctx, in}); err != nil {
+		if _, err := copyFile(ctx, out, in); err != nil {
 			out.Close()
 			return fmt.Errorf("copying %s: %w", name, err)
 		}
