@@ -61,7 +61,8 @@ func TestEnrollTPM2LikeSystemd(t *testing.T) {
 	tpm := startSwtpm(t)
 	tpm.extendPCR7(t)
 	f := newImage(t)
-	f.cryptenroll(t, nil, "--tpm2-device="+tpm.tcti, "--tpm2-pcrs=7") // token 0, keyslot 1
+	f.cryptenroll(t, nil, "--tpm2-device="+tpm.tcti, "--tpm2-pcrs=7")                                            // token 0
+	f.cryptenroll(t, []string{"NEWPIN=2468"}, "--tpm2-device="+tpm.tcti, "--tpm2-pcrs=7", "--tpm2-with-pin=yes") // token 1
 	h := f.open(t)
 	ctx := ctxT(t)
 	slot, id, err := EnrollTPM2(ctx, h, TPM2EnrollOptions{EnrollOptions: EnrollOptions{Existing: f.pass}, TPM2Device: tpm.tcti})
@@ -97,6 +98,28 @@ func TestEnrollTPM2LikeSystemd(t *testing.T) {
 	}
 	if !bytes.Equal(tt.PolicyHash, ot.PolicyHash) {
 		t.Errorf("policy hash %x, systemd's for the same PCRs %x", ot.PolicyHash, tt.PolicyHash)
+	}
+	// With a PIN too: the same policy, so systemd unseals what we seal.
+	for _, pair := range [][2]int{{1, pid}} {
+		a, err := h.ExportToken(ctx, pair[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := h.ExportToken(ctx, pair[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, err := ParseTPM2Token(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bt, err := ParseTPM2Token(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !at.PIN || !bt.PIN || !bytes.Equal(at.PolicyHash, bt.PolicyHash) {
+			t.Errorf("PIN token policy hash %x (pin %v), systemd's %x (pin %v)", bt.PolicyHash, bt.PIN, at.PolicyHash, at.PIN)
+		}
 	}
 	j := judge(t, f.img, id, tpm.tcti)
 	if !f.cryptsetupAccepts(t, j) {
