@@ -401,7 +401,7 @@ complete -c blkcrypt -n '__fish_seen_subcommand_from mount' -l volume-key-file -
 complete -c blkcrypt -n '__fish_seen_subcommand_from probe' -F
 complete -c blkcrypt -n '__fish_seen_subcommand_from probe' -l batch-mode -s q -d 'do not ask for confirmation'
 complete -c blkcrypt -n '__fish_seen_subcommand_from probe' -l help -d 'show help'
-complete -c blkcrypt -n '__fish_seen_subcommand_from probe' -l json -d 'probe: the tree as JSON (lsblk -J\'s shape; see the man page)'
+complete -c blkcrypt -n '__fish_seen_subcommand_from probe' -l json -d 'probe: print {"blockdevices": [DISK]} in lsblk -J -f\'s shape; each device has name, kind (disk, part, crypt, lvm), size and start (bytes), pttype, ptuuid, partn, parttype, parttypename, partlabel, partuuid, fstype, fsver, label, uuid (blkid\'s), note (why probe did not descend) and children; empty fields are left out'
 complete -c blkcrypt -n '__fish_seen_subcommand_from probe' -l key-file -s d -r -F -d 'the key of the encrypted volumes to descend into'
 complete -c blkcrypt -n '__fish_seen_subcommand_from probe' -l keyfile-offset -r -d 'skip this many bytes of the key file'
 complete -c blkcrypt -n '__fish_seen_subcommand_from probe' -l keyfile-size -s l -r -d 'read at most this many bytes of the key file'

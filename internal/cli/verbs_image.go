@@ -48,7 +48,7 @@ func init() {
 	verbOptions["ls"] = fileOpts
 	verbOptions["cat"] = fileOpts
 	verbOptions["cp"] = fileOpts
-	verbOptions["probe"] = cat([]opt{opt{name: "json", help: "probe: the tree as JSON (lsblk -J's shape; see the man page)", kind: -1},
+	verbOptions["probe"] = cat([]opt{opt{name: "json", help: `probe: print {"blockdevices": [DISK]} in lsblk -J -f's shape; each device has name, kind (disk, part, crypt, lvm), size and start (bytes), pttype, ptuuid, partn, parttype, parttypename, partlabel, partuuid, fstype, fsver, label, uuid (blkid's), note (why probe did not descend) and children; empty fields are left out`, kind: -1},
 		opt{name: "key-file", def: "none: encrypted volumes are not opened", help: "the key of the encrypted volumes to descend into", kind: -1},
 		o("keyfile-offset", "0"), o("keyfile-size", "all of it"), o("volume-key-file", "")})
 	extraVerbs = append(extraVerbs,
