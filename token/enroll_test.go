@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/internal/testenv"
 )
 
 // keysInOrder returns a JSON object's keys in the order they are written.
@@ -76,6 +77,9 @@ func TestEnrollTPM2LikeSystemd(t *testing.T) {
 	types := slotTypes(t, f)
 	if types[slot] != "tpm2" || types[pslot] != "tpm2" {
 		t.Fatalf("systemd-cryptenroll lists %v; want tpm2 at %d and %d", types, slot, pslot)
+	}
+	if a, b := slotKDF(t, f, 1), slotKDF(t, f, slot); a != b {
+		t.Errorf("our TPM2 keyslot's KDF %s, systemd's %s", b, a)
 	}
 	theirs, err := h.ExportToken(ctx, 0)
 	if err != nil {
@@ -181,6 +185,10 @@ func TestRecoveryKeys(t *testing.T) {
 	if got := slotTypes(t, f)[slot]; got != "recovery" {
 		t.Fatalf("systemd-cryptenroll lists keyslot %d as %q", slot, got)
 	}
+	// The KDF systemd-cryptenroll gives a recovery keyslot (keyslot 1).
+	if a, b := slotKDF(t, f, 1), slotKDF(t, f, slot); a != b {
+		t.Errorf("our recovery keyslot's KDF %s, systemd's %s", b, a)
+	}
 	js, err := h.ExportToken(ctx, id)
 	if want := `{"type":"systemd-recovery","keyslots":["` + strconv.Itoa(slot) + `"]}`; err != nil || string(js) != want {
 		t.Fatalf("token %s, %v; want %s", js, err, want)
@@ -268,4 +276,30 @@ func TestSaltedPIN(t *testing.T) {
 	if _, _, err := Unlock(ctx, h, Options{TPM2Device: tpm.tcti, PIN: []byte("wrong")}); !errors.Is(err, ErrWrongPIN) {
 		t.Fatalf("a wrong salted PIN: %v", err)
 	}
+}
+
+// slotKDF returns the PBKDF, hash and iteration lines cryptsetup luksDump
+// prints for a keyslot.
+func slotKDF(t *testing.T, f *fixture, slot int) string {
+	t.Helper()
+	cs := testenv.Need(t, "cryptsetup", "cryptsetup-bin")
+	out := run(t, nil, nil, cs, "luksDump", f.img)
+	in, kdf := false, []string{}
+	for _, line := range strings.Split(out, "\n") {
+		if line != "" && line[0] != ' ' && line[0] != '\t' {
+			in = false // a new section (Tokens:, Digests:)
+			continue
+		}
+		if strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "\t") && strings.HasSuffix(line, ": luks2") {
+			in = strings.TrimSpace(line) == strconv.Itoa(slot)+": luks2"
+			continue
+		}
+		if f := strings.Fields(line); in && len(f) == 2 && (f[0] == "PBKDF:" || f[0] == "Hash:" || f[0] == "Iterations:") {
+			kdf = append(kdf, f[0]+f[1])
+		}
+	}
+	if len(kdf) != 3 {
+		t.Fatalf("keyslot %d's KDF not found in luksDump: %q", slot, kdf)
+	}
+	return strings.Join(kdf, " ")
 }
