@@ -206,6 +206,11 @@ func (f *FS) resolve(op, name string) (node, error) {
 		if err != nil {
 			return node{}, &fs.PathError{Op: op, Path: name, Err: err}
 		}
+		if ents[i].isDir != (rec.flags&recDir != 0) {
+			// A walk goes by the index's word: a file it calls a
+			// directory would fail as "not a directory".
+			return node{}, &fs.PathError{Op: op, Path: name, Err: corrupt("the index and MFT record %d disagree on whether %s is a directory", rec.num, quote(name))}
+		}
 		if rec.flags&recDir != 0 {
 			if err := checkParent(rec, cur.rec.num, quote(name)); err != nil {
 				return node{}, &fs.PathError{Op: op, Path: name, Err: err}
@@ -284,6 +289,9 @@ func (f *FS) dir(rec *record, what string) (dirCache, error) {
 	for _, e := range ents {
 		if e.num < firstUserRec {
 			continue // system files, and the root's "." entry
+		}
+		if e.name == "" || e.name == "." || e.name == ".." || strings.ContainsAny(e.name, "/\x00") {
+			continue // not a name io/fs can carry (nor NTFS, but for the root's ".")
 		}
 		if e.dos {
 			// Not listed (the long name is), but found by lookups as

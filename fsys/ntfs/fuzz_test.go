@@ -55,6 +55,25 @@ func TestSynth(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Found by FuzzNTFS: the index calling a file a directory made a
+	// walk fail with "not a directory"; now it is corrupt.
+	name := []byte{'h', 0, 'e', 0, 'l', 0, 'l', 0, 'o', 0}
+	c := bytes.Clone(b)
+	key := bytes.Index(c, name) - 66
+	binary.LittleEndian.PutUint32(c[key+56:], fileAttrDir)
+	if err := walkAll(c); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("file indexed as a directory: %v", err)
+	}
+	// Found by FuzzNTFS: an entry named "." (no name io/fs can carry) is
+	// left out rather than returned as a path.
+	c = bytes.Clone(b)
+	key = bytes.Index(c, name) - 66
+	c[key+64] = 1
+	c[key+66] = '.'
+	if err := walkAll(c); err != nil {
+		t.Fatalf("entry named \".\": %v", err)
+	}
+
 	// Found by FuzzNTFS: an $MFT record without $DATA said "no such
 	// attribute" without ErrCorrupt.
 	b[4*512+0x38+72] = 0x70 // $DATA, after $STANDARD_INFORMATION (24 + 48 bytes), made another type

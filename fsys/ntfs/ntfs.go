@@ -158,6 +158,21 @@ func Open(dev io.ReaderAt, size int64) (*FS, error) {
 	if a.resident {
 		return nil, corrupt("resident $MFT")
 	}
+	hasList := slices.ContainsFunc(rec.attrs, func(a attr) bool { return a.typ == attrList })
+	if hasList && len(a.more) == 0 {
+		// A fragmented MFT continues its $DATA in extension records,
+		// which are found through the part of it in record 0: read
+		// through that part first, then through the whole.
+		if f.mft, err = f.stream(a, "$MFT", false); err != nil {
+			return nil, err
+		}
+		if rec, err = f.record(recMFT, 0); err != nil {
+			return nil, err
+		}
+		if a, err = rec.data("", "$MFT"); err != nil {
+			return nil, fmt.Errorf("%w: $MFT: %w", ErrCorrupt, err)
+		}
+	}
 	if f.mft, err = f.openStream(a, "$MFT"); err != nil {
 		return nil, err
 	}
@@ -401,7 +416,7 @@ func (f *FS) parseRecord(raw []byte, num uint64) (*record, error) {
 		if err != nil {
 			return nil, err
 		}
-		rec.attrs = append(rec.attrs, a) // an attribute list is refused by find
+		rec.attrs = append(rec.attrs, a)
 		off += n
 	}
 	return rec, nil
@@ -518,6 +533,12 @@ type stream struct {
 // volume and the runs must cover the data size; their count is bounded
 // by the runlist's bytes (two at least a run), so by the record size.
 func (f *FS) openStream(a attr, what string) (*stream, error) {
+	return f.stream(a, what, true)
+}
+
+// stream decodes the runlists of a; whole says they must cover its data
+// size (false: the first extent of the $MFT alone, see Open).
+func (f *FS) stream(a attr, what string, whole bool) (*stream, error) {
 	if a.resident {
 		return &stream{f: f, resident: a.value, size: int64(len(a.value)), init: int64(len(a.value))}, nil
 	}
@@ -535,8 +556,12 @@ func (f *FS) openStream(a attr, what string) (*stream, error) {
 			return nil, err
 		}
 	}
-	if vcn*f.clusterSize < s.size || vcn < a.lastVCN+1 {
+	if whole && (vcn*f.clusterSize < s.size || vcn < a.lastVCN+1) {
 		return nil, corrupt("%s: runlist of %d clusters for %d bytes", what, vcn, s.size)
+	}
+	if !whole {
+		s.size = min(s.size, vcn*f.clusterSize)
+		s.init = min(s.init, s.size)
 	}
 	return s, nil
 }
