@@ -407,7 +407,7 @@ func unsealTPM2(ctx context.Context, id int, tok *TPM2Token, device string, pin 
 		InPrivate:    tok.Private,
 		InPublic:     tok.Public,
 	}.Execute(t)
-	if errors.Is(err, tpm2.TPMRCLockout) || ctx.Err() != nil {
+	if err != nil && (errors.Is(err, tpm2.TPMRCLockout) || ctx.Err() != nil) {
 		return nil, fail(tpmErr(ctx, err))
 	}
 	if err != nil {
