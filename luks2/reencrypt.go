@@ -417,15 +417,9 @@ func (h *Header) reencryptInit(ctx context.Context, dev, data Device, passphrase
 		return err
 	}
 	defer clear(nk.material)
-	reSlot := -1
-	for i := 0; i < MaxKeyslots; i++ {
-		if h.md.keyslots[i] == nil && i != newSlot {
-			reSlot = i
-			break
-		}
-	}
-	if reSlot < 0 {
-		return fmt.Errorf("%w: no keyslot is left for the reencryption keyslot", ErrNoFreeSlot)
+	reSlot, err := h.freeReencSlot(newSlot)
+	if err != nil {
+		return err
 	}
 	if res != "checksum" {
 		hashName = ""
@@ -465,25 +459,14 @@ func (h *Header) reencryptInit(ctx context.Context, dev, data Device, passphrase
 	newDID := nextFree(dgs, -1)
 	insertSorted(dgs, strconv.Itoa(newDID), newDig)
 	insertSorted(root.get("keyslots"), strconv.Itoa(newSlot), nk.obj)
-	insertSorted(root.get("keyslots"), strconv.Itoa(reSlot), reKS)
 	// Tokens follow their keyslot to the new one (cryptsetup's
 	// assign_tokens): the old keyslot leaves them with the rest of the old
 	// key at the end, and a systemd-tpm2 or clevis token bound to it
 	// unlocks the new keyslot instead of none.
 	assignTokens(root, slot, newSlot)
-
-	vd, err := verificationData(oldKey, newKey, reKS, prev, fin, nil)
-	if err != nil {
+	if err := addReencKeyslot(root, reSlot, reKS, reencDigestVer, oldKey, newKey, prev, fin, nil, o.Keyslot.PBKDF); err != nil {
 		return err
 	}
-	defer clear(vd)
-	rd, err := newDigest(vd, o.Keyslot.PBKDF, nil)
-	if err != nil {
-		return err
-	}
-	rd.get("keyslots").arr = append(rd.get("keyslots").arr, jstr(strconv.Itoa(reSlot)))
-	insertSorted(dgs, strconv.Itoa(nextFree(dgs, -1)), rd)
-	setRequirement(root, true)
 
 	p, err := h.prepare(root, h.bin)
 	if err != nil {
@@ -497,6 +480,45 @@ func (h *Header) reencryptInit(ctx context.Context, dev, data Device, passphrase
 	}
 	rememberKey(ctx, oldDigest.ID, oldKey) // reencrypt_keys.go
 	rememberKey(ctx, newDID, newKey)
+	return nil
+}
+
+// freeReencSlot is the first free keyslot other than not, for the
+// reencrypt keyslot.
+func (h *Header) freeReencSlot(not int) (int, error) {
+	for i := 0; i < MaxKeyslots; i++ {
+		if h.md.keyslots[i] == nil && i != not {
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("%w: no keyslot is left for the reencryption keyslot", ErrNoFreeSlot)
+}
+
+// addReencKeyslot adds the reencrypt keyslot ks to root as reSlot, with
+// its digest (cryptsetup's reencryption digest over the keys, ks and the
+// backup segments, for requirement version ver) and the requirement.
+func addReencKeyslot(root *jval, reSlot int, ks *jval, ver byte, oldKey, newKey []byte, prev, fin, moved *jval, pbkdf PBKDFOptions) error {
+	insertSorted(root.get("keyslots"), strconv.Itoa(reSlot), ks)
+	vd, err := verificationData(oldKey, newKey, ks, prev, fin, moved)
+	if err != nil {
+		return err
+	}
+	defer clear(vd)
+	vd[1] = 0x30 + ver
+	rd, err := newDigest(vd, pbkdf, nil)
+	if err != nil {
+		return err
+	}
+	rd.get("keyslots").arr = append(rd.get("keyslots").arr, jstr(strconv.Itoa(reSlot)))
+	dgs := root.get("digests")
+	insertSorted(dgs, strconv.Itoa(nextFree(dgs, -1)), rd)
+	dgs.raw = nil
+	setRequirement(root, true)
+	if ver != reencDigestVer {
+		// setRequirement added the version 2 name last: rename it.
+		m := root.get("config").get("requirements").get("mandatory")
+		m.arr[len(m.arr)-1] = jstr(fmt.Sprintf("online-reencrypt-v%d", ver))
+	}
 	return nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/internal/volspec"
@@ -256,36 +255,12 @@ func (h *Header) initModalRootVer(ver byte, live []*jval, moved, prev, fin *jval
 		list = append(list, moved)
 	}
 	root := h.rootWithSegments(append(list, prev, fin), dig)
-	dgs := root.get("digests")
-	reSlot := -1
-	for i := 0; i < MaxKeyslots; i++ {
-		if h.md.keyslots[i] == nil {
-			reSlot = i
-			break
-		}
-	}
-	if reSlot < 0 {
-		return nil, fmt.Errorf("%w: no keyslot is left for the reencryption keyslot", ErrNoFreeSlot)
-	}
-	insertSorted(root.get("keyslots"), strconv.Itoa(reSlot), ks)
-	vd, err := verificationData(oldKey, key, ks, prev, fin, moved)
+	reSlot, err := h.freeReencSlot(-1)
 	if err != nil {
 		return nil, err
 	}
-	defer clear(vd)
-	vd[1] = 0x30 + ver
-	rd, err := newDigest(vd, pbkdf, nil)
-	if err != nil {
+	if err := addReencKeyslot(root, reSlot, ks, ver, oldKey, key, prev, fin, moved, pbkdf); err != nil {
 		return nil, err
-	}
-	rd.get("keyslots").arr = append(rd.get("keyslots").arr, jstr(strconv.Itoa(reSlot)))
-	insertSorted(dgs, strconv.Itoa(nextFree(dgs, -1)), rd)
-	dgs.raw = nil
-	setRequirement(root, true)
-	if ver != reencDigestVer {
-		// setRequirement added the version 2 name last: rename it.
-		m := root.get("config").get("requirements").get("mandatory")
-		m.arr[len(m.arr)-1] = jstr(fmt.Sprintf("online-reencrypt-v%d", ver))
 	}
 	return root, nil
 }

@@ -728,6 +728,16 @@ func (e *engine) hotzoneMax(hz uint64) uint64 {
 	return hz - hz%align
 }
 
+// hotzone is hotzoneMax, refusing (before anything is written) a run
+// with hotzones left and no room for one.
+func (e *engine) hotzone(hz uint64) (uint64, error) {
+	hz = e.hotzoneMax(hz)
+	if hz == 0 && e.moved == nil && !e.doneAfterRecovery() {
+		return 0, fmt.Errorf("%w: no room for a hotzone", ErrNoFreeSlot)
+	}
+	return hz, nil
+}
+
 // src is where the old data of logical offset off is.
 func (e *engine) src(off uint64) uint64 {
 	if e.moved != nil && off < e.movedLen {
@@ -916,9 +926,9 @@ func (e *engine) run(ctx context.Context, o runOpts) error {
 	if hzOpt == 0 && e.res == "none" {
 		hzOpt = defaultNoneHotzone
 	}
-	hz := e.hotzoneMax(hzOpt)
-	if hz == 0 && e.moved == nil && !e.doneAfterRecovery() {
-		return fmt.Errorf("%w: no room for a hotzone", ErrNoFreeSlot)
+	hz, err := e.hotzone(hzOpt)
+	if err != nil {
+		return err
 	}
 	if e.crashed {
 		if err := e.recover(); err != nil {

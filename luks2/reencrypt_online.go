@@ -79,9 +79,9 @@ func OpenOnline(ctx context.Context, dev Device, passphrase []byte, opts Reencry
 		o.finished = true
 		return o, nil
 	}
-	if o.hz = e.hotzoneMax(opts.HotzoneSize); o.hz == 0 && !e.doneAfterRecovery() {
+	if o.hz, err = e.hotzone(opts.HotzoneSize); err != nil {
 		e.wipe()
-		return nil, fmt.Errorf("%w: no room for a hotzone", ErrNoFreeSlot)
+		return nil, err
 	}
 	if e.crashed {
 		if err := e.recover(); err != nil {
