@@ -40,6 +40,14 @@ command -v mkfs.vfat  >/dev/null || need+=(dosfstools)
 command -v mcopy      >/dev/null || need+=(mtools)
 command -v mkntfs     >/dev/null || need+=(ntfs-3g)
 command -v debugfs    >/dev/null || need+=(e2fsprogs)
+command -v blkid      >/dev/null || need+=(util-linux)
+# Tokens (token): a software TPM, tpm2-tools (the judge's unsealer) and
+# systemd-cryptenroll, which enrolls on an image file over swtpm.
+command -v swtpm      >/dev/null || need+=(swtpm swtpm-tools)
+command -v tpm2_unseal >/dev/null || need+=(tpm2-tools)
+command -v systemd-cryptenroll >/dev/null || need+=(systemd)
+compgen -G '/usr/lib/*/libtss2-tcti-swtpm.so*' >/dev/null || need+=(libtss2-tcti-swtpm0)
+command -v python3    >/dev/null || need+=(python3)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing: ${need[*]}"
   if [ "$(id -u)" = 0 ]; then
