@@ -484,7 +484,7 @@ func parseDir(raw []byte) (out []entry, dotdot int64) {
 		if name == "" {
 			name = caseShort(d, short)
 		}
-		if name == "" || strings.ContainsAny(name, "/\x00") {
+		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
 			continue // not a name io/fs can carry
 		}
 		le := binary.LittleEndian
