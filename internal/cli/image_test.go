@@ -71,6 +71,31 @@ func TestImage(t *testing.T) {
 	t.Run("Files", func(t *testing.T) { testImageFiles(t, d) })
 	t.Run("ReadWrite", func(t *testing.T) { testImageReadWrite(t, d) })
 	t.Run("KeyVerbs", func(t *testing.T) { testImageKeyVerbs(t, d) })
+	t.Run("Serve", func(t *testing.T) { testImageServe(t, d) })
+}
+
+// testImageServe: serve --partition --lv exports vg0/root over NBD;
+// nbdcopy copies out lvm2's LV bytes, and e2fsck finds the ext4 in it
+// clean.
+func testImageServe(t *testing.T, d *debImage) {
+	needTool(t, "nbdcopy", "libnbd-bin")
+	e2fsck := testenv.Need(t, "e2fsck", "e2fsprogs")
+	sock, stop := serveInBackground(t, "--read-only", "--partition", "3", "--lv", "vg0/root", "--key-file", d.key, d.disk)
+	out := filepath.Join(t.TempDir(), "root.img")
+	if o, err := exec.Command("nbdcopy", "nbd+unix:///?socket="+sock, out).CombinedOutput(); err != nil {
+		stop()
+		t.Fatalf("nbdcopy: %v %s", err, o)
+	}
+	if code := stop(); code != 0 {
+		t.Errorf("serve exited %d", code)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil || !bytes.Equal(got, d.rootBytes()) {
+		t.Fatalf("the served LV is not lvm2's vg0/root (%d bytes, want %d): %v", len(got), d.rootSize, err)
+	}
+	if o, err := exec.Command(e2fsck, "-fn", out).CombinedOutput(); err != nil {
+		t.Errorf("e2fsck -fn on the served root: %v %s", err, o)
+	}
 }
 
 // sh runs a command, returning its stdout or a message.
