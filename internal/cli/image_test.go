@@ -348,6 +348,9 @@ func testImageProbe(t *testing.T, d *debImage) {
 		t.Errorf("LUKS UUID %q, cryptsetup says %q (%v)", luks.UUID, u, err)
 	}
 	// Without a key it does not descend; the text form names everything.
+	t.Logf("probe --json:\n%s", out)
+	code, out, errs = run(t, nil, "probe", "--key-file", d.key, d.disk)
+	t.Logf("probe:\n%s", out)
 	code, out, errs = run(t, nil, "probe", d.disk)
 	if code != 0 || !strings.Contains(out, "cryptroot") || !strings.Contains(out, "crypto_LUKS") || strings.Contains(out, "LVM2_member") || !strings.Contains(out, "locked") {
 		t.Errorf("probe without a key: %d %s %s", code, out, errs)
