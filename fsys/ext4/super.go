@@ -54,6 +54,7 @@ const (
 	incompatCasefold    = 0x20000
 
 	rocompatSparseSuper  = 0x1
+	rocompatBigalloc     = 0x200
 	rocompatMetadataCsum = 0x400
 )
 
@@ -167,6 +168,17 @@ func Open(dev io.ReaderAt, size int64) (*FS, error) {
 		return nil, fmt.Errorf("%w: block size 2^(10+%d)", ErrCorrupt, logBS)
 	}
 	f.bs = 1024 << logBS
+	// With bigalloc a group spans clusters_per_group clusters of
+	// 2^(log_cluster − log_block) blocks, so it may hold more blocks than
+	// one bitmap block has bits.
+	clusterRatio := int64(1)
+	if f.rocompat&rocompatBigalloc != 0 {
+		logCluster := le.Uint32(sb[0x1C:])
+		if logCluster < logBS || logCluster-logBS > 16 {
+			return nil, fmt.Errorf("%w: cluster size 2^(10+%d) with block size 2^(10+%d)", ErrCorrupt, logCluster, logBS)
+		}
+		clusterRatio = 1 << (logCluster - logBS)
+	}
 	f.blocks = uint64(le.Uint32(sb[0x4:]))
 	if f.incompat&incompat64bit != 0 {
 		f.blocks |= uint64(le.Uint32(sb[0x150:])) << 32
@@ -198,7 +210,7 @@ func Open(dev io.ReaderAt, size int64) (*FS, error) {
 		return nil, fmt.Errorf("%w: %d blocks of %d bytes do not fit the %d-byte device", ErrCorrupt, f.blocks, f.bs, size)
 	case uint64(f.firstDataBlock) >= f.blocks || f.firstDataBlock > 1:
 		return nil, fmt.Errorf("%w: first data block %d", ErrCorrupt, f.firstDataBlock)
-	case f.blocksPerGroup == 0 || int64(f.blocksPerGroup) > 8*f.bs:
+	case f.blocksPerGroup == 0 || int64(f.blocksPerGroup) > 8*f.bs*clusterRatio:
 		return nil, fmt.Errorf("%w: %d blocks per group with %d-byte blocks", ErrCorrupt, f.blocksPerGroup, f.bs)
 	case f.inodesPerGroup == 0 || int64(f.inodesPerGroup) > 8*f.bs:
 		return nil, fmt.Errorf("%w: %d inodes per group with %d-byte blocks", ErrCorrupt, f.inodesPerGroup, f.bs)
