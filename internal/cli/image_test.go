@@ -554,3 +554,48 @@ func BenchmarkCatThroughStack(b *testing.B) {
 	b.ReportMetric(readRate, "read-MB/s")
 	b.ReportMetric(catRate/readRate, "cat/read")
 }
+
+// TestImageBitlkClearKeyPartition: a BitLocker clear-key volume from
+// cryptsetup's fixtures, placed in a GPT partition by sgdisk and dd, opens
+// with no secret through --partition and decrypts to the fixture's
+// checksum.
+func TestImageBitlkClearKeyPartition(t *testing.T) {
+	sgdisk := testenv.Need(t, "sgdisk", "gdisk")
+	dir, conf := bitlkFixture(t)
+	tried := 0
+	for _, name := range sortedKeys(conf) {
+		c := conf[name]
+		if c["CLEARKEY_VMK_GUID"] == "" {
+			continue
+		}
+		tried++
+		img, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sectors := (len(img) + 511) / 512
+		disk := filepath.Join(t.TempDir(), "disk.img")
+		if err := os.WriteFile(disk, make([]byte, 2048*512+sectors*512+1<<20), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(sgdisk, "-n", fmt.Sprintf("1:2048:+%d", sectors), "-t", "1:0700", disk).CombinedOutput(); err != nil {
+			t.Fatalf("sgdisk: %v %s", err, out)
+		}
+		f, err := os.OpenFile(disk, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.WriteAt(img, 2048*512)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, sum, stderr := runHash(t, nil, "read", "--partition", "1", disk)
+		if code != 0 || sum != c["SHA256SUM"] {
+			t.Errorf("%s in partition 1: exit %d, sha256 %s (want %s) %s", name, code, sum, c["SHA256SUM"], stderr)
+		}
+	}
+	if tried == 0 {
+		t.Fatal("no clear-key BitLocker fixture")
+	}
+}

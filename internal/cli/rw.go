@@ -215,7 +215,7 @@ func secretOptions(env *Env, p *parsed, path, typ string, o *blkcrypt.OpenOption
 		o.VolumeKey = key
 		return nil
 	}
-	if typ == "bitlk" && p.str("key-file") == "" && bitlkClearKey(path) {
+	if typ == "bitlk" && p.str("key-file") == "" && bitlkClearKeyIn(p, path) {
 		return nil
 	}
 	prompt := "Enter passphrase: "

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/bitlk"
 	"github.com/blkcrypt/blkcrypt/fsys/ext4"
 	"github.com/blkcrypt/blkcrypt/fsys/fat"
 	"github.com/blkcrypt/blkcrypt/fsys/ntfs"
@@ -859,4 +860,30 @@ func openLUKSOn(ctx context.Context, p *parsed, hpath string, readOnly bool) (*b
 		return nil, deviceErr(fmt.Errorf("%s: %w", hpath, err))
 	}
 	return h, err
+}
+
+// bitlkClearKeyIn is bitlkClearKey for the volume the flags name: DEVICE,
+// or its --partition.
+func bitlkClearKeyIn(p *parsed, path string) bool {
+	if _, ok := p.set["partition"]; !ok { // see volumeTypeContext
+		return bitlkClearKey(path)
+	}
+	// Not through openPartitionFlag: the verb holds the disk's lock
+	// already (exclusive for a write), and this only peeks.
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	size, err := blkcrypt.DeviceSize(f)
+	if err != nil {
+		return false
+	}
+	part, err := blkcrypt.OpenPartition(f, size, p.str("partition"))
+	if err != nil {
+		return false
+	}
+	defer part.Close()
+	m, err := bitlk.Read(part)
+	return err == nil && m.HasClearKey()
 }
