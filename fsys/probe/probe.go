@@ -13,9 +13,10 @@
 //
 // Partition tables are not read here (package partition does): Identify
 // looks at one filesystem or container starting at offset 0 of dev.
-// Every read is bounded (the largest is one NTFS MFT record or one FAT
-// root directory), and a signature whose structure does not hold up is
-// not reported, as in blkid.
+// Reads are bounded by the structures probed: a few sectors for most, an
+// MFT record or two for NTFS, and for FAT its first FAT (at most 4 bytes
+// a cluster, which package fat needs to accept the volume). A signature
+// whose structure does not hold up is not reported, as in blkid.
 package probe
 
 import (
