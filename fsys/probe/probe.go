@@ -6,8 +6,9 @@
 //	// info.Type == "crypto_LUKS", info.UUID == "0f6c…", info.Version == "2"
 //
 // Known types: crypto_LUKS (LUKS1 and LUKS2), BitLocker, LVM2_member, xfs,
-// btrfs, ext2, ext3, ext4 and jbd (told apart by their features exactly
-// as blkid does), ntfs, swap and vfat (FAT12, FAT16, FAT32). The fields
+// btrfs, ext2, ext3 and ext4 (told apart by their features as
+// libblkid's ext.c does; jbd and ext4dev too, untested), ntfs, swap and
+// vfat (FAT12, FAT16, FAT32). The fields
 // are formatted as blkid prints them, so they can be compared with
 // `blkid -p -o export` and used in fstab-style UUID= lines.
 //
