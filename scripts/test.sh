@@ -40,7 +40,8 @@ command -v mkfs.vfat  >/dev/null || need+=(dosfstools)
 command -v mcopy      >/dev/null || need+=(mtools)
 command -v mkntfs     >/dev/null || need+=(ntfs-3g)
 command -v debugfs    >/dev/null || need+=(e2fsprogs)
-command -v blkid      >/dev/null || need+=(util-linux)
+command -v mkfs.xfs   >/dev/null || need+=(xfsprogs)        # fsys/probe: blkid's xfs and btrfs
+command -v mkfs.btrfs >/dev/null || need+=(btrfs-progs)
 # Tokens (token): a software TPM, tpm2-tools (the judge's unsealer) and
 # systemd-cryptenroll, which enrolls on an image file over swtpm.
 command -v swtpm      >/dev/null || need+=(swtpm swtpm-tools)
