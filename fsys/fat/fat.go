@@ -468,6 +468,12 @@ func parseDir(raw []byte) (out []entry, dotdot int64) {
 				}
 			}
 			long = string(utf16.Decode(lfn))
+			// A control character is not allowed in a long name (and
+			// would let a hostile name break a one-line error or a
+			// listing): such a name is not used, as a bad checksum.
+			if strings.ContainsFunc(long, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+				long = ""
+			}
 		}
 		want = 0
 		if d[11]&attrVolume != 0 {
@@ -558,10 +564,19 @@ const cp437 = "ÇüéâäàåçêëèïîìÄÅÉæÆôöòûùÿÖÜ¢£¥₧ƒ
 
 var cp437Runes = []rune(cp437)
 
+// cp437Low is what code page 437 shows for the control bytes 0x00-0x1F,
+// which a valid short name never holds; a damaged one is shown with
+// these glyphs rather than with control characters.
+var cp437Low = []rune(" ☺☻♥♦♣♠•◘○◙♂♀♪♫☼►◄↕‼¶§▬↨↑↓→←∟↔▲▼")
+
 func decodeOEM(b []byte) string {
 	var sb strings.Builder
 	for _, c := range b {
-		if c < 0x80 {
+		if c < 0x20 {
+			sb.WriteRune(cp437Low[c])
+		} else if c == 0x7f {
+			sb.WriteRune('⌂')
+		} else if c < 0x80 {
 			sb.WriteByte(c)
 		} else {
 			sb.WriteRune(cp437Runes[c-0x80])
