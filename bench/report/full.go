@@ -91,6 +91,13 @@ var targets = []target{
 		labels: []string{"AES-XTS", "AES-CBC-ESSIV", "Serpent-XTS"}, min: 1.8},
 	{area: "sector", what: "0 allocs/op on the batch path", keys: []string{"sector.allocs"}, min: 0, atMost: true, unit: "allocs"},
 	{area: "luks", what: "`read` of a 1 GiB volume next to `qemu-img convert` (LUKS1)", keys: []string{"luks.read_vs_qemu"}, record: true},
+	// Issue #25: the format-neutral sector map costs nothing on the data path.
+	{area: "datapath", what: "the Volume's data path after/before the handle, engine and sector map (#25; 1.0 is no change, ≥ 0.95 allows noise)",
+		keys:   []string{"datapath.read_4K", "datapath.write_4K", "datapath.read_1024K", "datapath.write_1024K"},
+		labels: []string{"read 4K", "write 4K", "read 1M", "write 1M"}, min: 0.95},
+	// Issue #26: a file out of an image as fast as the volume under it.
+	{area: "images", what: "`cat` of a 256 MiB ext4 file through GPT, LUKS2 and LVM ≥ 0.8× `read` of as many bytes of the volume (#26)",
+		keys: []string{"image.cat_vs_read"}, min: 0.8},
 	{area: "nbd", what: "read/write ≥ 2× nbdkit-luks", keys: []string{"nbd.read.nbdkit-luks", "nbd.write.nbdkit-luks"},
 		labels: []string{"read", "write"}, min: 2},
 	{area: "nbd", what: "read/write ≥ 3× qemu-nbd (with multi-conn)", keys: []string{"nbd.read.qemu-nbd", "nbd.write.qemu-nbd"},
@@ -243,8 +250,9 @@ func runFull() error {
 		{"LUKS", "bench/luks.sh", luksSize},
 		{"The whole path: a volume on tmpfs read and written end to end (issue #14 item 5)", "bench/path.sh", pathSize},
 		{"Reencryption: blkcrypt against cryptsetup (issue #15)", "bench/reencrypt.sh", reencSize},
+		{"The data path before and after, and files out of images (issues #25, #26)", "bench/datapath.sh", ""},
 	} {
-		fmt.Fprintf(out, "## %s (`%s %s`)\n\n", sec.title, sec.script, sec.size)
+		fmt.Fprintf(out, "## %s (`%s`)\n\n", sec.title, strings.TrimSpace(sec.script+" "+sec.size))
 		t0 = time.Now()
 		s, err := script(env, sec.script, sec.size)
 		took(sec.script, t0)
