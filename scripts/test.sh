@@ -19,6 +19,7 @@ command -v gcc        >/dev/null || need+=(gcc)
 [ -f /usr/include/openssl/evp.h ] || need+=(libssl-dev)   # the OpenSSL oracle (internal/oracle)
 command -v aespipe    >/dev/null || need+=(aespipe)       # loop-AES known answers
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)  # the kernel harness (test/kernel)
+command -v nbd-client >/dev/null || need+=(nbd-client)       # the kernel's NBD client in the guest (test/kernel)
 command -v tmux       >/dev/null || need+=(tmux)          # the CLI's terminal tests (prompts, progress)
 command -v groff      >/dev/null || need+=(groff-base)    # the man page check
 command -v zsh        >/dev/null || need+=(zsh)           # the completion checks
