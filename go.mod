@@ -9,4 +9,7 @@ require (
 	golang.org/x/term v0.48.0
 )
 
-require github.com/google/go-tpm v0.9.8
+require (
+	github.com/go-jose/go-jose/v4 v4.1.9
+	github.com/google/go-tpm v0.9.8
+)
