@@ -48,6 +48,13 @@ command -v mkfs.btrfs >/dev/null || need+=(btrfs-progs)
 command -v swtpm      >/dev/null || need+=(swtpm swtpm-tools)
 command -v tpm2_unseal >/dev/null || need+=(tpm2-tools)
 command -v systemd-cryptenroll >/dev/null || need+=(systemd)
+# clevis tokens (token): clevis luks bind/pass with the tang, tpm2 and sss pins,
+# Debian's tang server run under socat on loopback, and jose.
+command -v clevis-luks-bind >/dev/null || need+=(clevis clevis-luks)
+command -v clevis-encrypt-tpm2 >/dev/null || need+=(clevis-tpm2)
+[ -x /usr/libexec/tangd ] || need+=(tang)
+command -v socat      >/dev/null || need+=(socat)
+command -v jose       >/dev/null || need+=(jose)
 compgen -G '/usr/lib/*/libtss2-tcti-swtpm.so*' >/dev/null || need+=(libtss2-tcti-swtpm0)
 command -v python3    >/dev/null || need+=(python3)
 if [ ${#need[@]} -gt 0 ]; then
