@@ -85,6 +85,8 @@ func archMissing(impl string) string {
 		return "VAES, VPCLMULQDQ, PCLMULQDQ and AVX2 (with OS YMM support)"
 	case "vaes-avx512":
 		return "AVX512F, AVX512BW, VAES and VPCLMULQDQ (with OS ZMM support), besides what vaes needs"
+	case "ce":
+		return "the ARMv8 Crypto Extensions (arm64 only)"
 	}
 	return "unknown implementation"
 }

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/crypto/xts"
 )
 
-var allImpls = []string{"vaes-avx512", "vaes", "aesni", "generic"}
+var allImpls = []string{"vaes-avx512", "vaes", "aesni", "ce", "generic"}
 
 // forEachImpl runs f for every implementation, skipping (with the missing
 // CPU features named) those that cannot run here.
