@@ -17,6 +17,7 @@ var implPriority = map[string]struct{ cipher, mode, fused int }{
 	"generic": {PriorityGeneric, PriorityGeneric + 10, PriorityGeneric + 20},
 	"aesni":   {PriorityAESNI, PriorityModeNI, PriorityFused},
 	"vaes":    {PriorityAESNI + 10, PriorityVAES, PriorityFused + 100},
+	"ce":      {PriorityCE, PriorityModeCE, PriorityFusedCE}, // arm64: aes_ce_drivers.go
 	// Only its XTS differs from vaes (ZMM kernels), so only xts(aes) is
 	// registered for it, above xts-aes-vaes, as the kernel prefers
 	// xts-aes-vaes-avx10_512 where it has AVX-512.
