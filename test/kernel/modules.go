@@ -23,6 +23,8 @@ var guestModules = []struct {
 	{"virtio_blk", false},
 	{"dm_mod", false},
 	{"dm_crypt", false},
+	{"dm_integrity", true}, // integrity_test.go (integritysetup)
+	{"hmac", true},
 	{"af_alg", false},
 	{"algif_skcipher", false},
 	{"algif_hash", true},
@@ -51,6 +53,7 @@ var guestModules = []struct {
 	{"crc32_pclmul", true},
 	{"crc32c_generic", true},
 	{"crc32c_intel", true},
+	{"nbd", false}, // the kernel's NBD client (nbd_test.go)
 	{"ext4", true},
 	{"vfat", true},
 	{"nls_cp437", true},
