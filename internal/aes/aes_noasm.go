@@ -1,4 +1,4 @@
-//go:build !amd64 || purego
+//go:build !(amd64 || arm64) || purego
 
 package aes
 
@@ -7,7 +7,9 @@ package aes
 
 func archImpls() []implID { return nil }
 
-func archMissing(impl string) string { return "built without assembly (purego or not amd64)" }
+func archMissing(impl string) string {
+	return "built without assembly (purego, or neither amd64 nor arm64)"
+}
 
 func unreachable() { panic("aes: no assembly implementation in this build") }
 
