@@ -200,7 +200,7 @@ func formatOn(ctx context.Context, dev luksutil.Device, detached bool, typ strin
 	if err = ctx.Err(); err != nil {
 		return err
 	}
-	ks := luksutil.KeyslotOptions{Slot: keyslotArg(o.Keyslot), PBKDF: o.PBKDF}
+	ks := luksutil.KeyslotOptions{Slot: o.Keyslot, PBKDF: o.PBKDF}
 	if typ == "luks2" {
 		_, err = luks2.FormatContext(ctx, dev, key, passphrase, luks2.FormatOptions{
 			Cipher: o.Cipher, SectorSize: o.SectorSize, UUID: o.UUID, Label: o.Label, Subsystem: o.Subsystem,

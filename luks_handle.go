@@ -60,15 +60,9 @@ type KeyOptions struct {
 	VolumeKey []byte
 }
 
-func (o KeyOptions) keyslot(fallback int) luksutil.KeyslotOptions {
-	return luksutil.KeyslotOptions{Slot: slotOr(o.NewKeyslot, fallback), PBKDF: o.PBKDF, Priority: o.Priority}
-}
-
-func slotOr(k *int, fallback int) int {
-	if k == nil {
-		return fallback
-	}
-	return *k
+// keyslot is the new keyslot's options (a nil NewKeyslot: any).
+func (o KeyOptions) keyslot() luksutil.KeyslotOptions {
+	return luksutil.KeyslotOptions{Slot: o.NewKeyslot, PBKDF: o.PBKDF, Priority: o.Priority}
 }
 
 // LUKS is an open LUKS1 or LUKS2 header: the one handle through which the
@@ -92,6 +86,11 @@ type LUKS struct {
 	// dataPath is the data device OpenLUKS was given (the header's own
 	// file unless o.Header names another), for Resize; "" for a device.
 	dataPath string
+	// detached is set when the header is not on the data device
+	// (LUKSOptions.Header or HeaderDevice); data is the data device of
+	// OpenLUKSDevice then (OpenLUKS opens dataPath when needed).
+	detached bool
+	data     luksutil.Device
 }
 
 // OpenLUKS opens the LUKS header on the file or block device at path (or a
@@ -107,7 +106,7 @@ func openLUKSHandle(ctx context.Context, path string, o LUKSOptions, check bool)
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	h := &LUKS{typ: o.Type, readOnly: o.ReadOnly, dataPath: path}
+	h := &LUKS{typ: o.Type, readOnly: o.ReadOnly, dataPath: path, detached: o.Header != ""}
 	target := path
 	if o.Header != "" {
 		target = o.Header
@@ -152,14 +151,19 @@ func openLUKSDevice(ctx context.Context, dev io.ReaderAt, o LUKSOptions, check b
 	if dev == nil {
 		return nil, fmt.Errorf("%w: a nil device", ErrInvalidOptions)
 	}
+	var data luksutil.Device
 	if o.HeaderDevice != nil {
+		var err error
+		if data, err = headerDevice(dev); err != nil {
+			return nil, err
+		}
 		dev = o.HeaderDevice
 	}
 	d, err := headerDevice(dev)
 	if err != nil {
 		return nil, err
 	}
-	h := &LUKS{dev: d, typ: o.Type, readOnly: o.ReadOnly}
+	h := &LUKS{dev: d, typ: o.Type, readOnly: o.ReadOnly, detached: data != nil, data: data}
 	if _, ok := dev.(io.WriterAt); !ok {
 		h.readOnly = true
 	}
@@ -212,9 +216,15 @@ func openPlainFile(path string, readOnly bool) (*os.File, error) {
 }
 
 // check reads the header once, under a shared lock, to refuse a device
-// that holds none (or not the version asked for) at open.
+// that holds none (or not the version asked for) at open. A LUKS1 header
+// marked by a reencryption in progress opens: Reencrypt finishes it, the
+// other methods refuse it (ErrLUKS1ReencryptInProgress).
 func (h *LUKS) check(ctx context.Context) error {
-	return h.do(ctx, false, func(luksutil.Header) error { return nil })
+	err := h.do(ctx, false, func(luksutil.Header) error { return nil })
+	if errors.Is(err, luks1.ErrReencryptInProgress) && h.checkType(1) == nil {
+		return nil
+	}
+	return err
 }
 
 // do runs f on the header read afresh under the device's lock.
@@ -222,10 +232,13 @@ func (h *LUKS) do(ctx context.Context, write bool, f func(hd luksutil.Header) er
 	return h.locked(ctx, write, func() error {
 		hd, err := readHeader(ctx, h.dev)
 		if err != nil {
+			if marked, _ := luks1.ReencryptionInProgress(h.dev); marked {
+				return luks1.ErrReencryptInProgress
+			}
 			return err
 		}
-		if got := fmt.Sprintf("luks%d", hd.Version()); h.typ != "" && h.typ != "luks" && h.typ != got {
-			return fmt.Errorf("%w: the device holds %s, not %s", ErrNotLUKS, got, h.typ)
+		if err := h.checkType(hd.Version()); err != nil {
+			return err
 		}
 		if write {
 			if w, ok := hd.(interface{ Writable() error }); ok {
@@ -318,7 +331,7 @@ func (h *LUKS) AddKey(ctx context.Context, existing, newPassphrase []byte, o Key
 		}
 		defer clear(key)
 		var err error
-		slot, err = hd.AddKeyContext(ctx, h.dev, key, newPassphrase, o.keyslot(luksutil.AnySlot))
+		slot, err = hd.AddKeyContext(ctx, h.dev, key, newPassphrase, o.keyslot())
 		return err
 	})
 	return slot, err
@@ -355,7 +368,7 @@ func (h *LUKS) ChangeKey(ctx context.Context, old, newPassphrase []byte, o KeyOp
 	slot = -1
 	err = h.do(ctx, true, func(hd luksutil.Header) error {
 		var err error
-		slot, err = hd.ChangeKeyContext(ctx, h.dev, old, newPassphrase, keyslotArg(o.Keyslot), o.keyslot(luksutil.AnySlot))
+		slot, err = hd.ChangeKeyContext(ctx, h.dev, old, newPassphrase, keyslotArg(o.Keyslot), o.keyslot())
 		return err
 	})
 	return slot, err

@@ -745,29 +745,13 @@ func dumpLUKS2(out io.Writer, h *luks2.Header) error {
 	return w.err
 }
 
-// unboundMark is cryptsetup's " (unbound)" for a keyslot whose digest
-// serves no segment but backups (an unbound key, or the new key of a
-// reencryption that has not started).
+// unboundMark is cryptsetup's " (unbound)" after a keyslot's type in
+// luksDump, by its own rule (luks2.Header.KeyslotUnbound).
 func unboundMark(h *luks2.Header, k luks2.Keyslot) string {
-	backup := map[int]bool{}
-	for _, s := range h.Segments() {
-		for _, f := range s.Flags {
-			if strings.HasPrefix(f, "backup-") {
-				backup[s.ID] = true
-			}
-		}
+	if h.KeyslotUnbound(k.ID) {
+		return " (unbound)"
 	}
-	for _, d := range h.Digests() {
-		if d.ID != k.Digest {
-			continue
-		}
-		for _, s := range d.Segments {
-			if !backup[s] {
-				return ""
-			}
-		}
-	}
-	return " (unbound)"
+	return ""
 }
 
 // dumpReencryptKeyslot prints the reencrypt keyslot as cryptsetup's

@@ -22,7 +22,7 @@ import (
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 
-var onlineKDF = luks2.KeyslotOptions{Slot: luks2.AnySlot, PBKDF: kdf.Options{Type: kdf.PBKDF2, Hash: "sha256", Iterations: 1000}}
+var onlineKDF = luks2.KeyslotOptions{PBKDF: kdf.Options{Type: kdf.PBKDF2, Hash: "sha256", Iterations: 1000}}
 
 // onlineImage formats a LUKS2 image (16 MiB header, dataMiB of data) with
 // 512-byte sectors and fills it with random plaintext, which it returns.

@@ -9,13 +9,32 @@ import (
 	"github.com/blkcrypt/blkcrypt/kdf"
 )
 
-// AnySlot asks for any keyslot: the first that unlocks, or the first free.
+// Number is the keyslot a *int keyslot field names, or AnySlot for nil.
+func Number(slot *int) int {
+	if slot == nil {
+		return AnySlot
+	}
+	return *slot
+}
+
+// AnySlot asks for any keyslot where a keyslot number is an argument (the
+// Unlock and ChangeKey methods of luks1 and luks2): the first that
+// unlocks, or the first free. In options types the zero value, a nil
+// *int, means the same (see Options.Slot).
 const AnySlot = -1
 
-// Options configure a new keyslot (add-key, change-key, format).
+// Slot returns a pointer to n, for the *int keyslot fields of options
+// types, whose nil zero value means "any keyslot":
+// keyslot.Options{Slot: keyslot.Slot(3)}.
+func Slot(n int) *int { return &n }
+
+// Options configure a new keyslot (add-key, change-key, format). The zero
+// value takes the first free keyslot with cryptsetup's KDF defaults.
 type Options struct {
-	// Slot is the keyslot number to use, or AnySlot for the first free one.
-	Slot int
+	// Slot is the keyslot number to use; nil (the zero value) takes the
+	// first free one. Every options type of the module with a keyslot
+	// field follows this rule: nil is any keyslot, Slot(n) keyslot n.
+	Slot *int
 	// PBKDF chooses the KDF and its cost (benchmarked unless forced).
 	PBKDF kdf.Options
 	// Priority is the LUKS2 keyslot priority; the zero value stores none

@@ -13,11 +13,12 @@ import (
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil/lukstest"
 	"github.com/blkcrypt/blkcrypt/kdf"
+	"github.com/blkcrypt/blkcrypt/keyslot"
 	"github.com/blkcrypt/blkcrypt/luks1"
 )
 
 // fast keeps keyslot KDFs cheap: cryptsetup's minimum of 1000 iterations.
-var fast = luks1.KeyslotOptions{Slot: luks1.AnySlot, PBKDF: kdf.Options{Iterations: 1000}}
+var fast = luks1.KeyslotOptions{PBKDF: kdf.Options{Iterations: 1000}}
 
 const imgSize = 4 << 20
 
@@ -220,13 +221,13 @@ func TestKeyslotErrors(t *testing.T) {
 	if err := h.RemoveKey(dev, 3); !errors.Is(err, luks1.ErrSlotInactive) {
 		t.Fatalf("remove twice: %v", err)
 	}
-	if _, err := h.AddKey(dev, key, []byte("x"), luks1.KeyslotOptions{Slot: 0, PBKDF: fast.PBKDF}); !errors.Is(err, luks1.ErrSlotInUse) {
+	if _, err := h.AddKey(dev, key, []byte("x"), luks1.KeyslotOptions{Slot: keyslot.Slot(0), PBKDF: fast.PBKDF}); !errors.Is(err, luks1.ErrSlotInUse) {
 		t.Fatalf("add into active slot: %v", err)
 	}
-	if _, err := h.AddKey(dev, key, []byte("x"), luks1.KeyslotOptions{Slot: luks1.AnySlot, PBKDF: kdf.Options{Type: kdf.Argon2id, Iterations: 4}}); !errors.Is(err, luks1.ErrInvalidOptions) {
+	if _, err := h.AddKey(dev, key, []byte("x"), luks1.KeyslotOptions{PBKDF: kdf.Options{Type: kdf.Argon2id, Iterations: 4}}); !errors.Is(err, luks1.ErrInvalidOptions) {
 		t.Fatalf("argon2 on LUKS1: %v", err)
 	}
-	if _, err := h.AddKey(dev, key, []byte("x"), luks1.KeyslotOptions{Slot: luks1.AnySlot, PBKDF: kdf.Options{Iterations: 10}}); !errors.Is(err, luks1.ErrInvalidOptions) {
+	if _, err := h.AddKey(dev, key, []byte("x"), luks1.KeyslotOptions{PBKDF: kdf.Options{Iterations: 10}}); !errors.Is(err, luks1.ErrInvalidOptions) {
 		t.Fatalf("10 iterations: %v", err)
 	}
 	if _, err := luks1.Format(luksutil.NewMemDevice(1<<20, nil), key, []byte("p"), luks1.FormatOptions{Keyslot: fast}); !errors.Is(err, luks1.ErrDeviceTooSmall) {
@@ -242,7 +243,7 @@ func TestKeyslotErrors(t *testing.T) {
 	if testing.Short() {
 		return
 	}
-	h2, err := luks1.Format(luksutil.NewMemDevice(imgSize, nil), key, []byte("p"), luks1.FormatOptions{Keyslot: luks1.KeyslotOptions{Slot: luks1.AnySlot, PBKDF: kdf.Options{IterTime: 50e6}}})
+	h2, err := luks1.Format(luksutil.NewMemDevice(imgSize, nil), key, []byte("p"), luks1.FormatOptions{Keyslot: luks1.KeyslotOptions{PBKDF: kdf.Options{IterTime: 50e6}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,8 @@
 //	key, slot, err := h.Unlock(dev, pass, luks1.AnySlot)
 //	h.DataOffset(); h.DataSize(devSize); h.Cipher(); h.KeySize(); h.SectorSize(); h.UUID()
 //	h, err = luks1.Format(dev, key, pass, luks1.FormatOptions{})
-//	slot, err = h.AddKey(dev, key, newPass, luks1.KeyslotOptions{Slot: luks1.AnySlot})
-//	slot, err = h.ChangeKey(dev, oldPass, newPass, luks1.AnySlot, luks1.KeyslotOptions{Slot: luks1.AnySlot})
+//	slot, err = h.AddKey(dev, key, newPass, luks1.KeyslotOptions{}) // first free keyslot
+//	slot, err = h.ChangeKey(dev, oldPass, newPass, luks1.AnySlot, luks1.KeyslotOptions{})
 //	err = h.RemoveKey(dev, slot)
 //	ok := h.VolumeKeyDigestOK(key)
 //

@@ -37,7 +37,8 @@ type KeyslotOptions = keyslot.Options
 // iterations).
 type PBKDFOptions = kdf.Options
 
-// AnySlot asks for any keyslot.
+// AnySlot asks for any keyslot where a keyslot number is an argument
+// (Unlock, ChangeKey); in KeyslotOptions any keyslot is a nil Slot.
 const AnySlot = keyslot.AnySlot
 
 // Sentinel errors (shared with package luks2).
@@ -330,7 +331,7 @@ func (h *Header) AddKeyContext(ctx context.Context, dev Device, volumeKey, passp
 	if !h.VolumeKeyDigestOK(volumeKey) {
 		return -1, ErrWrongKey
 	}
-	slot := opts.Slot
+	slot := keyslot.Number(opts.Slot)
 	if slot == AnySlot {
 		slot = -1
 		for i := range h.p.Keyslots {
@@ -426,7 +427,7 @@ func (h *Header) ChangeKeyContext(ctx context.Context, dev Device, oldPassphrase
 		return -1, err
 	}
 	defer clear(key)
-	ns := opts.Slot
+	ns := keyslot.Number(opts.Slot)
 	if ns == old {
 		return -1, fmt.Errorf("%w: keyslot %d holds the old passphrase; pick another slot so the change stays crash-safe", ErrSlotInUse, ns)
 	}
@@ -443,7 +444,7 @@ func (h *Header) ChangeKeyContext(ctx context.Context, dev Device, oldPassphrase
 		}
 	}
 	o := opts
-	o.Slot = ns
+	o.Slot = &ns
 	if _, err := h.AddKeyContext(ctx, dev, key, newPassphrase, o); err != nil {
 		return -1, err
 	}
@@ -471,7 +472,7 @@ type FormatOptions struct {
 	// Detached writes a header for a separate data device: payload offset
 	// 0 unless PayloadOffset is given.
 	Detached bool
-	// Keyslot configures the first keyslot. With Slot AnySlot (or 0), Format
+	// Keyslot configures the first keyslot. With Slot nil (any), Format
 	// picks the first keyslot whose area does not overlap a LUKS header
 	// already on the device, so a crash mid-format leaves the old volume
 	// openable.
@@ -610,10 +611,10 @@ func FormatContext(ctx context.Context, dev Device, volumeKey, passphrase []byte
 	clear(d)
 
 	// Pick the keyslot: away from whatever an existing header still needs.
-	slot := opts.Keyslot.Slot
+	slot := keyslot.Number(opts.Keyslot.Slot)
 	inUse := luksutil.InUse(dev)
 	h := &Header{p: *p}
-	if slot == AnySlot || slot == 0 {
+	if slot == AnySlot {
 		slot = -1
 		for i := range p.Keyslots {
 			if !luksutil.OverlapsAny(h.area(i), inUse) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/internal/volspec"
+	"github.com/blkcrypt/blkcrypt/keyslot"
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 
@@ -416,7 +417,7 @@ func (r *run) start(ctx context.Context, cur *Header) error {
 	slices.Sort(slots)
 	mem := luksutil.NewMemDevice(int(cur.DataOffset()), nil)
 	ks := o.Keyslot
-	ks.Slot = slots[0]
+	ks.Slot = keyslot.Slot(slots[0])
 	nh, err := Format(mem, newKey, keep[slots[0]], FormatOptions{
 		Cipher: cipher, Hash: o.Hash, UUID: r.uuid, PayloadOffset: cur.p.PayloadOffset, Keyslot: ks,
 	})
@@ -424,7 +425,7 @@ func (r *run) start(ctx context.Context, cur *Header) error {
 		return fmt.Errorf("creating the new header: %w", err)
 	}
 	for _, s := range slots[1:] {
-		ks.Slot = s
+		ks.Slot = keyslot.Slot(s)
 		if _, err := nh.AddKey(mem, newKey, keep[s], ks); err != nil {
 			return fmt.Errorf("creating the new header: %w", err)
 		}

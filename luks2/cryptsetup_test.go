@@ -13,13 +13,14 @@ import (
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil/lukstest"
 	"github.com/blkcrypt/blkcrypt/kdf"
+	"github.com/blkcrypt/blkcrypt/keyslot"
 	"github.com/blkcrypt/blkcrypt/luks2"
 )
 
 const imgSize = 20 << 20
 
 // argonFast is the cheapest argon2id cryptsetup accepts.
-var argonFast = luks2.KeyslotOptions{Slot: luks2.AnySlot, PBKDF: kdf.Options{Type: kdf.Argon2id, Iterations: 4, MemoryKiB: 32, Parallel: 1}}
+var argonFast = luks2.KeyslotOptions{PBKDF: kdf.Options{Type: kdf.Argon2id, Iterations: 4, MemoryKiB: 32, Parallel: 1}}
 
 func randKey(n int) []byte {
 	k := make([]byte, n)
@@ -130,7 +131,7 @@ func TestCryptsetupReadsOurImages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s2, err := h.AddKey(dev, key, p2, luks2.KeyslotOptions{Slot: 7, PBKDF: argonFast.PBKDF, Priority: luks2.PriorityPrefer})
+			s2, err := h.AddKey(dev, key, p2, luks2.KeyslotOptions{Slot: keyslot.Slot(7), PBKDF: argonFast.PBKDF, Priority: luks2.PriorityPrefer})
 			if err != nil || s2 != 7 {
 				t.Fatalf("add to slot 7: %d %v", s2, err)
 			}
@@ -304,7 +305,7 @@ func TestErrors(t *testing.T) {
 	if _, err := h.ChangeKey(dev, []byte("p"), []byte("q"), luks2.AnySlot, fast); !errors.Is(err, luks2.ErrNoFreeSlot) {
 		t.Fatalf("change without space: %v", err)
 	}
-	if _, err := h.AddKey(dev, key, []byte("x"), luks2.KeyslotOptions{Slot: 0, PBKDF: fast.PBKDF}); !errors.Is(err, luks2.ErrSlotInUse) {
+	if _, err := h.AddKey(dev, key, []byte("x"), luks2.KeyslotOptions{Slot: keyslot.Slot(0), PBKDF: fast.PBKDF}); !errors.Is(err, luks2.ErrSlotInUse) {
 		t.Fatalf("occupied slot: %v", err)
 	}
 	if err := h.RemoveKey(dev, 32); !errors.Is(err, luks2.ErrInvalidSlot) {
@@ -323,7 +324,7 @@ func TestErrors(t *testing.T) {
 		// Default argon2id benchmark with a short target.
 		img2 := lukstest.NewImage(t, t.TempDir(), "b.img", imgSize)
 		h2, err := luks2.Format(lukstest.Open(t, img2), key, []byte("p"), luks2.FormatOptions{
-			Keyslot: luks2.KeyslotOptions{Slot: luks2.AnySlot, PBKDF: kdf.Options{IterTime: 100e6, MemoryKiB: 16 * 1024}}})
+			Keyslot: luks2.KeyslotOptions{PBKDF: kdf.Options{IterTime: 100e6, MemoryKiB: 16 * 1024}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,7 @@
 //	key, slot, err := h.Unlock(dev, pass, luks2.AnySlot)
 //	h.DataOffset(); h.DataSize(devSize); h.Cipher(); h.SectorSize(); h.KeySize(); h.UUID()
 //	h, err = luks2.Format(dev, key, pass, luks2.FormatOptions{})
-//	slot, err = h.AddKey(dev, key, newPass, luks2.KeyslotOptions{Slot: luks2.AnySlot})
+//	slot, err = h.AddKey(dev, key, newPass, luks2.KeyslotOptions{}) // first free keyslot
 //	slot, err = h.ChangeKey(dev, oldPass, newPass, luks2.AnySlot, opts)
 //	err = h.RemoveKey(dev, slot)
 //	ok := h.VolumeKeyDigestOK(key)

@@ -12,11 +12,12 @@ import (
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil/lukstest"
 	"github.com/blkcrypt/blkcrypt/kdf"
+	"github.com/blkcrypt/blkcrypt/keyslot"
 	"github.com/blkcrypt/blkcrypt/luks2"
 )
 
 // fast keeps test keyslots cheap.
-var fast = luks2.KeyslotOptions{Slot: luks2.AnySlot, PBKDF: kdf.Options{Type: kdf.PBKDF2, Iterations: 1000}}
+var fast = luks2.KeyslotOptions{PBKDF: kdf.Options{Type: kdf.PBKDF2, Iterations: 1000}}
 
 func fixtureKeys(t *testing.T) map[string][]byte {
 	t.Helper()
@@ -128,7 +129,7 @@ func TestMDAImages(t *testing.T) {
 			}
 			// Add keyslot 9 and token 10 as compat-test2 does; cryptsetup
 			// checks follow in the interop tests.
-			if _, err := h.AddKey(dev, vk, []byte("ocMakf3fAcQO"), luks2.KeyslotOptions{Slot: 9, PBKDF: fast.PBKDF}); err != nil {
+			if _, err := h.AddKey(dev, vk, []byte("ocMakf3fAcQO"), luks2.KeyslotOptions{Slot: keyslot.Slot(9), PBKDF: fast.PBKDF}); err != nil {
 				t.Fatal(err)
 			}
 			tok := []byte(`{"type":"some_type","keyslots":[],"base64_data":"zxI7vKB1Qwl4VPB4D-N-OgcC14hPCG0IDu8O7eCqaQ"}`)

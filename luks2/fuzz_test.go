@@ -83,7 +83,7 @@ func checkStable(t *testing.T, area []byte) {
 
 func fuzzSeeds(tb testing.TB) [][]byte {
 	var out [][]byte
-	fast := luksutil.KeyslotOptions{Slot: luksutil.AnySlot, PBKDF: kdf.Options{Type: kdf.PBKDF2, Iterations: 1000}}
+	fast := luksutil.KeyslotOptions{PBKDF: kdf.Options{Type: kdf.PBKDF2, Iterations: 1000}}
 	for i, o := range []FormatOptions{
 		{Detached: true, KeyslotsSize: 33 * 4096, Label: "seed"},
 		{Detached: true, KeyslotsSize: 33 * 4096, Cipher: "aes-cbc-essiv:sha256", SectorSize: 512},

@@ -32,7 +32,7 @@ type File struct{ *os.File }
 // Size returns the file size, or the block device size.
 func (f File) Size() (int64, error) { return luksutil.File{File: f.File}.Size() }
 
-// KeyslotOptions configure a new keyslot: Slot (or AnySlot), the KDF
+// KeyslotOptions configure a new keyslot: Slot (nil: the first free one), the KDF
 // (PBKDFOptions) and the priority.
 type KeyslotOptions = keyslot.Options
 

@@ -13,7 +13,7 @@ import (
 	"github.com/blkcrypt/blkcrypt/kdf"
 )
 
-var fastOpts = luksutil.KeyslotOptions{Slot: AnySlot, PBKDF: kdf.Options{Type: kdf.PBKDF2, Iterations: 1000}}
+var fastOpts = luksutil.KeyslotOptions{PBKDF: kdf.Options{Type: kdf.PBKDF2, Iterations: 1000}}
 
 func TestPriorities(t *testing.T) {
 	dev := luksutil.NewMemDevice(20<<20, nil)

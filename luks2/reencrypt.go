@@ -9,10 +9,12 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/internal/volspec"
 	"github.com/blkcrypt/blkcrypt/kdf"
+	"github.com/blkcrypt/blkcrypt/keyslot"
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 
@@ -175,6 +177,56 @@ func (h *Header) digestOfSegment(seg int) int {
 	for id, d := range h.md.digests {
 		for _, s := range d.Segments {
 			if s == seg {
+				return id
+			}
+		}
+	}
+	return -1
+}
+
+// KeyslotUnbound reports whether cryptsetup 2.6's luksDump marks keyslot
+// id "(unbound)": LUKS2_keyslot_for_segment(CRYPT_ONE_SEGMENT) finds the
+// keyslot's digest (the first digest, in stored order, listing it) is not
+// the digest of any of the segment ids 0 to n-1, n the number of segments
+// that are not backups, where a segment's digest is the first digest in
+// stored order that lists it. During a reencryption the segment in
+// reencryption lists both digests, so while it is segment 0 the digest
+// stored first (the old key's) takes it and the new key's keyslot shows
+// as unbound; once segment 0 is the reencrypted part, it is bound.
+func (h *Header) KeyslotUnbound(id int) bool {
+	kd := h.firstDigestListing("keyslots", strconv.Itoa(id))
+	if kd < 0 {
+		return true
+	}
+	n := 0
+	for _, s := range h.md.segments {
+		backup := false
+		for _, f := range s.Flags {
+			backup = backup || strings.HasPrefix(f, "backup-")
+		}
+		if !backup {
+			n++
+		}
+	}
+	for s := 0; s < n; s++ {
+		if h.firstDigestListing("segments", strconv.Itoa(s)) == kd {
+			return false
+		}
+	}
+	return true
+}
+
+// firstDigestListing is the id of the first digest, in stored order, whose
+// array field lists name (cryptsetup's LUKS2_digest_by_keyslot and
+// LUKS2_digest_by_segment), or -1.
+func (h *Header) firstDigestListing(field, name string) int {
+	dgs := h.md.root.get("digests")
+	if dgs == nil || dgs.kind != jObj {
+		return -1
+	}
+	for _, m := range dgs.obj {
+		if a := m.val.get(field); a != nil && a.kind == jArr && arrHas(a, name) {
+			if id, err := strconv.Atoi(m.key); err == nil {
 				return id
 			}
 		}
@@ -403,7 +455,7 @@ func (h *Header) reencryptInit(ctx context.Context, dev, data Device, passphrase
 		return err
 	}
 	kopts := o.Keyslot
-	kopts.Slot = newSlot
+	kopts.Slot = keyslot.Slot(newSlot)
 	if kopts.Priority == PriorityUnset {
 		if k := h.md.keyslots[slot]; k != nil {
 			kopts.Priority = k.Priority

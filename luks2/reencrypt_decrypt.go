@@ -14,8 +14,8 @@ type DecryptOptions struct {
 	Resilience  string
 	Hash        string
 	HotzoneSize uint64
-	// Slot is the keyslot to open (AnySlot for any).
-	Slot int
+	// Slot is the keyslot to open; nil (the zero value) tries any.
+	Slot *int
 	// ResumeOnly refuses to start a new decryption.
 	ResumeOnly bool
 	Keyslot    KeyslotOptions // the KDF of the reencryption digest
@@ -142,7 +142,7 @@ func Decrypt(ctx context.Context, hdev, data Device, passphrase []byte, o Decryp
 	if err != nil {
 		return err
 	}
-	ro := runOpts{hotzone: o.HotzoneSize, slot: o.Slot, stopAfter: o.StopAfter, progress: o.Progress}
+	ro := runOpts{hotzone: o.HotzoneSize, slot: slotArg(o.Slot), stopAfter: o.StopAfter, progress: o.Progress}
 	switch {
 	case plan.Resume:
 		ro.resilience, ro.hash = o.Resilience, o.Hash
@@ -216,7 +216,7 @@ func (h *Header) decryptShiftInit(ctx context.Context, hdev, data, src Device, p
 	if moved == 0 {
 		return fmt.Errorf("%w: the moved segment is smaller than a sector", ErrInvalidOptions)
 	}
-	key, d, err := h.unlockSegmentKey(ctx, src, passphrase, o.Slot)
+	key, d, err := h.unlockSegmentKey(ctx, src, passphrase, slotArg(o.Slot))
 	if err != nil {
 		return err
 	}
@@ -324,7 +324,7 @@ func (h *Header) decryptInit(ctx context.Context, hdev, data Device, passphrase 
 	if uint64(devSize)%uint64(seg.SectorSize) != 0 && seg.Dynamic {
 		return fmt.Errorf("%w: the data device (%d bytes) is not a multiple of the %d-byte sector size", ErrInvalidOptions, devSize, seg.SectorSize)
 	}
-	key, d, err := h.unlockSegmentKey(ctx, hdev, passphrase, o.Slot)
+	key, d, err := h.unlockSegmentKey(ctx, hdev, passphrase, slotArg(o.Slot))
 	if err != nil {
 		return err
 	}

@@ -203,7 +203,7 @@ func TestDecryptPowerCut(t *testing.T) {
 	hl := int64(len(hb))
 	base := append(hb, ct...)
 	op := func(dev *powercut.Device) error {
-		return luks2.Decrypt(context.Background(), part{dev, 0, hl}, part{dev, hl, dataLen}, pass, luks2.DecryptOptions{Slot: luks2.AnySlot, Keyslot: reencKDF, HotzoneSize: 256 << 10})
+		return luks2.Decrypt(context.Background(), part{dev, 0, hl}, part{dev, hl, dataLen}, pass, luks2.DecryptOptions{Keyslot: reencKDF, HotzoneSize: 256 << 10})
 	}
 	n := 0
 	csDir := t.TempDir()
@@ -231,7 +231,7 @@ func TestDecryptPowerCut(t *testing.T) {
 				// the run and decrypts the plaintext again. blkcrypt
 				// finishes that repaired state.
 				cs.MustRun("repair", "--batch-mode", "--header", ch, "--key-file", cs.KeyFile(pass), cd)
-				if err := luks2.Decrypt(context.Background(), openRW(t, ch), openRW(t, cd), pass, luks2.DecryptOptions{Slot: luks2.AnySlot}); err != nil {
+				if err := luks2.Decrypt(context.Background(), openRW(t, ch), openRW(t, cd), pass, luks2.DecryptOptions{}); err != nil {
 					t.Fatalf("%s: blkcrypt after cryptsetup repair: %v", what, err)
 				}
 				who = "cryptsetup repair and blkcrypt"
@@ -240,7 +240,7 @@ func TestDecryptPowerCut(t *testing.T) {
 			}
 			check(who, cd)
 		}
-		err = luks2.Decrypt(context.Background(), openRW(t, hp), openRW(t, dp), pass, luks2.DecryptOptions{Slot: luks2.AnySlot, Keyslot: reencKDF, HotzoneSize: 256 << 10})
+		err = luks2.Decrypt(context.Background(), openRW(t, hp), openRW(t, dp), pass, luks2.DecryptOptions{Keyslot: reencKDF, HotzoneSize: 256 << 10})
 		if err != nil {
 			if _, h := readImage(t, hp); h.Segments()[0].Type != "linear" {
 				t.Fatalf("%s: blkcrypt resume: %v", what, err)
@@ -345,7 +345,7 @@ func TestDecryptAttachedPowerCut(t *testing.T) {
 	hl := int64(h.HeaderSize())
 	dl := int64(len(dev))
 	base := append(make([]byte, hl), dev...)
-	opts := luks2.DecryptOptions{Slot: luks2.AnySlot, Keyslot: reencKDF, HotzoneSize: 256 << 10}
+	opts := luks2.DecryptOptions{Keyslot: reencKDF, HotzoneSize: 256 << 10}
 	op := func(d *powercut.Device) error {
 		return luks2.Decrypt(context.Background(), part{d, 0, hl}, part{d, hl, dl}, pass, opts)
 	}

@@ -225,7 +225,7 @@ func TestDecryptDetachedInterop(t *testing.T) {
 			cs := cs.With(t)
 			hdr, img, plain := detachedVolume(t, cs, dir, who, pass, size)
 			if tc.who == "blkcrypt-then-cryptsetup" {
-				err := luks2.Decrypt(context.Background(), openRW(t, hdr), openRW(t, img), pass, luks2.DecryptOptions{Slot: luks2.AnySlot, Resilience: tc.res, Keyslot: reencKDF, HotzoneSize: 1 << 20, StopAfter: 1})
+				err := luks2.Decrypt(context.Background(), openRW(t, hdr), openRW(t, img), pass, luks2.DecryptOptions{Resilience: tc.res, Keyslot: reencKDF, HotzoneSize: 1 << 20, StopAfter: 1})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -315,7 +315,7 @@ func TestEncryptDecryptBadInput(t *testing.T) {
 				return luks2.Reencrypt(ctx, openRW(t, img), pass, luks2.ReencryptOptions{ResumeOnly: true, Cipher: "serpent-xts-plain64"})
 			},
 			"decrypt": func() error {
-				return luks2.Decrypt(ctx, openRW(t, img), openRW(t, img), pass, luks2.DecryptOptions{Slot: luks2.AnySlot})
+				return luks2.Decrypt(ctx, openRW(t, img), openRW(t, img), pass, luks2.DecryptOptions{})
 			},
 			"init again": func() error {
 				return luks2.Encrypt(ctx, openRW(t, img), pass, luks2.EncryptOptions{ReduceDeviceSize: 2 * esShift, InitOnly: true})
@@ -336,7 +336,7 @@ func TestEncryptDecryptBadInput(t *testing.T) {
 		hdr, img, _ := detachedVolume(t, cs, dir, "dec-bad", pass, 1<<20)
 		h0, _ := os.ReadFile(hdr)
 		d0, _ := os.ReadFile(img)
-		err := luks2.Decrypt(ctx, openRW(t, hdr), openRW(t, img), []byte("wrong"), luks2.DecryptOptions{Slot: luks2.AnySlot, Keyslot: reencKDF})
+		err := luks2.Decrypt(ctx, openRW(t, hdr), openRW(t, img), []byte("wrong"), luks2.DecryptOptions{Keyslot: reencKDF})
 		if !errors.Is(err, luks2.ErrWrongPassphrase) {
 			t.Fatalf("got %v", err)
 		}
@@ -346,7 +346,7 @@ func TestEncryptDecryptBadInput(t *testing.T) {
 		cs.MustRun(append([]string{"luksFormat", "--type", "luks2", "--batch-mode", "--key-file", cs.KeyFile(pass)}, append(csFast, att)...)...)
 		a0, _ := os.ReadFile(att)
 		f := openRW(t, att)
-		if err := luks2.Decrypt(ctx, f, f, pass, luks2.DecryptOptions{Slot: luks2.AnySlot}); !errors.Is(err, luks2.ErrUnsupported) {
+		if err := luks2.Decrypt(ctx, f, f, pass, luks2.DecryptOptions{}); !errors.Is(err, luks2.ErrUnsupported) {
 			t.Fatalf("attached decrypt: got %v", err)
 		}
 		same(t, att, a0)
@@ -385,7 +385,7 @@ func TestDecryptAttachedInterop(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				err = luks2.Decrypt(context.Background(), luks2.File{File: f}, openRW(t, img), pass, luks2.DecryptOptions{Slot: luks2.AnySlot, Keyslot: reencKDF, HotzoneSize: 256 << 10, StopAfter: 2})
+				err = luks2.Decrypt(context.Background(), luks2.File{File: f}, openRW(t, img), pass, luks2.DecryptOptions{Keyslot: reencKDF, HotzoneSize: 256 << 10, StopAfter: 2})
 				f.Close()
 				if err != nil {
 					t.Fatal(err)

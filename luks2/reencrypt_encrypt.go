@@ -7,6 +7,7 @@ import (
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/internal/volspec"
+	"github.com/blkcrypt/blkcrypt/keyslot"
 )
 
 // Encryption and decryption in place (cryptsetup reencrypt --encrypt and
@@ -50,7 +51,7 @@ type EncryptOptions struct {
 	Hash        string
 	HotzoneSize uint64
 	UUID, Label string
-	// Keyslot configures the keyslot (Slot AnySlot means 0) and its KDF.
+	// Keyslot configures the keyslot (a nil Slot means 0) and its KDF.
 	Keyslot  KeyslotOptions
 	InitOnly bool
 	// ResumeOnly refuses to start a new encryption (ErrNoReencryption).
@@ -200,8 +201,8 @@ func encryptParams(o *EncryptOptions) ([]byte, error) {
 	if err := luksutil.CheckCipher(o.Cipher, o.KeySize); err != nil {
 		return nil, fmt.Errorf("%w: cipher %s with a %d-bit key: %w", ErrInvalidOptions, o.Cipher, o.KeySize*8, err)
 	}
-	if o.Keyslot.Slot == AnySlot {
-		o.Keyslot.Slot = 0
+	if o.Keyslot.Slot == nil {
+		o.Keyslot.Slot = keyslot.Slot(0)
 	}
 	key := make([]byte, o.KeySize)
 	if err := luksutil.Random(key); err != nil {

@@ -16,7 +16,7 @@ import (
 // keyslot fields, either backup segment) makes the resume refuse, naming the
 // digest, and write nothing; the untouched state resumes.
 func TestReencryptDigestGuardsMetadata(t *testing.T) {
-	fast := KeyslotOptions{Slot: AnySlot, PBKDF: kdf.Options{Type: kdf.PBKDF2, Hash: "sha256", Iterations: 1000}}
+	fast := KeyslotOptions{PBKDF: kdf.Options{Type: kdf.PBKDF2, Hash: "sha256", Iterations: 1000}}
 	pass := []byte("guarded")
 	base := make([]byte, 5<<20)
 	dev := powercut.New(base)
@@ -104,7 +104,7 @@ func TestReencryptDigestGuardsMetadata(t *testing.T) {
 // (all data under the new key, no old keyslot) is finished with the new
 // key alone, and the data reads back.
 func TestReencryptFinishWithoutOldKey(t *testing.T) {
-	fast := KeyslotOptions{Slot: AnySlot, PBKDF: kdf.Options{Type: kdf.PBKDF2, Hash: "sha256", Iterations: 1000}}
+	fast := KeyslotOptions{PBKDF: kdf.Options{Type: kdf.PBKDF2, Hash: "sha256", Iterations: 1000}}
 	pass := []byte("no old key")
 	dev := powercut.New(make([]byte, 5<<20))
 	key := make([]byte, 64)

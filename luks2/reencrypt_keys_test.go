@@ -29,7 +29,7 @@ func (d *keyslotReads) ReadAt(b []byte, off int64) (int, error) {
 // made there), where it derived the old key twice and the new once more.
 // With argon2id each derivation is a second or more.
 func TestReencryptDerivesOnce(t *testing.T) {
-	fast := KeyslotOptions{Slot: AnySlot, PBKDF: kdf.Options{Type: kdf.PBKDF2, Hash: "sha256", Iterations: 1000}}
+	fast := KeyslotOptions{PBKDF: kdf.Options{Type: kdf.PBKDF2, Hash: "sha256", Iterations: 1000}}
 	pass := []byte("derive once")
 	dev := &keyslotReads{Device: powercut.New(make([]byte, 5<<20))}
 	h, err := Format(dev.Device, make([]byte, 64), pass, FormatOptions{Keyslot: fast, KeyslotsSize: 2 << 20, DataOffset: 4 << 20})

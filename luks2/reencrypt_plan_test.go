@@ -57,7 +57,7 @@ func TestPlanEncryptDecrypt(t *testing.T) {
 	if _, err := luks2.PlanEncrypt(ctx, dev, &o); !errors.Is(err, luks2.ErrReencryptInProgress) || !errors.Is(err, luks2.ErrInvalidOptions) {
 		t.Fatalf("init-only of an encryption in progress: %v", err)
 	}
-	if _, err := luks2.PlanDecrypt(ctx, dev, dev, luks2.DecryptOptions{Slot: luks2.AnySlot}); !errors.Is(err, luks2.ErrReencryptInProgress) {
+	if _, err := luks2.PlanDecrypt(ctx, dev, dev, luks2.DecryptOptions{}); !errors.Is(err, luks2.ErrReencryptInProgress) {
 		t.Fatalf("decryption of an encryption in progress: %v", err)
 	}
 	same("a refused plan", initState)
@@ -71,13 +71,13 @@ func TestPlanEncryptDecrypt(t *testing.T) {
 	if _, err := luks2.PlanEncrypt(ctx, dev, &o); !errors.Is(err, luks2.ErrAlreadyLUKS) {
 		t.Fatalf("encryption of a LUKS2 volume: %v", err)
 	}
-	if _, err := luks2.PlanDecrypt(ctx, dev, dev, luks2.DecryptOptions{Slot: luks2.AnySlot}); !errors.Is(err, luks2.ErrDecryptAttached) {
+	if _, err := luks2.PlanDecrypt(ctx, dev, dev, luks2.DecryptOptions{}); !errors.Is(err, luks2.ErrDecryptAttached) {
 		t.Fatalf("decryption without a header device: %v", err)
 	}
-	if _, err := luks2.PlanDecrypt(ctx, nil, dev, luks2.DecryptOptions{Slot: luks2.AnySlot, ResumeOnly: true}); !errors.Is(err, luks2.ErrNoReencryption) {
+	if _, err := luks2.PlanDecrypt(ctx, nil, dev, luks2.DecryptOptions{ResumeOnly: true}); !errors.Is(err, luks2.ErrNoReencryption) {
 		t.Fatalf("resume-only decryption of a volume: %v", err)
 	}
-	dp, err := luks2.PlanDecrypt(ctx, nil, dev, luks2.DecryptOptions{Slot: luks2.AnySlot})
+	dp, err := luks2.PlanDecrypt(ctx, nil, dev, luks2.DecryptOptions{})
 	if err != nil || dp.Resume || !dp.Export || dp.UUID != h.UUID() {
 		t.Fatalf("decryption exporting the header: %+v, %v", dp, err)
 	}
@@ -85,14 +85,14 @@ func TestPlanEncryptDecrypt(t *testing.T) {
 
 	// A decryption in progress (header exported): resumed.
 	hdr := powercut.New(make([]byte, 4<<20))
-	if err := luks2.Decrypt(ctx, hdr, dev, pass, luks2.DecryptOptions{Slot: luks2.AnySlot, InitOnly: true, Keyslot: reencKDF}); err != nil {
+	if err := luks2.Decrypt(ctx, hdr, dev, pass, luks2.DecryptOptions{InitOnly: true, Keyslot: reencKDF}); err != nil {
 		t.Fatal(err)
 	}
-	dp, err = luks2.PlanDecrypt(ctx, hdr, dev, luks2.DecryptOptions{Slot: luks2.AnySlot})
+	dp, err = luks2.PlanDecrypt(ctx, hdr, dev, luks2.DecryptOptions{})
 	if err != nil || !dp.Resume || dp.UUID != h.UUID() {
 		t.Fatalf("decryption in progress: %+v, %v", dp, err)
 	}
-	if err := luks2.Decrypt(ctx, hdr, dev, pass, luks2.DecryptOptions{Slot: luks2.AnySlot}); err != nil {
+	if err := luks2.Decrypt(ctx, hdr, dev, pass, luks2.DecryptOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := dev.Current()[:len(plain)-2<<20]; !bytes.Equal(got, plain[:len(got)]) {

@@ -19,7 +19,7 @@ import (
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 
-var reencKDF = luks2.KeyslotOptions{Slot: luks2.AnySlot, PBKDF: kdf.Options{Type: kdf.PBKDF2, Hash: "sha256", Iterations: 1000}}
+var reencKDF = luks2.KeyslotOptions{PBKDF: kdf.Options{Type: kdf.PBKDF2, Hash: "sha256", Iterations: 1000}}
 
 const reencImg = 24 << 20 // 8 MiB of data after the 16 MiB header
 

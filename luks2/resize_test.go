@@ -90,7 +90,7 @@ func TestCheckDataSize(t *testing.T) {
 
 	free := lukstest.NewImage(t, t.TempDir(), "free.img", 24<<20)
 	fdev := lukstest.Open(t, free)
-	fh, err := Format(fdev, make([]byte, 64), []byte("pw"), FormatOptions{SectorSize: 4096, Keyslot: KeyslotOptions{Slot: AnySlot, PBKDF: PBKDFOptions{Type: "pbkdf2", Iterations: 1000}}})
+	fh, err := Format(fdev, make([]byte, 64), []byte("pw"), FormatOptions{SectorSize: 4096, Keyslot: KeyslotOptions{PBKDF: PBKDFOptions{Type: "pbkdf2", Iterations: 1000}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil/lukstest"
+	"github.com/blkcrypt/blkcrypt/keyslot"
 )
 
 func validHdr(t testing.TB) []byte {
@@ -192,7 +193,7 @@ func TestDifferentialUnlock(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := fastOpts
-		o.Slot = 1
+		o.Slot = keyslot.Slot(1)
 		if _, err := h.AddKey(dev, volKey, []byte("one"), o); err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/kdf"
+	"github.com/blkcrypt/blkcrypt/keyslot"
 )
 
 // Defaults, as cryptsetup 2.7 formats LUKS2.
@@ -316,7 +317,7 @@ func (h *Header) addKeyslot(ctx context.Context, dev Device, digest int, key, pa
 
 // prepareKeyslot picks a keyslot number and builds it, writing nothing.
 func (h *Header) prepareKeyslot(ctx context.Context, key, passphrase []byte, opts KeyslotOptions, avoid []luksutil.Range) (*newKeyslot, error) {
-	id, err := h.pickSlot(opts.Slot)
+	id, err := h.pickSlot(keyslot.Number(opts.Slot))
 	if err != nil {
 		return nil, err
 	}
@@ -348,7 +349,7 @@ func (h *Header) AddUnboundKey(dev Device, key, passphrase []byte, opts KeyslotO
 	if len(key) == 0 || len(key) > 1024 {
 		return -1, fmt.Errorf("%w: unbound key of %d bytes", ErrInvalidOptions, len(key))
 	}
-	id, err := h.pickSlot(opts.Slot)
+	id, err := h.pickSlot(keyslot.Number(opts.Slot))
 	if err != nil {
 		return -1, err
 	}
@@ -751,8 +752,8 @@ func FormatContext(ctx context.Context, dev Device, volumeKey, passphrase []byte
 	// benchmark and derivation) before anything is written.
 	avoid := luksutil.InUse(dev)
 	kopts := opts.Keyslot
-	if kopts.Slot == AnySlot {
-		kopts.Slot = 0
+	if kopts.Slot == nil {
+		kopts.Slot = keyslot.Slot(0)
 	}
 	if _, err := h.findArea(areaSize(len(volumeKey)), avoid); err != nil {
 		avoid = nil

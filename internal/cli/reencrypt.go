@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/blkcrypt/blkcrypt"
-	"github.com/blkcrypt/blkcrypt/kdf"
 	"github.com/blkcrypt/blkcrypt/luks2"
 )
 
@@ -23,28 +22,32 @@ func runReencrypt(ctx context.Context, env *Env, p *parsed) error {
 	if err != nil {
 		return err
 	}
-	if v1, err := isLUKS1Reencrypt(p, path); err != nil || v1 {
-		if err != nil {
-			return err
-		}
-		return runReencryptLUKS1(ctx, env, p, path)
-	}
 	switch {
 	case p.bool("encrypt") && p.bool("decrypt"):
 		return usageErr("--encrypt and --decrypt contradict each other")
 	case p.bool("init-only") && p.bool("resume-only"):
 		return usageErr("--init-only and --resume-only contradict each other")
+	}
+	// The library tells the version; LUKS1 has no detached reencryption,
+	// so the device itself says whether it is LUKS1.
+	v1 := !blkcrypt.IsURI(path) && isLUKS1(ctx, path)
+	switch t := p.str("type"); {
+	case t == "luks1" && !v1 && !p.bool("encrypt"):
+		return usageErr("device %s is not a LUKS1 device", path)
+	case t == "luks2" && v1:
+		return usageErr("device %s holds LUKS1, not luks2", path)
+	case v1:
+		return runReencryptLUKS1(ctx, env, p, path)
 	case p.bool("encrypt"):
 		return runEncrypt(ctx, env, p, path)
+	case t != "" && t != "luks2" && t != "luks":
+		return usageErr("reencrypt supports LUKS1 and LUKS2 only")
 	case p.bool("decrypt"):
 		return runDecrypt(ctx, env, p, path)
 	case p.has("reduce-device-size"):
 		return usageErr("--reduce-device-size is only for --encrypt")
 	}
-	if t := p.str("type"); t != "" && t != "luks2" && t != "luks" {
-		return usageErr("reencrypt supports LUKS2 only (LUKS1 reencryption is not supported yet)")
-	}
-	o := luks2.ReencryptOptions{
+	o := blkcrypt.LUKSReencryptOptions{
 		Cipher:     p.str("cipher"),
 		Resilience: p.str("resilience"),
 		Hash:       p.str("hash"),
@@ -56,7 +59,7 @@ func runReencrypt(ctx context.Context, env *Env, p *parsed) error {
 		if s < 0 || s >= luks2.MaxKeyslots {
 			return usageErr("invalid --key-slot %d", s)
 		}
-		o.Slot = &s
+		o.Keyslot = &s
 	}
 	if err := checkResilience(p, o.Resilience, o.Hash, o.ResumeOnly); err != nil {
 		return err
@@ -67,45 +70,41 @@ func runReencrypt(ctx context.Context, env *Env, p *parsed) error {
 	if o.ResumeOnly && (o.Cipher != "" || o.KeySize != 0 || o.SectorSize != 0) {
 		return usageErr("--resume-only takes the cipher, key size and sector size from the reencryption in progress")
 	}
-	pk, err := pbkdfOptions(p)
+	if o.PBKDF, err = pbkdfOptions(p); err != nil {
+		return err
+	}
+	o.PBKDF.Hash = "" // --hash is the checksum hash here, as in cryptsetup reencrypt
+	h, err := blkcrypt.OpenLUKS(ctx, path, blkcrypt.LUKSOptions{Header: p.str("header")})
 	if err != nil {
 		return err
 	}
-	pk.Hash = "" // --hash is the checksum hash here, as in cryptsetup reencrypt
-	o.Keyslot = luks2.KeyslotOptions{PBKDF: kdf.Options(pk)}
-
-	f, hdev, h, err := luksDevice(ctx, p, path, false)
-	if err != nil {
-		return err
+	defer h.Close()
+	// The library refuses what it would refuse before the passphrase is
+	// asked for.
+	if _, err := h.PlanReencrypt(ctx, o); err != nil {
+		return reencErr(ctx, err)
 	}
-	defer f.Close()
-	h2, ok := h.(*luks2.Header)
-	if !ok {
-		return usageErr("reencrypt supports LUKS2 only (LUKS1 reencryption is not supported yet)")
-	}
-	if p.str("header") != "" {
-		df, err := openDevice(path, false)
-		if err != nil {
-			return err
-		}
-		defer df.Close()
-		o.Data = luks2.File{File: df}
-	}
-	return lockedRun(ctx, env, p, path, h2.UUID(), func(pass []byte, progress func(done, total uint64)) error {
+	return withPassphrase(ctx, env, p, path, func(pass []byte, progress func(done, total uint64)) error {
 		o.Progress = progress
-		return luks2.Reencrypt(ctx, hdev, pass, o)
+		return h.Reencrypt(ctx, pass, o)
 	})
 }
 
-// lockedRun takes cryptsetup's reencryption lock of the volume uuid, reads
-// the passphrase and runs do with it and a progress callback; the error is
-// mapped as reencErr maps it.
-func lockedRun(ctx context.Context, env *Env, p *parsed, path, uuid string, do func(pass []byte, progress func(done, total uint64)) error) error {
-	unlockReenc, err := luks2.LockReencryption(uuid)
+// isLUKS1 reports whether path holds a LUKS1 header, or one marked by a
+// LUKS1 reencryption in progress (which only LUKS1 reencryption can
+// finish).
+func isLUKS1(ctx context.Context, path string) bool {
+	h, err := blkcrypt.OpenLUKS(ctx, path, blkcrypt.LUKSOptions{Type: "luks1", ReadOnly: true})
 	if err != nil {
-		return err
+		return false
 	}
-	defer unlockReenc()
+	h.Close()
+	return true
+}
+
+// withPassphrase reads the passphrase and runs do with it and a progress
+// callback; the error is mapped as reencErr maps it.
+func withPassphrase(ctx context.Context, env *Env, p *parsed, path string, do func(pass []byte, progress func(done, total uint64)) error) error {
 	pass, _, err := readSecret(env, p, "Enter passphrase for "+path+": ")
 	if err != nil {
 		return err
@@ -125,9 +124,9 @@ func reencErr(ctx context.Context, err error) error {
 	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		// Stopped between hotzones: the metadata says where.
 		return usageErr("reencryption interrupted (%v); resume it with reencrypt --resume-only", ctx.Err())
-	case errors.Is(err, luks2.ErrNoReencryption):
+	case errors.Is(err, blkcrypt.ErrNoReencryption):
 		return usageErr("device reencryption not in progress")
-	case errors.Is(err, luks2.ErrReencryptInProgress) && errors.Is(err, luks2.ErrInvalidOptions):
+	case errors.Is(err, blkcrypt.ErrReencryptInProgress) && errors.Is(err, blkcrypt.ErrInvalidOptions):
 		return usageErr("%v", err)
 	}
 	return err
@@ -204,16 +203,17 @@ func runEncrypt(ctx context.Context, env *Env, p *parsed, path string) error {
 		return usageErr("reencrypt --encrypt supports --type luks2 only (LUKS1 encryption is not supported yet)")
 	}
 	hpath := p.str("header")
-	o := luks2.EncryptOptions{
+	o := blkcrypt.EncryptOptions{
 		Cipher:     p.str("cipher"),
 		Resilience: p.str("resilience"),
 		Hash:       p.str("hash"),
 		UUID:       p.str("uuid"),
 		Label:      p.str("label"),
+		Header:     hpath,
 		InitOnly:   p.bool("init-only"),
 		ResumeOnly: p.bool("resume-only"),
 	}
-	if err := checkResilience(p, o.Resilience, o.Hash, p.bool("resume-only")); err != nil {
+	if err := checkResilience(p, o.Resilience, o.Hash, o.ResumeOnly); err != nil {
 		return err
 	}
 	var err error
@@ -236,55 +236,29 @@ func runEncrypt(ctx context.Context, env *Env, p *parsed, path string) error {
 		if sec < 0 {
 			return usageErr("invalid --offset")
 		}
-		o.Offset = uint64(sec) * 512
+		o.Offset = uint64(sec)
 	}
 	if p.has("key-slot") {
-		o.Keyslot.Slot = slotOpt(p)
-		if o.Keyslot.Slot < 0 || o.Keyslot.Slot >= luks2.MaxKeyslots {
-			return usageErr("invalid --key-slot %d", o.Keyslot.Slot)
+		s := slotOpt(p)
+		if s < 0 || s >= luks2.MaxKeyslots {
+			return usageErr("invalid --key-slot %d", s)
 		}
-	} else {
-		o.Keyslot.Slot = luks2.AnySlot
+		o.Keyslot = &s
 	}
-	pk, err := pbkdfOptions(p)
-	if err != nil {
+	if o.PBKDF, err = pbkdfOptions(p); err != nil {
 		return err
 	}
-	pk.Hash = ""
-	o.Keyslot.PBKDF = kdf.Options(pk)
-
-	df, err := blkcrypt.OpenFileLocked(path, false)
-	if err != nil {
-		return err
-	}
-	defer df.Close()
-	data := luks2.File{File: df.File}
-	if hpath != "" {
-		_, serr := os.Stat(hpath)
-		missing := errors.Is(serr, os.ErrNotExist)
-		if missing && p.bool("resume-only") {
+	o.PBKDF.Hash = ""
+	if hpath != "" && o.ResumeOnly {
+		if _, err := os.Stat(hpath); errors.Is(err, os.ErrNotExist) {
 			return deviceErr(fmt.Errorf("header %s does not exist", hpath))
 		}
-		hf, err := openHeaderFile(hpath, missing)
-		if err != nil {
-			return err
-		}
-		defer hf.Close()
-		if missing {
-			// Nothing written (bad options, no passphrase): no file left.
-			defer func() {
-				if st, err := os.Stat(hpath); err == nil && st.Size() == 0 {
-					os.Remove(hpath)
-				}
-			}()
-		}
-		o.Header = luks2.File{File: hf.File}
 	}
 	// The library says whether it resumes or starts (and refuses what it
 	// would refuse) before a passphrase is asked for: a run in progress
 	// is resumed with its passphrase; a new one asks for the new
 	// passphrase (twice on a terminal), as luksFormat does.
-	plan, err := luks2.PlanEncrypt(ctx, data, &o)
+	plan, err := blkcrypt.PlanEncrypt(ctx, path, o)
 	if err != nil {
 		return encryptErr(ctx, path, err)
 	}
@@ -298,14 +272,9 @@ func runEncrypt(ctx context.Context, env *Env, p *parsed, path string) error {
 		return err
 	}
 	defer clear(pass)
-	unlockReenc, err := luks2.LockReencryption(plan.UUID)
-	if err != nil {
-		return err
-	}
-	defer unlockReenc()
 	var finish func()
 	o.Progress, finish = reencProgress(env, p, path)
-	err = luks2.Encrypt(ctx, data, pass, o)
+	err = blkcrypt.Encrypt(ctx, path, pass, o)
 	if err == nil {
 		finish()
 	}
@@ -315,7 +284,7 @@ func runEncrypt(ctx context.Context, env *Env, p *parsed, path string) error {
 // encryptErr maps an encryption's errors as reencErr does, and a device
 // that holds LUKS already to cryptsetup's message.
 func encryptErr(ctx context.Context, path string, err error) error {
-	if errors.Is(err, luks2.ErrAlreadyLUKS) {
+	if errors.Is(err, blkcrypt.ErrAlreadyLUKS) {
 		return usageErr("device %s is already a LUKS device", path)
 	}
 	return reencErr(ctx, err)
@@ -331,17 +300,20 @@ func runDecrypt(ctx context.Context, env *Env, p *parsed, path string) error {
 	if hpath == "" {
 		return usageErr("LUKS2 decryption requires --header option")
 	}
-	o := luks2.DecryptOptions{
+	o := blkcrypt.DecryptOptions{
 		Resilience: p.str("resilience"),
 		Hash:       p.str("hash"),
-		Slot:       slotOpt(p),
 		InitOnly:   p.bool("init-only"),
 		ResumeOnly: p.bool("resume-only"),
+	}
+	if p.has("key-slot") {
+		s := slotOpt(p)
+		o.Keyslot = &s
 	}
 	if o.Resilience == "datashift" {
 		return usageErr("--resilience datashift is only for --encrypt with --reduce-device-size")
 	}
-	if err := checkResilience(p, o.Resilience, o.Hash, p.bool("resume-only")); err != nil {
+	if err := checkResilience(p, o.Resilience, o.Hash, o.ResumeOnly); err != nil {
 		return err
 	}
 	ks, ss, hz, err := reencSizes(p)
@@ -352,46 +324,37 @@ func runDecrypt(ctx context.Context, env *Env, p *parsed, path string) error {
 		return usageErr("--decrypt takes no --cipher, --key-size or --sector-size")
 	}
 	o.HotzoneSize = hz
-	pk, err := pbkdfOptions(p)
-	if err != nil {
+	if o.PBKDF, err = pbkdfOptions(p); err != nil {
 		return err
 	}
-	pk.Hash = ""
-	o.Keyslot = luks2.KeyslotOptions{PBKDF: kdf.Options(pk)}
+	o.PBKDF.Hash = ""
 	if _, err := os.Stat(hpath); errors.Is(err, os.ErrNotExist) {
 		return runDecryptExport(ctx, env, p, path, hpath, o)
 	}
-	f, hdev, h, err := luksDevice(ctx, p, path, false)
+	h, err := blkcrypt.OpenLUKS(ctx, path, blkcrypt.LUKSOptions{Header: hpath})
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	if _, ok := h.(*luks2.Header); !ok {
-		return usageErr("LUKS1 decryption is not supported yet")
-	}
-	df, err := openDevice(path, false)
-	if err != nil {
-		return err
-	}
-	defer df.Close()
-	data := luks2.File{File: df}
+	defer h.Close()
 	// The library says whether it resumes, starts or refuses before a
 	// passphrase is asked for.
-	plan, err := luks2.PlanDecrypt(ctx, hdev, data, o)
-	if err != nil {
+	if _, err := h.PlanDecrypt(ctx, o); err != nil {
 		return decryptErr(ctx, err)
 	}
-	return lockedRun(ctx, env, p, path, plan.UUID, func(pass []byte, progress func(done, total uint64)) error {
+	return withPassphrase(ctx, env, p, path, func(pass []byte, progress func(done, total uint64)) error {
 		o.Progress = progress
-		return luks2.Decrypt(ctx, hdev, data, pass, o) // the plan refused an attached header
+		return h.Decrypt(ctx, pass, o)
 	})
 }
 
 // decryptErr maps a decryption's errors as reencErr does, and a header on
 // the data device without a new header file to cryptsetup's message.
 func decryptErr(ctx context.Context, err error) error {
-	if errors.Is(err, luks2.ErrDecryptAttached) {
+	switch {
+	case errors.Is(err, blkcrypt.ErrDecryptAttached):
 		return usageErr("LUKS2 decryption is supported with detached header device only (with data offset set to 0)")
+	case errors.Is(err, blkcrypt.ErrUnsupported):
+		return usageErr("%v", err)
 	}
 	return reencErr(ctx, err)
 }
@@ -400,61 +363,34 @@ func decryptErr(ctx context.Context, err error) error {
 // not exist and DEVICE holds the header: as cryptsetup 2.6 does, the
 // header is exported to FILE and the data is moved to the start of the
 // device as it is decrypted.
-func runDecryptExport(ctx context.Context, env *Env, p *parsed, path, hpath string, o luks2.DecryptOptions) error {
+func runDecryptExport(ctx context.Context, env *Env, p *parsed, path, hpath string, o blkcrypt.DecryptOptions) error {
 	if o.ResumeOnly {
 		return deviceErr(fmt.Errorf("header %s does not exist", hpath))
 	}
 	if o.Resilience != "" && o.Resilience != "checksum" && o.Resilience != "datashift-checksum" {
 		return usageErr("decryption with the header on the device uses --resilience datashift-checksum")
 	}
-	df, err := blkcrypt.OpenFileLocked(path, false)
-	if err != nil {
-		return err
-	}
-	defer df.Close()
-	data := luks2.File{File: df.File}
-	// No header device yet: the plan reads the header to export on data.
-	plan, err := luks2.PlanDecrypt(ctx, nil, data, o)
+	o.ExportHeader = hpath
+	noHeader := usageErr("device %s does not exist or access denied, and %s holds no LUKS2 header to export", hpath, path)
+	h, err := blkcrypt.OpenLUKS(ctx, path, blkcrypt.LUKSOptions{})
 	switch {
-	case errors.Is(err, luks2.ErrReencryptInProgress):
-		return usageErr("%v: on %s itself", luks2.ErrReencryptInProgress, path)
+	case errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) || errors.Is(err, blkcrypt.ErrBusy):
+		return err
 	case err != nil:
-		return usageErr("device %s does not exist or access denied, and %s holds no LUKS2 header to export", hpath, path)
+		return noHeader
+	}
+	defer h.Close()
+	switch _, err := h.PlanDecrypt(ctx, o); {
+	case errors.Is(err, blkcrypt.ErrReencryptInProgress):
+		return usageErr("%v: on %s itself", blkcrypt.ErrReencryptInProgress, path)
+	case err != nil:
+		return noHeader
 	}
 	if err := confirm(env, p, fmt.Sprintf("Header file %s does not exist. Do you want to initialize LUKS2 decryption of device %s and export LUKS2 header to file %s?", hpath, path, hpath), ExitUsage, "Operation aborted."); err != nil {
 		return err
 	}
-	hf, err := openHeaderFile(hpath, true)
-	if err != nil {
-		return err
-	}
-	defer hf.Close()
-	err = lockedRun(ctx, env, p, path, plan.UUID, func(pass []byte, progress func(done, total uint64)) error {
+	return withPassphrase(ctx, env, p, path, func(pass []byte, progress func(done, total uint64)) error {
 		o.Progress = progress
-		return luks2.Decrypt(ctx, luks2.File{File: hf.File}, data, pass, o)
+		return h.Decrypt(ctx, pass, o)
 	})
-	// Nothing was exported (a wrong passphrase, bad options): no file.
-	if st, serr := os.Stat(hpath); serr == nil && st.Size() == 0 {
-		os.Remove(hpath)
-	}
-	return err
-}
-
-// openHeaderFile opens the header file hpath read-write with the device
-// lock, first creating it (empty, mode 0600) when create is set, as
-// cryptsetup's --encrypt and --decrypt do; a file created here is removed
-// again when it cannot be opened.
-func openHeaderFile(hpath string, create bool) (*blkcrypt.LockedFile, error) {
-	if create {
-		nf, err := os.OpenFile(hpath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return nil, deviceErr(fmt.Errorf("cannot create header file %s: %w", hpath, err))
-		}
-		nf.Close()
-	}
-	hf, err := blkcrypt.OpenFileLocked(hpath, false)
-	if err != nil && create {
-		os.Remove(hpath)
-	}
-	return hf, err
 }

@@ -315,7 +315,7 @@ func TestReencryptEncDecDumpStages(t *testing.T) {
 	needTool(t, "cryptsetup", "cryptsetup-bin")
 	dir := t.TempDir()
 	pass := []byte("dump stages")
-	kdfOpts := luks2.KeyslotOptions{Slot: luks2.AnySlot, PBKDF: kdf.Options{Type: kdf.PBKDF2, Hash: "sha256", Iterations: 1000}}
+	kdfOpts := luks2.KeyslotOptions{PBKDF: kdf.Options{Type: kdf.PBKDF2, Hash: "sha256", Iterations: 1000}}
 	ctx := context.Background()
 	open := func(p string) luks2.File {
 		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
@@ -356,7 +356,7 @@ func TestReencryptEncDecDumpStages(t *testing.T) {
 	})
 	// --decrypt --header of that volume.
 	stages("decrypt detached", hdr, func() error {
-		return luks2.Decrypt(ctx, open(hdr), open(img), pass, luks2.DecryptOptions{Slot: luks2.AnySlot, Keyslot: kdfOpts, HotzoneSize: 1 << 20, StopAfter: 1})
+		return luks2.Decrypt(ctx, open(hdr), open(img), pass, luks2.DecryptOptions{Keyslot: kdfOpts, HotzoneSize: 1 << 20, StopAfter: 1})
 	})
 	// --decrypt of an attached header, exported.
 	img = writeFile(t, dir, "att.img", nil)
@@ -365,6 +365,6 @@ func TestReencryptEncDecDumpStages(t *testing.T) {
 	}
 	hdr = filepath.Join(dir, "att.hdr")
 	stages("decrypt attached", hdr, func() error {
-		return luks2.Decrypt(ctx, open(hdr), open(img), pass, luks2.DecryptOptions{Slot: luks2.AnySlot, Keyslot: kdfOpts, HotzoneSize: 512 << 10, StopAfter: 1})
+		return luks2.Decrypt(ctx, open(hdr), open(img), pass, luks2.DecryptOptions{Keyslot: kdfOpts, HotzoneSize: 512 << 10, StopAfter: 1})
 	})
 }

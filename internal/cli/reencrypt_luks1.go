@@ -1,13 +1,11 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 
 	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/kdf"
@@ -30,33 +28,6 @@ func init() {
 		o("block-size", "4"), o("use-fsync", ""), o("write-log", ""), o("use-directio", ""))
 }
 
-// isLUKS1Reencrypt reports whether reencrypt DEVICE is for LUKS1: the
-// device holds a LUKS1 header, or one marked by a LUKS1 reencryption in
-// progress (which only LUKS1 reencryption can finish).
-func isLUKS1Reencrypt(p *parsed, path string) (bool, error) {
-	if blkcrypt.IsURI(path) {
-		return false, nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return false, nil // reported by the LUKS2 path's own open
-	}
-	defer f.Close()
-	var b [8]byte
-	if _, err := f.ReadAt(b[:], 0); err != nil {
-		return false, nil
-	}
-	v1 := b[6] == 0 && b[7] == 1
-	isV1 := v1 && (bytes.Equal(b[:6], luks1.Magic[:]) || bytes.Equal(b[:6], luks1.NoMagic[:]))
-	switch t := p.str("type"); {
-	case t == "luks1" && !isV1 && !p.bool("encrypt"):
-		return false, usageErr("device %s is not a LUKS1 device", path)
-	case t == "luks2" && isV1:
-		return false, usageErr("device %s holds LUKS1, not luks2", path)
-	}
-	return isV1, nil
-}
-
 // luks1InProgressErr names a device (or --header) that a LUKS1
 // reencryption has marked, for the verbs that would open it.
 func luks1InProgressErr(p *parsed, path string) error {
@@ -64,13 +35,16 @@ func luks1InProgressErr(p *parsed, path string) error {
 	if h := p.str("header"); h != "" {
 		hp = h
 	}
-	f, err := os.Open(hp)
+	if blkcrypt.IsURI(hp) {
+		return nil
+	}
+	h, err := blkcrypt.OpenLUKS(context.Background(), hp, blkcrypt.LUKSOptions{ReadOnly: true})
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
-	if marked, uuid := luks1.ReencryptionInProgress(f); marked {
-		return fmt.Errorf("device %s: %w, LUKS-%s.log", hp, luks1.ErrReencryptInProgress, uuid)
+	defer h.Close()
+	if _, err := h.Header(context.Background()); errors.Is(err, blkcrypt.ErrLUKS1ReencryptInProgress) {
+		return fmt.Errorf("device %s: %w", hp, err)
 	}
 	return nil
 }
@@ -90,7 +64,7 @@ func runReencryptLUKS1(ctx context.Context, env *Env, p *parsed, path string) er
 	case p.has("sector-size") && p.int("sector-size", 0) != 512:
 		return usageErr("LUKS1 has 512-byte sectors only")
 	}
-	o := luks1.ReencryptOptions{Cipher: p.str("cipher"), Hash: p.str("hash"), KeepKey: p.bool("keep-key")}
+	o := blkcrypt.LUKSReencryptOptions{Cipher: p.str("cipher"), Hash: p.str("hash"), KeepKey: p.bool("keep-key"), ResumeOnly: p.bool("resume-only")}
 	if p.has("key-size") {
 		bits := p.int("key-size", 0)
 		if bits <= 0 || bits%8 != 0 || bits > 4096 {
@@ -110,18 +84,20 @@ func runReencryptLUKS1(ctx context.Context, env *Env, p *parsed, path string) er
 	p.bool("use-fsync")
 	p.bool("write-log")
 	p.bool("use-directio")
-	pk, err := pbkdfOptions(p)
-	if err != nil {
+	var err error
+	if o.PBKDF, err = pbkdfOptions(p); err != nil {
 		return err
 	}
-	if pk.Type != "" && pk.Type != kdf.PBKDF2 {
+	if o.PBKDF.Type != "" && o.PBKDF.Type != kdf.PBKDF2 {
 		return usageErr("LUKS1 keyslots use pbkdf2 only")
 	}
-	pk.Hash = ""
-	o.Keyslot = luks1.KeyslotOptions{Slot: luks1.AnySlot, PBKDF: kdf.Options(pk)}
-	slot := slotOpt(p)
-	if slot != luks1.AnySlot && (slot < 0 || slot >= luks1.NumKeyslots) {
-		return usageErr("key slot %d is invalid (LUKS1 has keyslots 0-7)", slot)
+	o.PBKDF.Hash = ""
+	if p.has("key-slot") {
+		slot := slotOpt(p)
+		if slot < 0 || slot >= luks1.NumKeyslots {
+			return usageErr("key slot %d is invalid (LUKS1 has keyslots 0-7)", slot)
+		}
+		o.Keyslot = &slot
 	}
 
 	if f, err := openDevice(path, false); err != nil {
@@ -129,55 +105,46 @@ func runReencryptLUKS1(ctx context.Context, env *Env, p *parsed, path string) er
 	} else {
 		f.Close()
 	}
-	lf, err := blkcrypt.OpenFileLocked(path, false)
+	h, err := blkcrypt.OpenLUKS(ctx, path, blkcrypt.LUKSOptions{Type: "luks1"})
 	if err != nil {
 		return err
 	}
-	defer lf.Close()
-	dev := luks1.File{File: lf.File}
-
+	defer h.Close()
 	// Which passphrases: resuming, one that opens both stored headers;
 	// starting, one per keyslot to keep, as cryptsetup asks.
-	marked, uuid := luks1.ReencryptionInProgress(dev)
-	var cur *luks1.Header
-	if !marked {
-		if cur, err = luks1.Read(dev); err != nil {
-			return err
-		}
-		uuid = cur.UUID()
-	}
-	logN, _, _, _ := luks1.ReencryptFiles(uuid)
-	_, statErr := os.Stat(logN)
-	resuming := statErr == nil
-	if p.bool("resume-only") && !resuming {
+	plan, err := h.PlanReencrypt(ctx, o)
+	switch {
+	case errors.Is(err, blkcrypt.ErrNoReencryption):
 		return usageErr("device reencryption not in progress")
+	case err != nil:
+		return err
 	}
-	if resuming {
-		fmt.Fprintf(env.Stderr, "Log file %s exists, resuming reencryption.\n", logN)
+	if plan.Resume {
+		fmt.Fprintf(env.Stderr, "Log file %s exists, resuming reencryption.\n", plan.Log)
 	}
+	var pass []byte
 	o.Passphrases = map[int][]byte{}
 	defer func() {
+		clear(pass)
 		for _, b := range o.Passphrases {
 			clear(b)
 		}
 	}()
 	switch {
-	case p.str("key-file") != "" || resuming || slot != luks1.AnySlot:
+	case p.str("key-file") != "" || plan.Resume || o.Keyslot != nil:
 		prompt := "Enter any existing passphrase: "
-		if slot != luks1.AnySlot {
-			prompt = fmt.Sprintf("Enter passphrase for key slot %d: ", slot)
+		if o.Keyslot != nil {
+			prompt = fmt.Sprintf("Enter passphrase for key slot %d: ", *o.Keyslot)
 		}
-		pass, _, err := readSecret(env, p, prompt)
-		if err != nil {
+		if pass, _, err = readSecret(env, p, prompt); err != nil {
 			return err
 		}
-		o.Passphrases[slot] = pass
 	default:
 		// One passphrase per line when stdin is not a terminal, as
 		// cryptsetup reads them: the reader must not take more than a line.
 		e := *env
 		e.Stdin = oneByteReader{env.Stdin}
-		for _, s := range cur.ActiveKeyslots() {
+		for _, s := range plan.Keyslots {
 			pass, _, err := readSecret(&e, p, fmt.Sprintf("Enter passphrase for key slot %d: ", s))
 			if err != nil {
 				return err
@@ -196,7 +163,7 @@ func runReencryptLUKS1(ctx context.Context, env *Env, p *parsed, path string) er
 		pr.add(int64(done - last))
 		last = done
 	}
-	err = luks1.Reencrypt(ctx, dev, o)
+	err = h.Reencrypt(ctx, pass, o)
 	if err == nil {
 		pr.finish()
 	}
@@ -204,7 +171,7 @@ func runReencryptLUKS1(ctx context.Context, env *Env, p *parsed, path string) er
 	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return usageErr("reencryption interrupted (%v); run reencrypt again in this directory to resume", ctx.Err())
 	case errors.Is(err, fs.ErrExist):
-		return &exitError{ExitBusy, fmt.Errorf("%w (remove the LUKS-%s.* files of an old run, or run reencrypt where its log is)", err, uuid)}
+		return &exitError{ExitBusy, fmt.Errorf("%w (remove the LUKS-%s.* files of an old run, or run reencrypt where its log is)", err, plan.UUID)}
 	}
 	return err
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 
 	"github.com/blkcrypt/blkcrypt"
-	"github.com/blkcrypt/blkcrypt/kdf"
-	"github.com/blkcrypt/blkcrypt/luks2"
 )
 
 // serveHotzone is serve --reencrypt's default hotzone: a step holds the
@@ -63,7 +61,7 @@ func serveReencryptOptions(p *parsed, dev string) (*blkcrypt.ReencryptOptions, e
 		return nil, err
 	}
 	pk.Hash = "" // --hash is the checksum hash here, as in cryptsetup reencrypt
-	o.Keyslot = luks2.KeyslotOptions{PBKDF: kdf.Options(pk)}
+	o.Keyslot.PBKDF = pk
 	return &o, nil
 }
 

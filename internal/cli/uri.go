@@ -8,31 +8,19 @@ import (
 	"os"
 
 	"github.com/blkcrypt/blkcrypt"
-	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/nbd/nbdclient"
 )
 
 // A DEVICE may be an NBD URI (nbd://, nbds://, nbd+unix://, nbds+unix://):
 // importing nbdclient registers those schemes with blkcrypt.Open and
-// Format, so the verbs that open a volume need nothing more; the ones that
-// read a LUKS header themselves (dump, the key verbs, header backup and
-// restore) open it with uriDevice. URI devices are not flock-locked: the
-// lock is local, the device is not.
+// Format, so the verbs that open a volume need nothing more, and the LUKS
+// handle (blkcrypt.OpenLUKS) opens one for the header verbs. URI devices
+// are not flock-locked: the lock is local, the device is not.
 
-// deviceFile is what the header verbs keep open: a locked file, or a URI
-// device.
+// deviceFile is a device detectErr reads: a file, or a URI device.
 type deviceFile interface {
 	io.ReaderAt
 	io.Closer
-}
-
-// uriDevice opens a URI DEVICE for the header verbs.
-func uriDevice(ctx context.Context, path string, readOnly bool) (deviceFile, luksutil.Device, error) {
-	d, err := blkcrypt.OpenURI(ctx, path, readOnly)
-	if err != nil {
-		return nil, nil, err
-	}
-	return d, d, nil
 }
 
 // detectURI names the format a URI device carries, or "".
