@@ -11,11 +11,6 @@ import (
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 
-func init() {
-	extraVerbs = append(extraVerbs, verb{"benchmark", nil, runBenchmark,
-		"[--cipher SPEC --key-size BITS] [--sector-size N] — cryptsetup benchmark table plus the engine break-even"})
-}
-
 // benchRow is one cipher row: the spec measured and how cryptsetup labels it.
 type benchRow struct {
 	label, spec string
@@ -70,14 +65,31 @@ func pbkdf2PerSecond(hash string) (float64, error) {
 	}
 }
 
-func runBenchmark(ctx context.Context, env *Env, p *parsed) error {
+type benchmarkOptions struct {
+	Cipher     string  `flag:"cipher" short:"c" help:"measure this cipher specification only" def:"the cryptsetup table"`
+	KeySize    *int64  `flag:"key-size" short:"s" help:"key size in bits" def:"256 (512 for xts)"`
+	SectorSize int64   `flag:"sector-size" help:"encryption sector size in bytes" def:"512"`
+	Sec        float64 `flag:"sec" help:"seconds per measurement" def:"0.5"`
+	Threshold  *int64  `flag:"threshold" help:"engine inline/parallel break-even in bytes" def:"measured"`
+	IterTime   *int64  `flag:"iter-time" short:"i" help:"argon2 unlock time in ms" def:"2000"`
+	MemoryKiB  int64   `flag:"pbkdf-memory" help:"argon2 memory in KiB" def:"1048576"`
+	Parallel   int64   `flag:"pbkdf-parallel" help:"argon2 threads" def:"4"`
+}
+
+func runBenchmark(ctx context.Context, env *Env, o *benchmarkOptions, args []string) error {
 	w := env.Stdout
-	ss := int(p.int("sector-size", 512))
+	ss := 512
+	if o.SectorSize != 0 {
+		ss = int(o.SectorSize)
+	}
 	rows := defaultBenchRows
-	if spec := p.str("cipher"); spec != "" {
-		bits := int(p.int("key-size", 256))
-		if strings.Contains(spec, "xts") && !p.has("key-size") {
+	if spec := o.Cipher; spec != "" {
+		bits := 256
+		if strings.Contains(spec, "xts") {
 			bits = 512
+		}
+		if o.KeySize != nil {
+			bits = int(*o.KeySize)
 		}
 		label := spec
 		if s, err := sector.ParseSpec(spec); err == nil && s.Cipher != "" {
@@ -85,12 +97,16 @@ func runBenchmark(ctx context.Context, env *Env, p *parsed) error {
 		}
 		rows = []benchRow{{label, spec, bits}}
 	}
-	if p.has("threshold") {
-		sector.DefaultEngine().SetThreshold(p.int("threshold", 0))
+	if o.Threshold != nil {
+		sector.DefaultEngine().SetThreshold(*o.Threshold)
 	}
-	dur := time.Duration(p.float("sec", 0.5) * float64(time.Second))
+	sec := 0.5
+	if o.Sec != 0 {
+		sec = o.Sec
+	}
+	dur := time.Duration(sec * float64(time.Second))
 	fmt.Fprintf(w, "# Tests are approximate using memory only (no storage IO).\n")
-	if !p.has("cipher") {
+	if o.Cipher == "" {
 		for _, h := range []string{"sha1", "sha256", "sha512", "ripemd160", "whirlpool"} {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -102,12 +118,15 @@ func runBenchmark(ctx context.Context, env *Env, p *parsed) error {
 			}
 			fmt.Fprintf(w, "PBKDF2-%-9s %7.0f iterations per second for 256-bit key\n", h, r)
 		}
-		it := time.Duration(p.int("iter-time", 2000)) * time.Millisecond
+		it := 2000 * time.Millisecond
+		if o.IterTime != nil {
+			it = time.Duration(*o.IterTime) * time.Millisecond
+		}
 		for _, typ := range []string{"argon2i", "argon2id"} {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			par, err := kdf.Resolve(kdf.Options{Type: typ, IterTime: it, MemoryKiB: uint32(p.int("pbkdf-memory", 0)), Parallel: uint32(p.int("pbkdf-parallel", 0))}, typ, 32)
+			par, err := kdf.Resolve(kdf.Options{Type: typ, IterTime: it, MemoryKiB: uint32(o.MemoryKiB), Parallel: uint32(o.Parallel)}, typ, 32)
 			if err != nil {
 				fmt.Fprintf(w, "%-9s N/A (%v)\n", typ, err)
 				continue
@@ -123,7 +142,7 @@ func runBenchmark(ctx context.Context, env *Env, p *parsed) error {
 		}
 		c, err := sector.New(r.spec, make([]byte, r.bits/8), sector.Options{SectorSize: ss})
 		if err != nil {
-			if p.has("cipher") {
+			if o.Cipher != "" {
 				return usageErr("%v", err)
 			}
 			fmt.Fprintf(w, "%15s %9s %16s %16s\n", r.label, fmt.Sprintf("%db", r.bits), "N/A", "N/A")

@@ -56,6 +56,8 @@ type Env struct {
 	Now func() time.Time
 }
 
+// verb is how the files not converted yet register a verb from init
+// (extraVerbs); see command.go for the typed verbs and the conversion.
 type verb struct {
 	name    string
 	aliases []string
@@ -63,23 +65,44 @@ type verb struct {
 	help    string
 }
 
-var baseVerbs []verb
+// extraVerbs are registered by the files of the verbs not converted yet.
+var extraVerbs []verb
 
-// allVerbs is every verb: the base ones and those later files register.
-func allVerbs() []verb { return append(append([]verb(nil), baseVerbs...), extraVerbs...) }
+// verbTable is every verb but those extraVerbs registers: one literal,
+// built when asked so that a verb may call Main (demo does).
+func verbTable() []command {
+	return []command{
+		typed("demo", nil, "make a demo volume, exercise it and show what to do next", runDemo),
+		typed("speed", nil, "ALG… — tcrypt-style speed table of capi drivers", runSpeed),
+		typed("crypto", nil, "list every registered driver, like /proc/crypto", runCrypto),
+		typed("benchmark", nil, "[--cipher SPEC --key-size BITS] [--sector-size N] — cryptsetup benchmark table plus the engine break-even", runBenchmark),
+		legacyVerb("read", nil, "DEVICE — write decrypted bytes to stdout or -o FILE", runRead),
+		legacyVerb("write", nil, "DEVICE — encrypt stdin or -i FILE into the volume", runWrite),
 
-func init() {
-	baseVerbs = []verb{
-		{"demo", nil, runDemo, "make a demo volume, exercise it and show what to do next"},
-		{"speed", nil, runSpeed, "ALG… — tcrypt-style speed table of capi drivers"},
-		{"crypto", nil, runCrypto, "list every registered driver, like /proc/crypto"},
-		{"read", nil, runRead, "DEVICE — write decrypted bytes to stdout or -o FILE"},
-		{"write", nil, runWrite, "DEVICE — encrypt stdin or -i FILE into the volume"},
+		typed("format", []string{"luksFormat"}, "DEVICE — create a LUKS2 (or --type luks1) volume", runFormat),
+		legacyVerb("dump", []string{"luksDump"}, "DEVICE — show the header (--json, --dump-volume-key)", runDump),
+		legacyVerb("test-passphrase", nil, "DEVICE — check a passphrase without opening", runTestPassphrase),
+		typed("add-key", []string{"luksAddKey"}, "DEVICE [NEW_KEY_FILE] — add a keyslot", runAddKey),
+		typed("change-key", []string{"luksChangeKey"}, "DEVICE [NEW_KEY_FILE] — change a passphrase", runChangeKey),
+		typed("remove-key", []string{"luksRemoveKey"}, "DEVICE — remove the keyslot a passphrase opens", runRemoveKey),
+		typed("kill-slot", []string{"luksKillSlot"}, "DEVICE N — remove keyslot N", runKillSlot),
+		typed("header-backup", []string{"luksHeaderBackup"}, "DEVICE --header-backup-file F — save the LUKS header and keyslot areas to a file", runHeaderBackup),
+		typed("header-restore", []string{"luksHeaderRestore"}, "DEVICE --header-backup-file F — write a saved LUKS header back", runHeaderRestore),
+
+		typed("is-luks", []string{"isLuks"}, "DEVICE — exit 0 if DEVICE holds a LUKS header (--type luks1|luks2)", runIsLuks),
+		typed("uuid", []string{"luksUUID"}, "DEVICE — print the UUID, or set it with --uuid", runUUID),
+		typed("config", nil, "DEVICE — set LUKS2 --label/--subsystem, or --priority of --key-slot", runConfig),
+		typed("erase", []string{"luksErase"}, "DEVICE — wipe every keyslot (the data becomes unreadable)", runErase),
+		typed("token", nil, "add|remove|import|export DEVICE — LUKS2 tokens (--token-id, --json-file, --key-slot)", runToken),
+		typed("repair", nil, "DEVICE — rewrite a LUKS2 header with one damaged metadata copy", runRepair),
+		// cryptsetup's per-format dump verbs are dump with the type named.
+		legacyVerb("tcrypt-dump", []string{"tcryptDump"}, "DEVICE — dump --type tcrypt", typedDump("tcrypt")),
+		legacyVerb("bitlk-dump", []string{"bitlkDump"}, "DEVICE — dump --type bitlk", typedDump("bitlk")),
+		legacyVerb("fvault2-dump", []string{"fvault2Dump"}, "DEVICE — dump --type fvault2", typedDump("fvault2")),
+		typed("convert", []string{"luksConvert"}, "DEVICE --type luks1|luks2 — convert the header in place", runConvert),
+		typed("resize", nil, "IMAGE — grow or shrink the data area (--size SECTORS or --device-size BYTES)", runResize),
 	}
 }
-
-// extraVerbs are registered by the files of later verbs.
-var extraVerbs []verb
 
 // Main runs blkcrypt with argv (without the program name) and returns the
 // exit code.
@@ -100,31 +123,20 @@ func Main(ctx context.Context, argv []string, env *Env) int {
 			}
 		}
 	}
-	verbs := allVerbs()
-	var v *verb
-	for i := range verbs {
-		if verbs[i].name == name {
-			v = &verbs[i]
-		}
-		for _, a := range verbs[i].aliases {
-			if strings.EqualFold(a, name) {
-				v = &verbs[i]
-			}
-		}
-	}
-	if v == nil {
+	c, ok := lookupCommand(name)
+	if !ok {
 		fmt.Fprintf(env.Stderr, "blkcrypt: unknown action %q (try blkcrypt --help)\n", name)
 		return ExitUsage
 	}
-	p, err := parseArgs(v.name, argv[1:])
+	p, err := parseArgs(c.name, argv[1:])
 	if err == nil && p.set["help"] == "true" {
-		verbHelp(env.Stdout, *v)
+		verbHelp(env.Stdout, c)
 		return ExitOK
 	}
 	if err != nil {
 		err = &exitError{ExitUsage, err}
-	} else if err = checkHeader(v.name, p); err == nil {
-		err = v.run(ctx, env, p)
+	} else if err = checkHeader(c.name, p); err == nil {
+		err = c.call(ctx, env, p)
 	}
 	if err != nil {
 		if msg := oneLine(err.Error()); msg != "" { // "" for an answer that is only an exit code
@@ -196,21 +208,42 @@ func exitCode(err error) int {
 }
 
 // oneDevice returns the single positional argument.
-func oneDevice(p *parsed) (string, error) {
-	if len(p.args) != 1 {
-		return "", usageErr("expected one DEVICE argument, got %d", len(p.args))
+func oneDevice(p *parsed) (string, error) { return oneArg(p.args) }
+
+func oneArg(args []string) (string, error) {
+	if len(args) != 1 {
+		return "", usageErr("expected one DEVICE argument, got %d", len(args))
 	}
-	return p.args[0], nil
+	return args[0], nil
 }
 
-// readSecret reads a passphrase or key file per the cryptsetup flags. raw
-// reports whether the bytes came from a key file (no newline handling).
+// keyFileFlags say where an existing passphrase or key comes from.
+type keyFileFlags struct {
+	KeyFile       string `flag:"key-file" short:"d" help:"read the key from a file (- for stdin)" def:"the terminal, or stdin"`
+	KeyfileOffset int64  `flag:"keyfile-offset" help:"skip this many bytes of the key file" def:"0"`
+	KeyfileSize   *int64 `flag:"keyfile-size" short:"l" help:"read at most this many bytes of the key file" def:"all of it"`
+}
+
+// readSecret is keyFileFlags.read for the verbs that read *parsed; the
+// key file of plain and loop-AES is the key itself.
 func readSecret(env *Env, p *parsed, prompt string) (secret []byte, fromKeyFile bool, err error) {
-	o := keyinput.Options{Offset: p.int("keyfile-offset", 0), Size: p.int("keyfile-size", 0), Exact: p.has("keyfile-size")}
+	t := p.str("type")
+	return fromParsed[keyFileFlags](p).read(env, t == "plain" || t == "loopaes", prompt)
+}
+
+// read reads a passphrase or key file per the cryptsetup flags;
+// fromKeyFile reports whether the bytes came from a key file (no newline
+// handling). rawKey says the key file is a key, not a passphrase (plain,
+// loop-AES), for the error an empty one gives.
+func (k keyFileFlags) read(env *Env, rawKey bool, prompt string) (secret []byte, fromKeyFile bool, err error) {
+	o := keyinput.Options{Offset: k.KeyfileOffset, Exact: k.KeyfileSize != nil}
+	if k.KeyfileSize != nil {
+		o.Size = *k.KeyfileSize
+	}
 	if o.Offset < 0 || o.Size < 0 {
 		return nil, false, usageErr("negative --keyfile-offset or --keyfile-size")
 	}
-	if kf := p.str("key-file"); kf != "" {
+	if kf := k.KeyFile; kf != "" {
 		var r io.Reader = env.Stdin
 		var st os.FileInfo
 		if kf != "-" {
@@ -230,7 +263,7 @@ func readSecret(env *Env, p *parsed, prompt string) (secret []byte, fromKeyFile 
 			return nil, false, keyReadErr(err)
 		}
 		if len(b) == 0 {
-			return nil, false, emptyKeyFileErr(p, kf)
+			return nil, false, emptyKeyFileErr(rawKey, kf)
 		}
 		return b, true, nil
 	}

@@ -13,14 +13,19 @@ import (
 	"time"
 )
 
-// runDemoLUKS formats a LUKS demo image, writes and reads data through the
+type demoOptions struct {
+	Dir string  `flag:"dir" help:"directory for the demo image" def:"a new temporary directory"`
+	Sec float64 `flag:"sec" help:"serve the demo volume this many seconds" def:"0 (until Enter on a terminal; else stop at once)"`
+}
+
+// runDemo is the README's first command: it formats a LUKS demo image, writes and reads data through the
 // volume, shows the header, and serves it over NBD on 127.0.0.1, printing
 // the client commands. It serves until interrupted when run from a
 // terminal, otherwise for --sec seconds (default 0: just check the server
 // answers and stop).
-func runDemoLUKS(ctx context.Context, env *Env, p *parsed) error {
+func runDemo(ctx context.Context, env *Env, o *demoOptions, _ []string) error {
 	w := env.Stdout
-	dir := p.str("dir")
+	dir := o.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "blkcrypt-demo-")
 		if err != nil {
@@ -95,7 +100,7 @@ func runDemoLUKS(ctx context.Context, env *Env, p *parsed) error {
 	fmt.Fprintf(w, "  qemu-img convert -f raw -O raw nbd://127.0.0.1:%s copy.raw && head -c 100 copy.raw\n", port)
 	fmt.Fprintf(w, "  nbdcopy nbd://127.0.0.1:%s - | head -c 100\n", port)
 	fmt.Fprintf(w, "next: cryptsetup luksDump %s; cryptsetup open --test-passphrase --key-file %s %s\n", img, pass, img)
-	secs := p.float("sec", 0)
+	secs := o.Sec
 	switch {
 	case env.StdinIsTerminal && secs == 0:
 		fmt.Fprintln(w, "(Ctrl-C stops the server)")

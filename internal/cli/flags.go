@@ -27,8 +27,9 @@ type flagDef struct {
 	help  string
 }
 
-// flags is every flag blkcrypt knows. Verbs ignore the ones they do not use,
-// as cryptsetup does for most options; values are checked by the verb.
+// flagDefs are the flags of the verbs that still read them by name
+// (*parsed; see command.go for converting one). Typed verbs declare their
+// flags in their options structs instead.
 var flagDefs = []flagDef{
 	{"type", 0, kindString, "volume type: luks2, luks1, luks, plain"},
 	{"cipher", 'c', kindString, "cipher specification, e.g. aes-xts-plain64"},
@@ -38,25 +39,18 @@ var flagDefs = []flagDef{
 	{"offset", 0, kindInt, "data start in 512-byte sectors (plain, loopaes, format, reencrypt --encrypt)"},
 	{"skip", 'p', kindInt, "plain mode: IV offset in 512-byte sectors"},
 	{"size", 'b', kindInt, "data size in 512-byte sectors (as cryptsetup's --size)"},
-	{"device-size", 0, kindBytes, "device size in bytes, with K/M/G/T/P/E units (as cryptsetup's --device-size)"},
 	{"iv-large-sectors", 0, kindBool, "IV sector numbers count sector-size units"},
 	{"key-file", 'd', kindString, "read the key from a file (- for stdin)"},
 	{"keyfile-offset", 0, kindInt, "skip this many bytes of the key file"},
 	{"keyfile-size", 'l', kindInt, "read at most this many bytes of the key file"},
-	{"new-keyfile-offset", 0, kindInt, "skip bytes of the new key file"},
-	{"new-keyfile-size", 0, kindInt, "read at most this many bytes of the new key file"},
 	{"volume-key-file", 0, kindString, "use a raw volume key from a file"},
 	{"key-slot", 'S', kindInt, "key slot number"},
 	{"header", 0, kindString, "detached header file"},
-	{"header-backup-file", 0, kindString, "file for header-backup / header-restore"},
 	{"offset-bytes", 0, kindBytes, "read/write: byte offset into the decrypted volume"},
 	{"length", 0, kindBytes, "read/write: number of bytes (write: exactly that many of the input)"},
 	{"output", 'o', kindString, "read: output file"},
 	{"input", 'i', kindString, "write: input file"},
-	{"batch-mode", 'q', kindBool, "do not ask for confirmation"},
-	{"driver", 0, kindString, "speed: driver name"},
-	{"sec", 0, kindFloat, "speed: seconds per test"},
-	{"decrypt", 0, kindBool, "speed: measure decryption; reencrypt: decrypt the device in place (LUKS2 with --header)"},
+	{"decrypt", 0, kindBool, "reencrypt: decrypt the device in place (LUKS2 with --header)"},
 	{"encrypt", 0, kindBool, "reencrypt: encrypt a plaintext device in place (LUKS2)"},
 	{"reduce-device-size", 0, kindBytes, "reencrypt --encrypt: room for the header at the start of the device, which must be shrunk by it (units K/M/G)"},
 	{"resilience", 0, kindString, "reencrypt: checksum (default), journal or none; datashift with --reduce-device-size"},
@@ -64,7 +58,6 @@ var flagDefs = []flagDef{
 	{"init-only", 0, kindBool, "reencrypt: write the reencryption metadata and stop"},
 	{"resume-only", 0, kindBool, "reencrypt: only resume a reencryption in progress"},
 	{"force-offline-reencrypt", 0, kindBool, "reencrypt: accepted for cryptsetup compatibility (the reencrypt verb works offline; serve --reencrypt online)"},
-	{"list-drivers", 0, kindBool, "speed: list drivers, highest priority first"},
 	{"pbkdf", 0, kindString, "pbkdf2, argon2i or argon2id"},
 	{"iter-time", 'i', kindInt, "PBKDF unlock time in ms"},
 	{"pbkdf-force-iterations", 0, kindInt, "fixed PBKDF iterations / argon2 time cost"},
@@ -72,8 +65,6 @@ var flagDefs = []flagDef{
 	{"pbkdf-parallel", 0, kindInt, "argon2 threads"},
 	{"uuid", 0, kindString, "volume UUID"},
 	{"label", 0, kindString, "LUKS2 label"},
-	{"subsystem", 0, kindString, "LUKS2 subsystem"},
-	{"align-payload", 0, kindInt, "format: align the data offset to this many 512-byte sectors"},
 	{"json", 0, kindBool, "dump: JSON metadata"},
 	{"dump-volume-key", 0, kindBool, "dump: print the volume key"},
 	{"reencrypt", 0, kindBool, "serve: reencrypt the LUKS2 volume while serving it (cryptsetup reencrypt on an active device; resumes one in progress)"},
@@ -90,21 +81,14 @@ var flagDefs = []flagDef{
 	{"max-connections", 0, kindInt, "serve: connections served at once"},
 	{"idle-timeout", 0, kindString, "serve: close connections idle this long (90s, 5m; a plain number counts seconds)"},
 	{"test-passphrase", 0, kindBool, "open: only check the passphrase"},
-	{"dir", 0, kindString, "demo: directory for the demo image"},
 	{"progress-frequency", 0, kindInt, "print a progress line every N seconds, also when stderr is no terminal"},
 	{"progress-json", 0, kindBool, "print progress as JSON lines, as cryptsetup 2.6 does"},
-	{"threshold", 0, kindInt, "engine inline/parallel break-even in bytes"},
-	{"help", 0, kindBool, "show help"},
-	{"verbose", 'v', kindBool, "print cryptsetup's success messages"},
 	{"dump-json-metadata", 0, kindBool, "dump: the LUKS2 JSON metadata as cryptsetup prints it"},
-	{"json-file", 0, kindString, "token import/export: a JSON file"},
-	{"token-id", 0, kindInt, "token: token id (0-31)"},
-	{"token-replace", 0, kindBool, "token import/add: replace an existing token"},
-	{"key-description", 0, kindString, "token add: kernel keyring key description"},
-	{"priority", 0, kindString, "config: keyslot priority: ignore, normal or prefer"},
 }
 
-// parsed holds the flags and positional arguments of one command line.
+// parsed holds the flags and positional arguments of one command line:
+// what parseArgs read, before it fills a typed verb's options struct, and
+// what the verbs not converted yet read by name.
 type parsed struct {
 	verb  string
 	set   map[string]string
@@ -113,14 +97,13 @@ type parsed struct {
 }
 
 // list returns every value given for a kindList flag.
-func (p *parsed) list(name string) []string { noteFlag(p.verb, name); return p.lists[name] }
+func (p *parsed) list(name string) []string { return p.lists[name] }
 
-func (p *parsed) has(name string) bool   { noteFlag(p.verb, name); _, ok := p.set[name]; return ok }
-func (p *parsed) str(name string) string { noteFlag(p.verb, name); return p.set[name] }
-func (p *parsed) bool(name string) bool  { noteFlag(p.verb, name); return p.set[name] == "true" }
+func (p *parsed) has(name string) bool   { _, ok := p.set[name]; return ok }
+func (p *parsed) str(name string) string { return p.set[name] }
+func (p *parsed) bool(name string) bool  { return p.set[name] == "true" }
 
 func (p *parsed) int(name string, def int64) int64 {
-	noteFlag(p.verb, name)
 	v, ok := p.set[name]
 	if !ok {
 		return def
@@ -130,7 +113,6 @@ func (p *parsed) int(name string, def int64) int64 {
 }
 
 func (p *parsed) float(name string, def float64) float64 {
-	noteFlag(p.verb, name)
 	v, ok := p.set[name]
 	if !ok {
 		return def
@@ -139,6 +121,7 @@ func (p *parsed) float(name string, def float64) float64 {
 	return f
 }
 
+// lookupFlag finds a flag of flagDefs by its long or short name.
 func lookupFlag(long string, short byte, verb string) (flagDef, bool) {
 	for _, d := range flagDefs {
 		if long != "" && d.name == long {
@@ -156,9 +139,53 @@ func lookupFlag(long string, short byte, verb string) (flagDef, bool) {
 	return flagDef{}, false
 }
 
+// knownFlags is every flag some verb takes: flagDefs, then the typed
+// verbs' flags not in it (the first declaration of each name).
+func knownFlags() []flagDef {
+	out := append([]flagDef(nil), flagDefs...)
+	seen := map[string]bool{}
+	for _, d := range flagDefs {
+		seen[d.name] = true
+	}
+	for _, c := range allCommands() {
+		for _, s := range c.specs() {
+			if !seen[s.name] {
+				seen[s.name] = true
+				out = append(out, flagDef{s.name, s.short, s.kind, s.help})
+			}
+		}
+	}
+	return out
+}
+
+// findFlag is the flag a verb's command line names: the verb's own
+// declaration, else any other flag blkcrypt knows (accepted and ignored,
+// as cryptsetup accepts most options for any action).
+func findFlag(verb string, specs []flagSpec, long string, short byte) (flagSpec, bool) {
+	for _, s := range specs {
+		if long != "" && s.name == long || short != 0 && s.short == short {
+			return s, true
+		}
+	}
+	if d, ok := lookupFlag(long, short, verb); ok {
+		return flagSpec{name: d.name, short: d.short, kind: d.kind, help: d.help}, true
+	}
+	for _, d := range knownFlags() {
+		if long != "" && d.name == long || short != 0 && d.short == short {
+			return flagSpec{name: d.name, short: d.short, kind: d.kind, help: d.help}, true
+		}
+	}
+	return flagSpec{}, false
+}
+
 // parseArgs parses flags anywhere among the positional arguments, as
 // cryptsetup does: --name=value, --name value, -x value, and -- to stop.
+// Each value is checked against the kind verb declares for it.
 func parseArgs(verb string, argv []string) (*parsed, error) {
+	var specs []flagSpec
+	if c, ok := lookupCommand(verb); ok {
+		specs = c.specs()
+	}
 	p := &parsed{verb: verb, set: map[string]string{}}
 	for i := 0; i < len(argv); i++ {
 		a := argv[i]
@@ -170,7 +197,7 @@ func parseArgs(verb string, argv []string) (*parsed, error) {
 			p.args = append(p.args, a)
 			continue
 		}
-		var d flagDef
+		var d flagSpec
 		var ok bool
 		var val string
 		hasVal := false
@@ -179,21 +206,18 @@ func parseArgs(verb string, argv []string) (*parsed, error) {
 			if n, v, found := strings.Cut(name, "="); found {
 				name, val, hasVal = n, v, true
 			}
-			d, ok = lookupFlag(name, 0, verb)
-			if !ok {
+			if d, ok = findFlag(verb, specs, name, 0); !ok {
 				return nil, fmt.Errorf("unknown option --%s", name)
 			}
 		} else {
 			if len(a) > 2 {
 				val, hasVal = a[2:], true
 			}
-			d, ok = lookupFlag("", a[1], verb)
-			if !ok {
+			if d, ok = findFlag(verb, specs, "", a[1]); !ok {
 				return nil, fmt.Errorf("unknown option %s", a[:2])
 			}
 		}
-		kind := kindFor(verb, d)
-		if kind == kindBool {
+		if d.kind == kindBool {
 			if hasVal {
 				return nil, fmt.Errorf("option --%s takes no value", d.name)
 			}
@@ -207,7 +231,7 @@ func parseArgs(verb string, argv []string) (*parsed, error) {
 			i++
 			val = argv[i]
 		}
-		switch kind {
+		switch d.kind {
 		case kindBytes:
 			n, err := parseSize(val)
 			if err != nil {
@@ -222,8 +246,7 @@ func parseArgs(verb string, argv []string) (*parsed, error) {
 			if f, err := strconv.ParseFloat(val, 64); err != nil || f < 0 {
 				return nil, fmt.Errorf("option --%s: %q is not a non-negative number", d.name, val)
 			}
-		}
-		if d.kind == kindList {
+		case kindList:
 			if p.lists == nil {
 				p.lists = map[string][]string{}
 			}

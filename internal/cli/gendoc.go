@@ -10,8 +10,8 @@ import (
 //go:generate go run ./gendoc
 
 // GeneratedDocs returns the man page and the shell completions, keyed by
-// their path from the module root. They are made from the verbs and
-// verbOptions, as --help is; internal/cli/gendoc writes them and
+// their path from the module root. They are made from the verbs' options,
+// as --help is; internal/cli/gendoc writes them and
 // TestGeneratedDocsInStep checks that the committed copies are current.
 func GeneratedDocs() map[string][]byte {
 	return map[string][]byte{
@@ -121,7 +121,7 @@ func manPage() []byte {
 }
 
 // verbNames is a verb's name and aliases.
-func verbNames(v verb) []string { return append([]string{v.name}, v.aliases...) }
+func verbNames(v command) []string { return append([]string{v.name}, v.aliases...) }
 
 func optNames(l optLine) []string {
 	n := []string{"--" + l.long}

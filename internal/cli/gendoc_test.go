@@ -31,7 +31,7 @@ func TestGeneratedDocsInStep(t *testing.T) {
 // option; groff reads it without a warning.
 func TestGeneratedDocsComplete(t *testing.T) {
 	man := string(manPage())
-	for _, v := range allVerbs() {
+	for _, v := range allCommands() {
 		for _, n := range verbNames(v) {
 			if !strings.Contains(man, roff(n)) {
 				t.Errorf("man page lacks %s", n)
@@ -75,7 +75,7 @@ func TestCompletions(t *testing.T) {
 	if got := complete("blkcrypt", "format", "--ci"); len(got) != 1 || got[0] != "--cipher" {
 		t.Errorf("bash: blkcrypt format --ci<TAB> = %q", got)
 	}
-	for _, v := range allVerbs() {
+	for _, v := range allCommands() {
 		got := strings.Join(complete("blkcrypt", v.name, "-"), " ")
 		for _, l := range optLines(v.name) {
 			if !strings.Contains(" "+got+" ", " --"+l.long+" ") {

@@ -7,16 +7,17 @@ import (
 	"strings"
 )
 
-// Help, the man page and the completions all read verbOptions and
-// flagDefs, so what one says the others say.
+// Help, the man page and the completions all read the verbs' options
+// structs (or verbOptions and flagDefs for a legacy verb), so what one
+// says the others say.
 
 // synopsis splits a verb's help into its arguments and its description
 // ("DEVICE — create a volume").
-func synopsis(v verb) (args, desc string) {
-	if a, d, ok := strings.Cut(v.help, " — "); ok {
+func synopsis(c command) (args, desc string) {
+	if a, d, ok := strings.Cut(c.help, " — "); ok {
 		return a, d
 	}
-	return "", v.help
+	return "", c.help
 }
 
 func flagByName(name string) (flagDef, bool) {
@@ -65,25 +66,19 @@ func (l optLine) spelling() string {
 }
 
 // optLines is every option verb takes, sorted by name, with the verb's own
-// default and help where it has them.
+// default and help.
 func optLines(verb string) []optLine {
+	c, _ := lookupCommand(verb)
 	var out []optLine
-	for _, op := range verbOpts(verb) {
-		d, ok := flagByName(op.name)
-		if !ok {
-			continue // a declaration without a flag fails TestOptionsTable
-		}
-		k := kindFor(verb, d)
-		l := optLine{long: d.name, help: d.help, def: op.def, kind: k, takesValue: k != kindBool}
-		if op.help != "" {
-			l.help = op.help
-		}
-		if d.short != 0 {
-			if got, _ := lookupFlag("", d.short, verb); got.name == d.name {
-				l.short = d.short
+	for _, sp := range c.specs() {
+		l := optLine{long: sp.name, help: sp.help, def: sp.def, kind: sp.kind, takesValue: sp.kind != kindBool, arg: metavar(sp.kind)}
+		// A short letter another declaration of the verb takes first is
+		// not shown (-i: --input for write, --iter-time elsewhere).
+		if sp.short != 0 {
+			if got, _ := findFlag(verb, c.specs(), "", sp.short); got.name == sp.name {
+				l.short = sp.short
 			}
 		}
-		l.arg = metavar(k)
 		out = append(out, l)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].long < out[j].long })
@@ -91,7 +86,7 @@ func optLines(verb string) []optLine {
 }
 
 // verbHelp prints `blkcrypt VERB --help`.
-func verbHelp(w io.Writer, v verb) {
+func verbHelp(w io.Writer, v command) {
 	args, desc := synopsis(v)
 	fmt.Fprintf(w, "Usage: blkcrypt %s %s[options]\n\n%s.\n", v.name, withSpace(args), capitalize(desc))
 	if len(v.aliases) > 0 {
@@ -131,8 +126,8 @@ func capitalize(s string) string {
 }
 
 // sortedVerbs is every verb by name.
-func sortedVerbs() []verb {
-	vs := allVerbs()
+func sortedVerbs() []command {
+	vs := allCommands()
 	sort.Slice(vs, func(i, j int) bool { return vs[i].name < vs[j].name })
 	return vs
 }

@@ -243,7 +243,7 @@ func hygieneServe(t *testing.T, tr *transcript, img, keyFile string) {
 // keys come from files, stdin or the terminal, never from the command
 // line (where ps and /proc/PID/cmdline would show them).
 func TestNoSecretInArgv(t *testing.T) {
-	for _, d := range flagDefs {
+	for _, d := range knownFlags() {
 		if d.kind != kindString {
 			continue
 		}

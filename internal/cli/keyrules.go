@@ -29,12 +29,11 @@ func keyFileIsStream(kf string, st os.FileInfo) bool {
 }
 
 // emptyKeyFileErr is the error for an empty regular key file. For plain
-// and loop-AES the file is the key itself, so an empty one is the wrong
+// and loop-AES (rawKey) the file is the key itself, so an empty one is the wrong
 // parameter (exit 1), as cryptsetup cannot read the key size from it; for
 // the passphrase formats it is a passphrase that opens no keyslot (exit 2).
-func emptyKeyFileErr(p *parsed, kf string) error {
-	switch p.str("type") {
-	case "plain", "loopaes":
+func emptyKeyFileErr(rawKey bool, kf string) error {
+	if rawKey {
 		return usageErr("key file %s is empty", kf)
 	}
 	return &exitError{ExitPermission, &emptyKeyFile{kf}}

@@ -12,36 +12,58 @@ import (
 
 	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/internal/keyinput"
+	"github.com/blkcrypt/blkcrypt/partition"
 )
 
-func init() {
-	extraVerbs = append(extraVerbs,
-		verb{"format", []string{"luksFormat"}, runFormat, "DEVICE — create a LUKS2 (or --type luks1) volume"},
-		verb{"dump", []string{"luksDump"}, runDump, "DEVICE — show the header (--json, --dump-volume-key)"},
-		verb{"test-passphrase", nil, runTestPassphrase, "DEVICE — check a passphrase without opening"},
-		verb{"add-key", []string{"luksAddKey"}, runAddKey, "DEVICE [NEW_KEY_FILE] — add a keyslot"},
-		verb{"change-key", []string{"luksChangeKey"}, runChangeKey, "DEVICE [NEW_KEY_FILE] — change a passphrase"},
-		verb{"remove-key", []string{"luksRemoveKey"}, runRemoveKey, "DEVICE — remove the keyslot a passphrase opens"},
-		verb{"kill-slot", []string{"luksKillSlot"}, runKillSlot, "DEVICE N — remove keyslot N"},
-		verb{"header-backup", []string{"luksHeaderBackup"}, runHeaderBackup, "DEVICE --header-backup-file F — save the LUKS header and keyslot areas to a file"},
-		verb{"header-restore", []string{"luksHeaderRestore"}, runHeaderRestore, "DEVICE --header-backup-file F — write a saved LUKS header back"},
-	)
-}
+// The LUKS key and header verbs: each maps its options onto one method
+// of the library's LUKS handle (blkcrypt.OpenLUKS), which owns the lock,
+// the crash ordering and the checks.
 
 const anySlot = -1
 
-// luksPath is the header device of a LUKS verb: the --header file or
-// DEVICE itself, refused before anything is opened when --type names no
-// LUKS version (cryptsetup requires a LUKS type for its LUKS actions) or
-// when the file is missing or a directory (exit 4).
-func luksPath(p *parsed, path string) (string, error) {
-	hpath := path
-	if h := p.str("header"); h != "" {
-		hpath = h
+// headerFlag is a detached LUKS header.
+type headerFlag struct {
+	Header string `flag:"header" help:"detached header file" def:"DEVICE itself"`
+}
+
+// luksFlags name the LUKS header a verb works on and the version it must
+// hold.
+type luksFlags struct {
+	Type string `flag:"type" help:"luks, luks1 or luks2; must match the header" def:"what the header holds"`
+	headerFlag
+}
+
+// partitionFlag puts the header inside a partition of DEVICE.
+type partitionFlag struct {
+	Partition *string `flag:"partition" help:"a partition of DEVICE: N (as /dev/sdaN), PARTUUID=… or PARTLABEL=…" def:"DEVICE as a whole"`
+}
+
+// newKeyFlags read the new passphrase from the NEW_KEY_FILE argument.
+type newKeyFlags struct {
+	NewKeyfileOffset int64  `flag:"new-keyfile-offset" help:"skip bytes of the new key file" def:"0"`
+	NewKeyfileSize   *int64 `flag:"new-keyfile-size" help:"read at most this many bytes of the new key file" def:"all of it"`
+}
+
+// pbkdfFlags are the new keyslot's KDF, as cryptsetup's flags.
+type pbkdfFlags struct {
+	PBKDF      string `flag:"pbkdf" help:"pbkdf2, argon2i or argon2id" def:"argon2id (LUKS2), pbkdf2 (LUKS1)"`
+	IterTime   *int64 `flag:"iter-time" short:"i" help:"PBKDF unlock time in ms" def:"2000"`
+	Iterations *int64 `flag:"pbkdf-force-iterations" help:"fixed PBKDF iterations / argon2 time cost" def:"benchmarked"`
+	MemoryKiB  *int64 `flag:"pbkdf-memory" help:"argon2 memory in KiB" def:"1048576"`
+	Parallel   *int64 `flag:"pbkdf-parallel" help:"argon2 threads" def:"4"`
+}
+
+// path is the header device: the --header file or DEVICE itself, refused
+// before anything is opened when --type names no LUKS version (cryptsetup
+// requires a LUKS type for its LUKS actions) or when the file is missing
+// or a directory (exit 4).
+func (f luksFlags) path(dev string) (string, error) {
+	hpath := dev
+	if f.Header != "" {
+		hpath = f.Header
 	}
-	typ := p.str("type")
-	if typ != "" && typ != "luks" && typ != "luks1" && typ != "luks2" {
-		return "", usageErr("--type %q is not a LUKS type", typ)
+	if f.Type != "" && f.Type != "luks" && f.Type != "luks1" && f.Type != "luks2" {
+		return "", usageErr("--type %q is not a LUKS type", f.Type)
 	}
 	if !blkcrypt.IsURI(hpath) {
 		f, err := openDevice(hpath, true)
@@ -53,31 +75,53 @@ func luksPath(p *parsed, path string) (string, error) {
 	return hpath, nil
 }
 
-// openLUKS opens the LUKS handle on the header device (see luksPath); a
-// --type that names the other version is refused. Each method of the
-// handle takes the lock the library takes (busy while a volume on it is
-// open anywhere) and reads the header afresh.
-func openLUKS(ctx context.Context, p *parsed, path string, readOnly bool) (*blkcrypt.LUKS, error) {
-	hpath, err := luksPath(p, path)
+// luksPath is luksFlags.path for the verbs that read *parsed.
+func luksPath(p *parsed, path string) (string, error) { return fromParsed[luksFlags](p).path(path) }
+
+// open opens the LUKS handle on the header device (see path), inside
+// partition part when given; a --type that names the other version is
+// refused. Each method of the handle takes the lock the library takes
+// (busy while a volume on it is open anywhere) and reads the header afresh.
+func (f luksFlags) open(ctx context.Context, dev string, part *string, readOnly bool) (*blkcrypt.LUKS, error) {
+	hpath, err := f.path(dev)
 	if err != nil {
 		return nil, err
 	}
-	h, err := openLUKSOn(ctx, p, hpath, readOnly) // the header in --partition, when given
+	o := blkcrypt.LUKSOptions{ReadOnly: readOnly}
+	var h *blkcrypt.LUKS
+	switch {
+	case part == nil:
+		h, err = blkcrypt.OpenLUKS(ctx, hpath, o)
+	case f.Header != "":
+		return nil, usageErr("--partition and --header: a detached header is not in a partition")
+	case blkcrypt.IsURI(hpath):
+		return nil, usageErr("--partition of a URI device is not supported by the LUKS header verbs")
+	default:
+		h, err = blkcrypt.OpenLUKSPartition(ctx, hpath, *part, o)
+		if errors.Is(err, partition.ErrNotFound) || errors.Is(err, partition.ErrNoTable) || errors.Is(err, partition.ErrAmbiguous) || errors.Is(err, partition.ErrCorrupt) {
+			return nil, deviceErr(fmt.Errorf("%s: %w", hpath, err))
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	if typ := p.str("type"); typ != "" && typ != "luks" {
+	if f.Type != "" && f.Type != "luks" {
 		hd, err := h.Header(ctx)
 		if err != nil {
 			h.Close()
 			return nil, err
 		}
-		if typ != fmt.Sprintf("luks%d", hd.Version()) {
+		if f.Type != fmt.Sprintf("luks%d", hd.Version()) {
 			h.Close()
-			return nil, usageErr("device holds LUKS%d, not %s", hd.Version(), typ)
+			return nil, usageErr("device holds LUKS%d, not %s", hd.Version(), f.Type)
 		}
 	}
 	return h, nil
+}
+
+// openLUKS is luksFlags.open for the verbs that read *parsed.
+func openLUKS(ctx context.Context, p *parsed, path string, readOnly bool) (*blkcrypt.LUKS, error) {
+	return fromParsed[luksFlags](p).open(ctx, path, fromParsed[partitionFlag](p).Partition, readOnly)
 }
 
 func slotOpt(p *parsed) int {
@@ -85,6 +129,14 @@ func slotOpt(p *parsed) int {
 		return int(p.int("key-slot", -1))
 	}
 	return anySlot
+}
+
+// slotPtr is an optional --key-slot for the handle: nil when absent.
+func slotPtr(n *int64) *int {
+	if n == nil {
+		return nil
+	}
+	return blkcrypt.Slot(int(*n))
 }
 
 // keyslotOpt is --key-slot for the handle: nil when absent.
@@ -122,39 +174,70 @@ func unlock(ctx context.Context, env *Env, p *parsed, h *blkcrypt.LUKS) ([]byte,
 	return h.VolumeKey(ctx, pass, blkcrypt.KeyOptions{Keyslot: keyslotOpt(p)})
 }
 
-// pbkdfOptions maps the cryptsetup PBKDF flags. Each numeric flag is a
-// 32-bit unsigned value in cryptsetup, which refuses anything outside.
-func pbkdfOptions(p *parsed) (blkcrypt.PBKDFOptions, error) {
-	o := blkcrypt.PBKDFOptions{Type: p.str("pbkdf"), Hash: p.str("hash")}
+// options maps the cryptsetup PBKDF flags. Each numeric flag is a 32-bit
+// unsigned value in cryptsetup, which refuses anything outside.
+func (f pbkdfFlags) options(hash string) (blkcrypt.PBKDFOptions, error) {
+	o := blkcrypt.PBKDFOptions{Type: f.PBKDF, Hash: hash}
 	var v [4]uint64
-	for i, name := range []string{"iter-time", "pbkdf-force-iterations", "pbkdf-memory", "pbkdf-parallel"} {
-		n, err := uintFlag(p, name, 1<<32-1)
+	for i, n := range []struct {
+		name string
+		v    *int64
+	}{{"iter-time", f.IterTime}, {"pbkdf-force-iterations", f.Iterations}, {"pbkdf-memory", f.MemoryKiB}, {"pbkdf-parallel", f.Parallel}} {
+		x, err := uintFlag(n.name, n.v, 1<<32-1)
 		if err != nil {
 			return o, err
 		}
-		v[i] = n
+		v[i] = x
 	}
-	if p.has("iter-time") {
+	if f.IterTime != nil {
 		o.IterTime = time.Duration(v[0]) * time.Millisecond
 	}
 	o.Iterations, o.MemoryKiB, o.Parallel = uint32(v[1]), uint32(v[2]), uint32(v[3])
-	if p.has("pbkdf-force-iterations") && o.Iterations == 0 {
+	if f.Iterations != nil && o.Iterations == 0 {
 		return o, usageErr("invalid numeric value for --pbkdf-force-iterations: 0")
 	}
 	return o, nil
 }
 
-// newPassphrase reads the passphrase for a new keyslot: from the file named
+// pbkdfOptions is pbkdfFlags.options for the verbs that read *parsed.
+func pbkdfOptions(p *parsed) (blkcrypt.PBKDFOptions, error) {
+	return fromParsed[pbkdfFlags](p).options(p.str("hash"))
+}
+
+// uintFlag returns an optional non-negative numeric flag no larger than
+// max (0 when absent); a value outside is refused as cryptsetup refuses it
+// ("invalid numeric value").
+func uintFlag(name string, v *int64, max uint64) (uint64, error) {
+	if v == nil {
+		return 0, nil
+	}
+	if *v < 0 || uint64(*v) > max {
+		return 0, usageErr("invalid numeric value for --%s: %d", name, *v)
+	}
+	return uint64(*v), nil
+}
+
+// newPassphrase is newSecret for the verbs that read *parsed (no
+// NEW_KEY_FILE argument there).
+func newPassphrase(env *Env, p *parsed, newFile string, useKeyFile bool) ([]byte, error) {
+	return newSecret(env, fromParsed[keyFileFlags](p), fromParsed[newKeyFlags](p), newFile, useKeyFile)
+}
+
+// newSecret reads the passphrase for a new keyslot: from the file named
 // by the positional argument, from --key-file when no existing key is
 // needed, or from a prompt with confirmation.
-func newPassphrase(env *Env, p *parsed, newFile string, useKeyFile bool) ([]byte, error) {
+func newSecret(env *Env, k keyFileFlags, nk newKeyFlags, newFile string, useKeyFile bool) ([]byte, error) {
 	if newFile != "" {
 		f, err := os.Open(newFile)
 		if err != nil {
 			return nil, usageErr("cannot open new key file: %v", err)
 		}
 		defer f.Close()
-		b, err := keyinput.ReadKeyFile(f, keyinput.Options{Offset: p.int("new-keyfile-offset", 0), Size: p.int("new-keyfile-size", 0), Exact: p.has("new-keyfile-size")})
+		o := keyinput.Options{Offset: nk.NewKeyfileOffset, Exact: nk.NewKeyfileSize != nil}
+		if nk.NewKeyfileSize != nil {
+			o.Size = *nk.NewKeyfileSize
+		}
+		b, err := keyinput.ReadKeyFile(f, o)
 		if err != nil {
 			return nil, usageErr("%v", err)
 		}
@@ -164,7 +247,7 @@ func newPassphrase(env *Env, p *parsed, newFile string, useKeyFile bool) ([]byte
 		return b, nil
 	}
 	if useKeyFile {
-		b, _, err := readSecret(env, p, "Enter passphrase for the new volume: ")
+		b, _, err := k.read(env, false, "Enter passphrase for the new volume: ")
 		if err != nil {
 			return nil, newSecretErr(err)
 		}
@@ -234,15 +317,26 @@ func runTestPassphrase(ctx context.Context, env *Env, p *parsed) error {
 	return nil
 }
 
-func runAddKey(ctx context.Context, env *Env, p *parsed) error {
-	if len(p.args) < 1 || len(p.args) > 2 {
+type addKeyOptions struct {
+	luksFlags
+	keyFileFlags
+	newKeyFlags
+	VolumeKeyFile string `flag:"volume-key-file" help:"authorise the new keyslot with a raw volume key from a file"`
+	KeySlot       *int64 `flag:"key-slot" short:"S" help:"the new keyslot's number" def:"the first free slot"`
+	Hash          string `flag:"hash" short:"h" help:"hash of the new keyslot's PBKDF" def:"sha256"`
+	pbkdfFlags
+	partitionFlag
+}
+
+func runAddKey(ctx context.Context, env *Env, o *addKeyOptions, args []string) error {
+	if len(args) < 1 || len(args) > 2 {
 		return usageErr("usage: add-key DEVICE [NEW_KEY_FILE]")
 	}
 	newFile := ""
-	if len(p.args) == 2 {
-		newFile = p.args[1]
+	if len(args) == 2 {
+		newFile = args[1]
 	}
-	h, err := openLUKS(ctx, p, p.args[0], false)
+	h, err := o.open(ctx, args[0], o.Partition, false)
 	if err != nil {
 		return err
 	}
@@ -256,8 +350,8 @@ func runAddKey(ctx context.Context, env *Env, p *parsed) error {
 	// checked before the new passphrase is asked for, and the key it gives
 	// authorises the new keyslot (no second derivation).
 	var key []byte
-	if vk := p.str("volume-key-file"); vk != "" {
-		vkey, err := readVolumeKeyFile(vk, hd.KeySize())
+	if o.VolumeKeyFile != "" {
+		vkey, err := readVolumeKeyFile(o.VolumeKeyFile, hd.KeySize())
 		if err != nil {
 			return err
 		}
@@ -267,7 +361,7 @@ func runAddKey(ctx context.Context, env *Env, p *parsed) error {
 			return err
 		}
 	} else {
-		pass, _, err := readSecret(env, p, "Enter any existing passphrase: ")
+		pass, _, err := o.keyFileFlags.read(env, false, "Enter any existing passphrase: ")
 		if err != nil {
 			return err
 		}
@@ -278,16 +372,16 @@ func runAddKey(ctx context.Context, env *Env, p *parsed) error {
 		}
 	}
 	defer clear(key)
-	np, err := newPassphrase(env, p, newFile, false)
+	np, err := newSecret(env, o.keyFileFlags, o.newKeyFlags, newFile, false)
 	if err != nil {
 		return err
 	}
 	defer clear(np)
-	pk, err := pbkdfOptions(p)
+	pk, err := o.pbkdfFlags.options(o.Hash)
 	if err != nil {
 		return err
 	}
-	slot, err := h.AddKey(ctx, nil, np, blkcrypt.KeyOptions{PBKDF: pk, NewKeyslot: keyslotOpt(p), VolumeKey: key})
+	slot, err := h.AddKey(ctx, nil, np, blkcrypt.KeyOptions{PBKDF: pk, NewKeyslot: slotPtr(o.KeySlot), VolumeKey: key})
 	if err != nil {
 		return err
 	}
@@ -295,20 +389,30 @@ func runAddKey(ctx context.Context, env *Env, p *parsed) error {
 	return nil
 }
 
-func runChangeKey(ctx context.Context, env *Env, p *parsed) error {
-	if len(p.args) < 1 || len(p.args) > 2 {
+type changeKeyOptions struct {
+	luksFlags
+	keyFileFlags
+	newKeyFlags
+	KeySlot *int64 `flag:"key-slot" short:"S" help:"the keyslot to change" def:"every slot"`
+	Hash    string `flag:"hash" short:"h" help:"hash of the new keyslot's PBKDF" def:"sha256"`
+	pbkdfFlags
+	partitionFlag
+}
+
+func runChangeKey(ctx context.Context, env *Env, o *changeKeyOptions, args []string) error {
+	if len(args) < 1 || len(args) > 2 {
 		return usageErr("usage: change-key DEVICE [NEW_KEY_FILE]")
 	}
 	newFile := ""
-	if len(p.args) == 2 {
-		newFile = p.args[1]
+	if len(args) == 2 {
+		newFile = args[1]
 	}
-	h, err := openLUKS(ctx, p, p.args[0], false)
+	h, err := o.open(ctx, args[0], o.Partition, false)
 	if err != nil {
 		return err
 	}
 	defer h.Close()
-	old, _, err := readSecret(env, p, "Enter passphrase to be changed: ")
+	old, _, err := o.keyFileFlags.read(env, false, "Enter passphrase to be changed: ")
 	if err != nil {
 		return err
 	}
@@ -316,16 +420,16 @@ func runChangeKey(ctx context.Context, env *Env, p *parsed) error {
 	// The old passphrase is checked before a new one is asked for, as
 	// cryptsetup does. ChangeKey writes the new keyslot before it removes
 	// the old one, so a crash leaves one of the two passphrases working.
-	oldSlot, err := h.TestPassphrase(ctx, old, blkcrypt.KeyOptions{Keyslot: keyslotOpt(p)})
+	oldSlot, err := h.TestPassphrase(ctx, old, blkcrypt.KeyOptions{Keyslot: slotPtr(o.KeySlot)})
 	if err != nil {
 		return err
 	}
-	np, err := newPassphrase(env, p, newFile, false)
+	np, err := newSecret(env, o.keyFileFlags, o.newKeyFlags, newFile, false)
 	if err != nil {
 		return err
 	}
 	defer clear(np)
-	pk, err := pbkdfOptions(p)
+	pk, err := o.pbkdfFlags.options(o.Hash)
 	if err != nil {
 		return err
 	}
@@ -337,26 +441,34 @@ func runChangeKey(ctx context.Context, env *Env, p *parsed) error {
 	return nil
 }
 
-func runRemoveKey(ctx context.Context, env *Env, p *parsed) error {
-	dev, err := oneDevice(p)
+type removeKeyOptions struct {
+	luksFlags
+	keyFileFlags
+	KeySlot *int64 `flag:"key-slot" short:"S" help:"the keyslot the passphrase must open" def:"every slot"`
+	partitionFlag
+	batchFlag
+}
+
+func runRemoveKey(ctx context.Context, env *Env, o *removeKeyOptions, args []string) error {
+	dev, err := oneArg(args)
 	if err != nil {
 		return err
 	}
-	h, err := openLUKS(ctx, p, dev, false)
+	h, err := o.open(ctx, dev, o.Partition, false)
 	if err != nil {
 		return err
 	}
 	defer h.Close()
-	pass, _, err := readSecret(env, p, "Enter passphrase to be deleted: ")
+	pass, _, err := o.keyFileFlags.read(env, false, "Enter passphrase to be deleted: ")
 	if err != nil {
 		return err
 	}
-	slot, err := h.RemoveKey(ctx, pass, blkcrypt.KeyOptions{Keyslot: keyslotOpt(p)})
+	slot, err := h.RemoveKey(ctx, pass, blkcrypt.KeyOptions{Keyslot: slotPtr(o.KeySlot)})
 	clear(pass)
 	if errors.Is(err, blkcrypt.ErrWouldDestroy) {
 		// The last keyslot: the passphrase opened it (slot); cryptsetup
 		// asks only now.
-		if err := confirm(env, p, lastKeyslotWarning, ExitPermission, abortedKeyslotMsg); err != nil {
+		if err := o.confirm(env, lastKeyslotWarning, ExitPermission, abortedKeyslotMsg); err != nil {
 			return err
 		}
 		err = h.KillSlot(ctx, slot, blkcrypt.KeyOptions{Force: true})
@@ -368,15 +480,22 @@ func runRemoveKey(ctx context.Context, env *Env, p *parsed) error {
 	return nil
 }
 
-func runKillSlot(ctx context.Context, env *Env, p *parsed) error {
-	if len(p.args) != 2 {
+type killSlotOptions struct {
+	luksFlags
+	keyFileFlags `def:"key-file=not asked"`
+	partitionFlag
+	batchFlag
+}
+
+func runKillSlot(ctx context.Context, env *Env, o *killSlotOptions, args []string) error {
+	if len(args) != 2 {
 		return usageErr("usage: kill-slot DEVICE N")
 	}
 	var slot int
-	if _, err := fmt.Sscan(p.args[1], &slot); err != nil {
-		return usageErr("keyslot %q is not a number", p.args[1])
+	if _, err := fmt.Sscan(args[1], &slot); err != nil {
+		return usageErr("keyslot %q is not a number", args[1])
 	}
-	h, err := openLUKS(ctx, p, p.args[0], false)
+	h, err := o.open(ctx, args[0], o.Partition, false)
 	if err != nil {
 		return err
 	}
@@ -387,14 +506,14 @@ func runKillSlot(ctx context.Context, env *Env, p *parsed) error {
 	}
 	act := hd.ActiveKeyslots()
 	if len(act) == 1 && act[0] == slot {
-		if err := confirm(env, p, lastKeyslotWarning, ExitPermission, abortedKeyslotMsg); err != nil {
+		if err := o.confirm(env, lastKeyslotWarning, ExitPermission, abortedKeyslotMsg); err != nil {
 			return err
 		}
 	}
 	// With a key file, cryptsetup first checks that the passphrase opens a
 	// keyslot other than the one to be removed.
-	if p.has("key-file") && slices.Contains(act, slot) {
-		pass, _, err := readSecret(env, p, "Enter any remaining passphrase: ")
+	if o.KeyFile != "" && slices.Contains(act, slot) {
+		pass, _, err := o.keyFileFlags.read(env, false, "Enter any remaining passphrase: ")
 		if err != nil {
 			return err
 		}
@@ -427,26 +546,31 @@ func runKillSlot(ctx context.Context, env *Env, p *parsed) error {
 	return nil
 }
 
-func runHeaderBackup(ctx context.Context, env *Env, p *parsed) error {
-	dev, err := oneDevice(p)
+type headerBackupOptions struct {
+	File string `flag:"header-backup-file" help:"the file to write the header backup to"`
+	headerFlag
+	Type string `flag:"type" help:"ignored, as cryptsetup ignores it"`
+}
+
+func runHeaderBackup(ctx context.Context, env *Env, o *headerBackupOptions, args []string) error {
+	dev, err := oneArg(args)
 	if err != nil {
 		return err
 	}
-	out := p.str("header-backup-file")
-	if out == "" {
+	if o.File == "" {
 		return usageErr("--header-backup-file is required")
 	}
-	exists := &exitError{ExitBusy, fmt.Errorf("backup file %s already exists", out)}
-	if _, err := os.Stat(out); err == nil {
+	exists := &exitError{ExitBusy, fmt.Errorf("backup file %s already exists", o.File)}
+	if _, err := os.Stat(o.File); err == nil {
 		return exists
 	}
-	delete(p.set, "type") // cryptsetup ignores --type for luksHeaderBackup
-	h, err := openLUKS(ctx, p, dev, true)
+	// Any LUKS version: cryptsetup ignores --type for luksHeaderBackup.
+	h, err := luksFlags{headerFlag: o.headerFlag}.open(ctx, dev, nil, true)
 	if err != nil {
 		return err
 	}
 	defer h.Close()
-	if err := h.BackupHeaderFile(ctx, out); err != nil {
+	if err := h.BackupHeaderFile(ctx, o.File); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return exists
 		}
@@ -455,22 +579,30 @@ func runHeaderBackup(ctx context.Context, env *Env, p *parsed) error {
 	return nil
 }
 
-func runHeaderRestore(ctx context.Context, env *Env, p *parsed) error {
-	dev, err := oneDevice(p)
+type headerRestoreOptions struct {
+	File string `flag:"header-backup-file" help:"the header backup to restore"`
+	headerFlag
+	batchFlag
+}
+
+func runHeaderRestore(ctx context.Context, env *Env, o *headerRestoreOptions, args []string) error {
+	dev, err := oneArg(args)
 	if err != nil {
 		return err
 	}
-	in := p.str("header-backup-file")
-	if in == "" {
+	if o.File == "" {
 		return usageErr("--header-backup-file is required")
 	}
-	backup, err := os.ReadFile(in)
+	backup, err := os.ReadFile(o.File)
 	if err != nil {
 		return usageErr("cannot read backup: %v", err)
 	}
 	bh, err := blkcrypt.ReadHeaderBackup(ctx, backup)
 	if err != nil {
 		return usageErr("%v", err)
+	}
+	if o.Header != "" { // the header goes where it lives, as in cryptsetup
+		dev = o.Header
 	}
 	if !blkcrypt.IsURI(dev) {
 		f, err := openDevice(dev, true)
@@ -493,7 +625,7 @@ func runHeaderRestore(ctx context.Context, env *Env, p *parsed) error {
 		if herr != nil {
 			return herr
 		}
-		if err := confirm(env, p, restoreWarning(dev, cur.Version(), cur.UUID() == bh.UUID()), ExitUsage, abortedMsg); err != nil {
+		if err := o.confirm(env, restoreWarning(dev, cur.Version(), cur.UUID() == bh.UUID()), ExitUsage, abortedMsg); err != nil {
 			return err
 		}
 		err = blkcrypt.RestoreLUKSHeader(ctx, dev, backup, blkcrypt.RestoreOptions{Force: true})
@@ -504,50 +636,70 @@ func runHeaderRestore(ctx context.Context, env *Env, p *parsed) error {
 	return err
 }
 
-// runFormat creates a LUKS volume: the flags become
+type formatOptions struct {
+	Type         string `flag:"type" help:"luks2 or luks1 (luks is luks2)" def:"luks2"`
+	Cipher       string `flag:"cipher" short:"c" help:"cipher specification, e.g. aes-xts-plain64" def:"aes-xts-plain64"`
+	KeySize      *int64 `flag:"key-size" short:"s" help:"key size in bits" def:"512"`
+	Hash         string `flag:"hash" short:"h" help:"hash of the keyslot's PBKDF and the LUKS digest" def:"sha256"`
+	SectorSize   *int64 `flag:"sector-size" help:"encryption sector size in bytes" def:"4096 where the data area allows it, else 512 (LUKS2)"`
+	Offset       *int64 `flag:"offset" help:"data start in 512-byte sectors" def:"16 MiB (LUKS2), aligned (LUKS1)"`
+	AlignPayload *int64 `flag:"align-payload" help:"align the data offset to this many 512-byte sectors" def:"2048"`
+	KeySlot      *int64 `flag:"key-slot" short:"S" help:"key slot number" def:"0"`
+	UUID         string `flag:"uuid" help:"volume UUID" def:"random"`
+	Label        string `flag:"label" help:"LUKS2 label"`
+	Subsystem    string `flag:"subsystem" help:"LUKS2 subsystem"`
+	headerFlag
+	keyFileFlags  `def:"key-file=the terminal (asked twice), or stdin"`
+	VolumeKeyFile string    `flag:"volume-key-file" help:"use a raw volume key from a file" def:"random"`
+	Size          *byteSize `flag:"size" short:"b" help:"create or grow an image file to this many bytes (blkcrypt only; takes K/M/G/T/P/E units)" def:"the file's size"`
+	pbkdfFlags
+	batchFlag
+}
+
+// runFormat creates a LUKS volume: the options become
 // blkcrypt.FormatOptions.
-func runFormat(ctx context.Context, env *Env, p *parsed) error {
-	dev, err := oneDevice(p)
+func runFormat(ctx context.Context, env *Env, opts *formatOptions, args []string) error {
+	dev, err := oneArg(args)
 	if err != nil {
 		return err
 	}
 	o := blkcrypt.FormatOptions{
-		Type: p.str("type"), Cipher: p.str("cipher"), Hash: p.str("hash"),
-		UUID: p.str("uuid"), Label: p.str("label"), Subsystem: p.str("subsystem"),
-		Header: p.str("header"),
+		Type: opts.Type, Cipher: opts.Cipher, Hash: opts.Hash,
+		UUID: opts.UUID, Label: opts.Label, Subsystem: opts.Subsystem,
+		Header: opts.Header, Keyslot: slotPtr(opts.KeySlot),
 	}
 	if o.Type != "" && o.Type != "luks" && o.Type != "luks1" && o.Type != "luks2" {
 		return usageErr("unknown --type %q for format", o.Type)
 	}
-	bits := p.int("key-size", 512)
+	bits := int64(512)
+	if opts.KeySize != nil {
+		bits = *opts.KeySize
+	}
 	if bits <= 0 || bits%8 != 0 || bits > 4096 {
 		return usageErr("--key-size %d is not a positive multiple of 8", bits)
 	}
 	o.KeySize = int(bits / 8)
-	if p.has("sector-size") {
-		o.SectorSize = int(p.int("sector-size", 0))
+	if opts.SectorSize != nil {
+		o.SectorSize = int(*opts.SectorSize)
 	}
-	if o.Offset, err = uintFlag(p, "offset", 1<<63-1); err != nil {
+	if o.Offset, err = uintFlag("offset", opts.Offset, 1<<63-1); err != nil {
 		return err
 	}
-	if o.Align, err = uintFlag(p, "align-payload", 1<<32-1); err != nil {
+	if o.Align, err = uintFlag("align-payload", opts.AlignPayload, 1<<32-1); err != nil {
 		return err
 	}
-	if p.has("key-slot") {
-		o.Keyslot = blkcrypt.Slot(int(p.int("key-slot", 0)))
-	}
-	if o.PBKDF, err = pbkdfOptions(p); err != nil {
+	if o.PBKDF, err = opts.pbkdfFlags.options(opts.Hash); err != nil {
 		return err
 	}
-	if p.has("size") {
-		if o.Size = p.int("size", 0); o.Size <= 0 {
+	if opts.Size != nil {
+		if o.Size = int64(*opts.Size); o.Size <= 0 {
 			return usageErr("--size must be positive")
 		}
 	}
 	if blkcrypt.IsURI(dev) {
 		// A remote device exists or not at connection time; Format says.
 	} else if st, err := os.Stat(dev); err != nil {
-		if !p.has("size") {
+		if opts.Size == nil {
 			return deviceErr(fmt.Errorf("device %s does not exist (give --size to create an image)", dev))
 		}
 	} else if st.IsDir() {
@@ -560,17 +712,17 @@ func runFormat(ctx context.Context, env *Env, p *parsed) error {
 		target = o.Header
 	}
 	if _, err := os.Stat(target); err == nil {
-		if err := confirm(env, p, overwriteWarning(target), ExitUsage, abortedMsg); err != nil {
+		if err := opts.confirm(env, overwriteWarning(target), ExitUsage, abortedMsg); err != nil {
 			return err
 		}
 	}
-	if vk := p.str("volume-key-file"); vk != "" {
-		if o.VolumeKey, err = readVolumeKeyFile(vk, o.KeySize); err != nil {
+	if opts.VolumeKeyFile != "" {
+		if o.VolumeKey, err = readVolumeKeyFile(opts.VolumeKeyFile, o.KeySize); err != nil {
 			return err
 		}
 		defer clear(o.VolumeKey)
 	}
-	pass, err := newPassphrase(env, p, "", p.has("key-file"))
+	pass, err := newSecret(env, opts.keyFileFlags, newKeyFlags{}, "", opts.KeyFile != "")
 	if err != nil {
 		return err
 	}
@@ -581,19 +733,6 @@ func runFormat(ctx context.Context, env *Env, p *parsed) error {
 	// user chose batch mode), so Format may replace a header.
 	o.Force = true
 	return blkcrypt.Format(ctx, dev, pass, o)
-}
-
-// uintFlag returns a non-negative numeric flag no larger than max; a value
-// outside is refused as cryptsetup refuses it ("invalid numeric value").
-func uintFlag(p *parsed, name string, max uint64) (uint64, error) {
-	if !p.has(name) {
-		return 0, nil
-	}
-	n := p.int(name, 0)
-	if n < 0 || uint64(n) > max {
-		return 0, usageErr("invalid numeric value for --%s: %s", name, p.str(name))
-	}
-	return uint64(n), nil
 }
 
 // runDump prints the header like cryptsetup luksDump.

@@ -13,8 +13,8 @@ import (
 // script says what it wants by running the command. A refusal returns an
 // error with cryptsetup's exit code for that verb (code) and message
 // (aborted); nothing has been written when it is asked.
-func confirm(env *Env, p *parsed, warning string, code int, aborted string) error {
-	if !env.StdinIsTerminal || p.set["batch-mode"] == "true" {
+func (b batchFlag) confirm(env *Env, warning string, code int, aborted string) error {
+	if !env.StdinIsTerminal || b.Batch {
 		return nil
 	}
 	fmt.Fprintf(env.Stdout, "\nWARNING!\n========\n%s\n\nAre you sure? (Type 'yes' in capital letters): ", warning)
@@ -26,6 +26,11 @@ func confirm(env *Env, p *parsed, warning string, code int, aborted string) erro
 		return &exitError{code, errors.New(aborted)}
 	}
 	return nil
+}
+
+// confirm is batchFlag.confirm for the verbs that read *parsed.
+func confirm(env *Env, p *parsed, warning string, code int, aborted string) error {
+	return fromParsed[batchFlag](p).confirm(env, warning, code, aborted)
 }
 
 // readAnswer reads one line a byte at a time, so that nothing after the
@@ -67,7 +72,7 @@ func overwriteWarning(dev string) string {
 }
 
 // eraseWarning is luksErase's; the erase verb asks it with
-// confirm(env, p, eraseWarning(dev), ExitPermission, abortedKeyslotsMsg).
+// o.confirm(env, eraseWarning(dev), ExitPermission, abortedKeyslotsMsg).
 func eraseWarning(dev string) string {
 	return fmt.Sprintf("This operation will erase all keyslots on device %s.\nDevice will become unusable after this operation.", dev)
 }

@@ -10,12 +10,21 @@ import (
 
 // runSpeed prints a tcrypt-style table for each ALG: every driver of it
 // (or only --driver), every key size and the tcrypt block sizes.
-func runSpeed(ctx context.Context, env *Env, p *parsed) error {
-	algs := p.args
+type speedOptions struct {
+	Driver      string   `flag:"driver" help:"measure this driver only" def:"every driver of ALG"`
+	Sec         *float64 `flag:"sec" help:"seconds per test" def:"1"`
+	Decrypt     bool     `flag:"decrypt" help:"measure decryption"`
+	ListDrivers bool     `flag:"list-drivers" help:"list drivers, highest priority first"`
+}
+
+func runSpeed(ctx context.Context, env *Env, o *speedOptions, algs []string) error {
 	if len(algs) == 0 {
 		algs = []string{"essiv(cbc(aes),sha256)"}
 	}
-	sec := p.float("sec", 1)
+	sec := 1.0
+	if o.Sec != nil {
+		sec = *o.Sec
+	}
 	if sec <= 0 || sec > 60 {
 		return usageErr("--sec must be more than 0 and at most 60")
 	}
@@ -24,7 +33,7 @@ func runSpeed(ctx context.Context, env *Env, p *parsed) error {
 		if err != nil {
 			return usageErr("%v", err)
 		}
-		if p.bool("list-drivers") {
+		if o.ListDrivers {
 			for _, d := range ds {
 				fmt.Fprintln(env.Stdout, d.Driver)
 			}
@@ -32,7 +41,7 @@ func runSpeed(ctx context.Context, env *Env, p *parsed) error {
 		}
 		ran := false
 		for _, d := range ds {
-			if drv := p.str("driver"); drv != "" && d.Driver != drv {
+			if drv := o.Driver; drv != "" && d.Driver != drv {
 				continue
 			}
 			if err := ctx.Err(); err != nil {
@@ -42,13 +51,13 @@ func runSpeed(ctx context.Context, env *Env, p *parsed) error {
 				fmt.Fprintf(env.Stderr, "blkcrypt: skipping %s: %v\n", d.Driver, err)
 				continue
 			}
-			if _, err := capi.Speed(env.Stdout, d, time.Duration(sec*float64(time.Second)), p.bool("decrypt")); err != nil {
+			if _, err := capi.Speed(env.Stdout, d, time.Duration(sec*float64(time.Second)), o.Decrypt); err != nil {
 				return usageErr("%v", err)
 			}
 			ran = true
 		}
-		if !ran && !p.bool("list-drivers") {
-			return usageErr("%s has no usable driver %q", name, p.str("driver"))
+		if !ran && !o.ListDrivers {
+			return usageErr("%s has no usable driver %q", name, o.Driver)
 		}
 	}
 	return nil
@@ -56,8 +65,9 @@ func runSpeed(ctx context.Context, env *Env, p *parsed) error {
 
 // runCrypto lists every driver known so far, after instantiating the
 // common names, in the layout of /proc/crypto.
-func runCrypto(ctx context.Context, env *Env, p *parsed) error {
-	names := p.args
+type cryptoOptions struct{}
+
+func runCrypto(ctx context.Context, env *Env, _ *cryptoOptions, names []string) error {
 	if len(names) == 0 {
 		names = commonAlgs
 	}

@@ -12,24 +12,25 @@ import (
 
 // The verbs that change where things are: convert (LUKS1 <-> LUKS2) and
 // resize of an image file's data segment.
-func init() {
-	extraVerbs = append(extraVerbs,
-		verb{"convert", []string{"luksConvert"}, runConvert, "DEVICE --type luks1|luks2 — convert the header in place"},
-		verb{"resize", nil, runResize, "IMAGE — grow or shrink the data area (--size SECTORS or --device-size BYTES)"},
-	)
+
+type convertOptions struct {
+	Type string `flag:"type" help:"luks1 or luks2: the version to convert to"`
+	headerFlag
+	verboseFlag
+	batchFlag
 }
 
-func runConvert(ctx context.Context, env *Env, p *parsed) error {
-	dev, err := oneDevice(p)
+func runConvert(ctx context.Context, env *Env, o *convertOptions, args []string) error {
+	dev, err := oneArg(args)
 	if err != nil {
 		return err
 	}
-	to := p.str("type")
+	to := o.Type
 	if to != "luks1" && to != "luks2" {
 		return usageErr("invalid LUKS type, only luks1 and luks2 are supported")
 	}
-	delete(p.set, "type") // the target, not what the device must hold
-	h, err := openLUKS(ctx, p, dev, false)
+	// --type is the target, not what the device must hold.
+	h, err := luksFlags{headerFlag: o.headerFlag}.open(ctx, dev, nil, false)
 	if err != nil {
 		return notLUKS(err, dev, "")
 	}
@@ -41,24 +42,31 @@ func runConvert(ctx context.Context, env *Env, p *parsed) error {
 	if fmt.Sprintf("luks%d", hd.Version()) == to {
 		return usageErr("device is already %s type", to)
 	}
-	if err := confirm(env, p, fmt.Sprintf("This operation will convert %s to %s format.", dev, strings.ToUpper(to)), ExitPermission, "operation aborted, device was not converted"); err != nil {
+	if err := o.confirm(env, fmt.Sprintf("This operation will convert %s to %s format.", dev, strings.ToUpper(to)), ExitPermission, "operation aborted, device was not converted"); err != nil {
 		return err
 	}
 	if err := h.Convert(ctx, to); err != nil {
 		return err
 	}
-	verbose(env, p)
+	o.done(env)
 	return nil
+}
+
+type resizeOptions struct {
+	Size       *int64    `flag:"size" short:"b" help:"new data size in 512-byte sectors" def:"the whole file"`
+	DeviceSize *byteSize `flag:"device-size" help:"new data size in bytes, with K/M/G/T/P/E units (as cryptsetup's --device-size)" def:"the whole file"`
+	luksFlags
+	verboseFlag
 }
 
 // runResize changes the data area of an image file through the LUKS
 // handle (blkcrypt.LUKS.Resize: its checks, locks and crash order).
-func runResize(ctx context.Context, env *Env, p *parsed) error {
-	dev, err := oneDevice(p)
+func runResize(ctx context.Context, env *Env, opts *resizeOptions, args []string) error {
+	dev, err := oneArg(args)
 	if err != nil {
 		return err
 	}
-	if p.has("size") && p.has("device-size") {
+	if opts.Size != nil && opts.DeviceSize != nil {
 		return usageErr("options --size and --device-size cannot be combined")
 	}
 	if st, err := os.Stat(dev); blkcrypt.IsURI(dev) || err == nil && !st.Mode().IsRegular() {
@@ -66,29 +74,22 @@ func runResize(ctx context.Context, env *Env, p *parsed) error {
 	}
 	var o blkcrypt.ResizeOptions
 	switch {
-	case p.has("device-size"):
-		size, err := parseSize(p.str("device-size"))
-		if err != nil {
-			return usageErr("invalid --device-size: %v", err)
-		}
-		if size%512 != 0 {
+	case opts.DeviceSize != nil:
+		if *opts.DeviceSize%512 != 0 {
 			return usageErr("device size must be multiple of 512 bytes sector")
 		}
-		if size > 1<<63-1 {
-			return usageErr("invalid device size %d: the image would exceed the largest file size", size)
-		}
-		o.Size = int64(size)
-	case p.has("size"):
-		n := p.int("size", 0)
+		o.Size = int64(*opts.DeviceSize)
+	case opts.Size != nil:
+		n := *opts.Size
 		if n < 0 || uint64(n) > (1<<63-1)/512 {
-			return usageErr("invalid numeric value for --size: %s", p.str("size"))
+			return usageErr("invalid numeric value for --size: %d", n)
 		}
 		o.Size = n * 512
 	}
-	if _, err := luksPath(p, dev); err != nil {
+	if _, err := opts.path(dev); err != nil {
 		return err
 	}
-	h, err := blkcrypt.OpenLUKS(ctx, dev, blkcrypt.LUKSOptions{Header: p.str("header"), Type: p.str("type")})
+	h, err := blkcrypt.OpenLUKS(ctx, dev, blkcrypt.LUKSOptions{Header: opts.Header, Type: opts.Type})
 	if err != nil {
 		return notLUKS(err, dev, "")
 	}
@@ -105,6 +106,6 @@ func runResize(ctx context.Context, env *Env, p *parsed) error {
 		}
 		return err
 	}
-	verbose(env, p)
+	opts.done(env)
 	return nil
 }

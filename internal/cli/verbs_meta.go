@@ -12,21 +12,7 @@ import (
 )
 
 // cryptsetup's header-maintenance verbs: isLuks, luksUUID, config, erase,
-// token, repair. Each is flag handling over one luks1/luks2 call.
-func init() {
-	extraVerbs = append(extraVerbs,
-		verb{"is-luks", []string{"isLuks"}, runIsLuks, "DEVICE — exit 0 if DEVICE holds a LUKS header (--type luks1|luks2)"},
-		verb{"uuid", []string{"luksUUID"}, runUUID, "DEVICE — print the UUID, or set it with --uuid"},
-		verb{"config", nil, runConfig, "DEVICE — set LUKS2 --label/--subsystem, or --priority of --key-slot"},
-		verb{"erase", []string{"luksErase"}, runErase, "DEVICE — wipe every keyslot (the data becomes unreadable)"},
-		verb{"token", nil, runToken, "add|remove|import|export DEVICE — LUKS2 tokens (--token-id, --json-file, --key-slot)"},
-		verb{"repair", nil, runRepair, "DEVICE — rewrite a LUKS2 header with one damaged metadata copy"},
-		// cryptsetup's per-format dump verbs are dump with the type named.
-		verb{"tcrypt-dump", []string{"tcryptDump"}, typedDump("tcrypt"), "DEVICE — dump --type tcrypt"},
-		verb{"bitlk-dump", []string{"bitlkDump"}, typedDump("bitlk"), "DEVICE — dump --type bitlk"},
-		verb{"fvault2-dump", []string{"fvault2Dump"}, typedDump("fvault2"), "DEVICE — dump --type fvault2"},
-	)
-}
+// token, repair. Each is flag handling over one method of the LUKS handle.
 
 func typedDump(typ string) func(context.Context, *Env, *parsed) error {
 	return func(ctx context.Context, env *Env, p *parsed) error {
@@ -39,9 +25,9 @@ func typedDump(typ string) func(context.Context, *Env, *parsed) error {
 // exit code (isLuks prints nothing unless -v).
 func silent(code int) error { return &exitError{code, errors.New("")} }
 
-// verbose prints cryptsetup's -v success line.
-func verbose(env *Env, p *parsed) {
-	if p.bool("verbose") {
+// done prints cryptsetup's -v success line.
+func (f verboseFlag) done(env *Env) {
+	if f.Verbose {
 		fmt.Fprintln(env.Stdout, "Command successful.")
 	}
 }
@@ -60,9 +46,9 @@ func notLUKS(err error, dev, version string) error {
 	return err
 }
 
-// openLUKS2 is openLUKS for the LUKS2-only verbs.
-func openLUKS2(ctx context.Context, p *parsed, dev string, readOnly bool) (*blkcrypt.LUKS, error) {
-	h, err := openLUKS(ctx, p, dev, readOnly)
+// open2 is open for the LUKS2-only verbs.
+func (f luksFlags) open2(ctx context.Context, dev string, readOnly bool) (*blkcrypt.LUKS, error) {
+	h, err := f.open(ctx, dev, nil, readOnly)
 	if err != nil {
 		return nil, notLUKS(err, dev, "2")
 	}
@@ -77,39 +63,51 @@ func openLUKS2(ctx context.Context, p *parsed, dev string, readOnly bool) (*blkc
 	return h, nil
 }
 
-func runIsLuks(ctx context.Context, env *Env, p *parsed) error {
-	dev, err := oneDevice(p)
+type isLuksOptions struct {
+	Type string `flag:"type" help:"only this LUKS version answers 0" def:"luks1 or luks2"`
+	headerFlag
+	verboseFlag
+}
+
+func runIsLuks(ctx context.Context, env *Env, o *isLuksOptions, args []string) error {
+	dev, err := oneArg(args)
 	if err != nil {
 		return err
 	}
-	h, err := openLUKS(ctx, p, dev, true)
+	h, err := luksFlags{Type: o.Type, headerFlag: o.headerFlag}.open(ctx, dev, nil, true)
 	if err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) && ee.code == ExitDevice {
 			return err // missing: cryptsetup says so even without -v
 		}
-		if p.bool("verbose") {
+		if o.Verbose {
 			return notLUKS(err, dev, "")
 		}
 		return silent(exitCode(notLUKS(err, dev, "")))
 	}
 	h.Close()
-	verbose(env, p)
+	o.done(env)
 	return nil
 }
 
-func runUUID(ctx context.Context, env *Env, p *parsed) error {
-	dev, err := oneDevice(p)
+type uuidOptions struct {
+	UUID *string `flag:"uuid" help:"set this UUID" def:"print the UUID"`
+	luksFlags
+	verboseFlag
+	batchFlag
+}
+
+func runUUID(ctx context.Context, env *Env, o *uuidOptions, args []string) error {
+	dev, err := oneArg(args)
 	if err != nil {
 		return err
 	}
-	set := p.has("uuid")
-	h, err := openLUKS(ctx, p, dev, !set)
+	h, err := o.open(ctx, dev, nil, o.UUID == nil)
 	if err != nil {
 		return notLUKS(err, dev, "")
 	}
 	defer h.Close()
-	if !set {
+	if o.UUID == nil {
 		hd, err := h.Header(ctx)
 		if err != nil {
 			return err
@@ -117,18 +115,17 @@ func runUUID(ctx context.Context, env *Env, p *parsed) error {
 		fmt.Fprintln(env.Stdout, hd.UUID())
 		return nil
 	}
-	u := p.str("uuid")
-	if !blkcrypt.ValidUUID(u) {
+	if !blkcrypt.ValidUUID(*o.UUID) {
 		return usageErr("wrong LUKS UUID format provided")
 	}
 	// cryptsetup asks through its confirm callback (a refusal is -EPERM).
-	if err := confirm(env, p, "Do you really want to change UUID of device?", ExitPermission, abortedMsg); err != nil {
+	if err := o.confirm(env, "Do you really want to change UUID of device?", ExitPermission, abortedMsg); err != nil {
 		return err
 	}
-	if _, err := h.SetUUID(ctx, u); err != nil {
+	if _, err := h.SetUUID(ctx, *o.UUID); err != nil {
 		return err
 	}
-	verbose(env, p)
+	o.done(env)
 	return nil
 }
 
@@ -145,58 +142,84 @@ func parsePriority(s string) (keyslot.Priority, error) {
 	return 0, usageErr("option --priority can be only ignore/normal/prefer")
 }
 
-func runConfig(ctx context.Context, env *Env, p *parsed) error {
-	dev, err := oneDevice(p)
+type configOptions struct {
+	Label     *string `flag:"label" help:"LUKS2 label" def:"cleared"`
+	Subsystem *string `flag:"subsystem" help:"LUKS2 subsystem" def:"cleared"`
+	Priority  *string `flag:"priority" help:"keyslot priority: ignore, normal or prefer" def:"unchanged"`
+	KeySlot   *int64  `flag:"key-slot" short:"S" help:"the keyslot --priority sets"`
+	luksFlags
+	verboseFlag
+}
+
+func runConfig(ctx context.Context, env *Env, o *configOptions, args []string) error {
+	dev, err := oneArg(args)
 	if err != nil {
 		return err
 	}
 	var prio keyslot.Priority
-	if p.has("priority") {
-		if prio, err = parsePriority(p.str("priority")); err != nil {
+	if o.Priority != nil {
+		if prio, err = parsePriority(*o.Priority); err != nil {
 			return err
 		}
-		if !p.has("key-slot") {
+		if o.KeySlot == nil {
 			return usageErr("keyslot specification is required")
 		}
 	}
-	if !p.has("priority") && !p.has("label") && !p.has("subsystem") {
+	if o.Priority == nil && o.Label == nil && o.Subsystem == nil {
 		return usageErr("option --priority, --label or --subsystem is missing")
 	}
-	h, err := openLUKS2(ctx, p, dev, false)
+	h, err := o.open2(ctx, dev, false)
 	if err != nil {
 		return err
 	}
 	defer h.Close()
 	// As cryptsetup: the priority first, then label and subsystem together
 	// (the one not given is cleared, as crypt_set_label clears it).
-	if p.has("priority") {
-		if err := h.SetPriority(ctx, int(p.int("key-slot", -1)), prio); err != nil {
+	if o.Priority != nil {
+		if err := h.SetPriority(ctx, int(*o.KeySlot), prio); err != nil {
 			if errors.Is(err, blkcrypt.ErrInvalidOptions) { // a keyslot out of range or inactive
 				return usageErr("%v", err)
 			}
 			return err
 		}
 	}
-	if p.has("label") || p.has("subsystem") {
-		if err := h.SetLabel(ctx, p.str("label"), p.str("subsystem")); err != nil {
+	if o.Label != nil || o.Subsystem != nil {
+		if err := h.SetLabel(ctx, deref(o.Label), deref(o.Subsystem)); err != nil {
 			return err
 		}
 	}
-	verbose(env, p)
+	o.done(env)
 	return nil
 }
 
-func runErase(ctx context.Context, env *Env, p *parsed) error {
-	dev, err := oneDevice(p)
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+type luksVerbOptions struct {
+	luksFlags
+	verboseFlag
+}
+
+type eraseOptions struct {
+	luksVerbOptions
+	batchFlag
+}
+
+func runErase(ctx context.Context, env *Env, o *eraseOptions, args []string) error {
+	dev, err := oneArg(args)
 	if err != nil {
 		return err
 	}
-	h, err := openLUKS(ctx, p, dev, false)
+	h, err := o.open(ctx, dev, nil, false)
 	if err != nil {
 		return notLUKS(err, dev, "")
 	}
 	defer h.Close()
-	if err := confirm(env, p, eraseWarning(dev), ExitPermission, abortedKeyslotsMsg); err != nil {
+	if err := o.confirm(env, eraseWarning(dev), ExitPermission, abortedKeyslotsMsg); err != nil {
 		return err
 	}
 	// Confirmed (or batch mode, or not asked on a non-terminal, as
@@ -204,16 +227,16 @@ func runErase(ctx context.Context, env *Env, p *parsed) error {
 	if err := h.Erase(ctx, blkcrypt.EraseOptions{Force: true}); err != nil {
 		return err
 	}
-	verbose(env, p)
+	o.done(env)
 	return nil
 }
 
-func runRepair(ctx context.Context, env *Env, p *parsed) error {
-	dev, err := oneDevice(p)
+func runRepair(ctx context.Context, env *Env, o *luksVerbOptions, args []string) error {
+	dev, err := oneArg(args)
 	if err != nil {
 		return err
 	}
-	h, err := openLUKS(ctx, p, dev, false)
+	h, err := o.open(ctx, dev, nil, false)
 	if err != nil {
 		return notLUKS(err, dev, "")
 	}
@@ -221,51 +244,43 @@ func runRepair(ctx context.Context, env *Env, p *parsed) error {
 	if _, err := h.Repair(ctx); err != nil {
 		return err
 	}
-	verbose(env, p)
+	o.done(env)
 	return nil
 }
 
-// tokenID returns --token-id, or nil (any free id) when absent.
-func tokenID(p *parsed) (*int, error) {
-	if !p.has("token-id") {
-		return nil, nil
-	}
-	id := p.int("token-id", -1)
-	if id < 0 || id >= blkcrypt.MaxTokens {
-		return nil, usageErr("invalid token id %s", p.str("token-id"))
-	}
-	return blkcrypt.Slot(int(id)), nil
+type tokenOptions struct {
+	TokenID        *int64 `flag:"token-id" help:"token id (0-31)" def:"the first free id (add, import)"`
+	JSONFile       string `flag:"json-file" help:"the token's JSON file" def:"stdin (import), stdout (export)"`
+	KeySlot        *int64 `flag:"key-slot" short:"S" help:"assign the token to this keyslot" def:"none (import), every keyslot (add)"`
+	KeyDescription string `flag:"key-description" help:"add: kernel keyring key description"`
+	Replace        bool   `flag:"token-replace" help:"import/add: replace an existing token"`
+	luksVerbOptions
 }
 
-func tokenOr(id *int) int {
-	if id == nil {
-		return -1
-	}
-	return *id
-}
-
-func runToken(ctx context.Context, env *Env, p *parsed) error {
-	if len(p.args) != 2 {
+func runToken(ctx context.Context, env *Env, o *tokenOptions, args []string) error {
+	if len(args) != 2 {
 		return usageErr("usage: token add|remove|import|export DEVICE")
 	}
-	action, dev := p.args[0], p.args[1]
+	action, dev := args[0], args[1]
 	switch action {
 	case "add", "remove", "import", "export":
 	default:
 		return usageErr("invalid token action %q", action)
 	}
-	o := blkcrypt.TokenOptions{Replace: p.bool("token-replace")}
-	if p.has("key-slot") {
-		o.Keyslots = []int{int(p.int("key-slot", -1))}
+	t := blkcrypt.TokenOptions{Replace: o.Replace}
+	if o.KeySlot != nil {
+		t.Keyslots = []int{int(*o.KeySlot)}
 	}
-	var err error
-	if o.ID, err = tokenID(p); err != nil {
-		return err
+	if o.TokenID != nil {
+		if *o.TokenID < 0 || *o.TokenID >= blkcrypt.MaxTokens {
+			return usageErr("invalid token id %d", *o.TokenID)
+		}
+		t.ID = blkcrypt.Slot(int(*o.TokenID))
 	}
-	if (action == "remove" || action == "export") && o.ID == nil {
+	if (action == "remove" || action == "export") && t.ID == nil {
 		return usageErr("token %s requires --token-id", action)
 	}
-	h, err := openLUKS2(ctx, p, dev, action == "export")
+	h, err := o.open2(ctx, dev, action == "export")
 	if err != nil {
 		return err
 	}
@@ -276,23 +291,23 @@ func runToken(ctx context.Context, env *Env, p *parsed) error {
 	}
 	switch action {
 	case "export":
-		b, err := h.ExportToken(ctx, *o.ID)
+		b, err := h.ExportToken(ctx, *t.ID)
 		if err != nil {
-			return usageErr("failed to get token %d for export", *o.ID)
+			return usageErr("failed to get token %d for export", *t.ID)
 		}
-		if out := p.str("json-file"); out != "" && out != "-" {
-			return os.WriteFile(out, b, 0o600)
+		if o.JSONFile != "" && o.JSONFile != "-" {
+			return os.WriteFile(o.JSONFile, b, 0o600)
 		}
 		_, err = env.Stdout.Write(b)
 		return err
 	case "remove":
-		if _, ok := tokens[*o.ID]; !ok {
-			return usageErr("token %d is not in use", *o.ID)
+		if _, ok := tokens[*t.ID]; !ok {
+			return usageErr("token %d is not in use", *t.ID)
 		}
-		if err := h.RemoveToken(ctx, *o.ID); err != nil {
+		if err := h.RemoveToken(ctx, *t.ID); err != nil {
 			return err
 		}
-		verbose(env, p)
+		o.done(env)
 		return nil
 	}
 	var n int
@@ -300,15 +315,14 @@ func runToken(ctx context.Context, env *Env, p *parsed) error {
 		// cryptsetup's built-in keyring token: a description of a kernel
 		// keyring key that holds the passphrase, assigned to --key-slot or
 		// to every keyslot.
-		desc := p.str("key-description")
-		if desc == "" {
+		if o.KeyDescription == "" {
 			return usageErr("option --key-description is mandatory for token add action")
 		}
-		n, err = h.AddKeyringToken(ctx, desc, o)
+		n, err = h.AddKeyringToken(ctx, o.KeyDescription, t)
 	} else {
 		var r io.Reader = env.Stdin
-		if in := p.str("json-file"); in != "" && in != "-" {
-			fh, err := os.Open(in)
+		if o.JSONFile != "" && o.JSONFile != "-" {
+			fh, err := os.Open(o.JSONFile)
 			if err != nil {
 				return usageErr("cannot open json file: %v", err)
 			}
@@ -320,11 +334,13 @@ func runToken(ctx context.Context, env *Env, p *parsed) error {
 		if rerr != nil {
 			return usageErr("reading the token: %v", rerr)
 		}
-		n, err = h.ImportToken(ctx, tok, o)
+		n, err = h.ImportToken(ctx, tok, t)
 	}
 	if err != nil {
-		if _, taken := tokens[tokenOr(o.ID)]; taken && !o.Replace {
-			return usageErr("token %d in use", *o.ID)
+		if t.ID != nil {
+			if _, taken := tokens[*t.ID]; taken && !t.Replace {
+				return usageErr("token %d in use", *t.ID)
+			}
 		}
 		// A refused token is bad input (exit 1), though the rule that
 		// refuses it is a metadata rule (whose error also says corrupt).
@@ -333,9 +349,9 @@ func runToken(ctx context.Context, env *Env, p *parsed) error {
 		}
 		return err
 	}
-	if p.bool("verbose") {
+	if o.Verbose {
 		fmt.Fprintf(env.Stdout, "Token %d created.\n", n)
 	}
-	verbose(env, p)
+	o.done(env)
 	return nil
 }
