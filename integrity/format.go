@@ -213,21 +213,22 @@ func (v *Volume) wipeData(spec *hashSpec) error {
 	return nil
 }
 
-// Dump writes what integritysetup dump prints for the superblock.
+// Dump writes what integritysetup dump (cryptsetup 2.6) prints for the
+// superblock.
 func Dump(w io.Writer, sb *Superblock, device string) error {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "INTEGRITY header information for %s.\n", device)
-	fmt.Fprintf(&b, "version: %d\n", sb.Version)
-	fmt.Fprintf(&b, "tag size: %d [bytes]\n", sb.TagSize)
-	fmt.Fprintf(&b, "sector size: %d [bytes]\n", sb.SectorSize())
-	fmt.Fprintf(&b, "data size: %d [512-byte units] (%d [bytes])\n", sb.ProvidedDataSectors, sb.ProvidedDataSectors*512)
-	if sb.Version >= 2 && sb.Flags&FlagRecalculating != 0 {
-		fmt.Fprintf(&b, "recalculate sector: %d\n", sb.RecalcSector)
+	fmt.Fprintf(&b, "Info for integrity device %s.\n", device)
+	fmt.Fprintf(&b, "superblock_version %d\n", sb.Version)
+	fmt.Fprintf(&b, "log2_interleave_sectors %d\n", sb.Log2InterleaveSectors)
+	fmt.Fprintf(&b, "integrity_tag_size %d\n", sb.TagSize)
+	fmt.Fprintf(&b, "journal_sections %d\n", sb.JournalSections)
+	fmt.Fprintf(&b, "provided_data_sectors %d\n", sb.ProvidedDataSectors)
+	fmt.Fprintf(&b, "sector_size %d\n", sb.SectorSize())
+	if sb.Version == 2 && sb.Flags&FlagRecalculating != 0 { // as 2.6 does (not for later versions)
+		fmt.Fprintf(&b, "recalc_sector %d\n", sb.RecalcSector)
 	}
-	fmt.Fprintf(&b, "journal sections: %d\n", sb.JournalSections)
-	fmt.Fprintf(&b, "log2 interleave sectors: %d\n", sb.Log2InterleaveSectors)
-	fmt.Fprintf(&b, "log2 blocks per bitmap: %d\n", sb.Log2BlocksPerBitmapBit)
-	b.WriteString("flags: ")
+	fmt.Fprintf(&b, "log2_blocks_per_bitmap %d\n", sb.Log2BlocksPerBitmapBit)
+	b.WriteString("flags ")
 	for _, f := range []struct {
 		bit  uint32
 		name string

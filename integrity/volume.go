@@ -106,8 +106,10 @@ type Volume struct {
 	seq      int            // journal: its commit sequence
 	bitmapOn bool           // bitmap mode: superblock marked dirty
 	bitmap   []byte         // bitmap mode: the bits on disk
-	dirty    map[uint64]bool
-	closed   bool
+	// wroteJournal: the journal holds entries this process committed.
+	wroteJournal bool
+	dirty        map[uint64]bool
+	closed       bool
 }
 
 // Open reads the superblock and prepares the volume. A writable open
@@ -516,6 +518,7 @@ func (v *Volume) commit(src, tags []byte, first uint64) error {
 		return err
 	}
 	v.nextSec, v.seq = sec, seq
+	v.wroteJournal = true
 	if err := v.writeInPlace(src, tags, first, uint64(n)); err != nil {
 		return err
 	}
@@ -641,6 +644,9 @@ func (v *Volume) Close() error {
 	if err == nil && !v.opts.ReadOnly && v.bitmapOn {
 		err = v.endBitmap()
 	}
+	if err == nil && v.wroteJournal {
+		err = v.emptyJournal()
+	}
 	v.closed = true
 	v.wipe()
 	return err
@@ -662,3 +668,26 @@ func (v *Volume) writeSuperblock() error {
 }
 
 var le = binary.LittleEndian
+
+// emptyJournal leaves the journal without entries as the kernel's
+// deactivation does (every section rewritten empty, one lap on: the
+// sections from the next one to the end with the current sequence, the
+// ones before it with the next), after the blocks are durable in place.
+// Until then a replay would rewrite blocks from the journal, undoing any
+// later change made to the device behind the volume's back.
+func (v *Volume) emptyJournal() error {
+	n := v.g.JournalSections
+	buf := make([]byte, v.g.SectionSectors*512)
+	for i := 0; i < n; i++ {
+		seq := v.seq
+		if i < v.nextSec {
+			seq = nextSeq(v.seq)
+		}
+		buildSection(buf, &v.g, i, seq, nil, nil, nil, v.jmac)
+		if _, err := v.dev.WriteAt(buf, journalOffset(&v.g, i)); err != nil {
+			return fmt.Errorf("integrity: writing journal: %w", err)
+		}
+	}
+	v.wroteJournal = false
+	return v.sync()
+}
