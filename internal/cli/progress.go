@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 )
 
@@ -27,23 +26,30 @@ type progress struct {
 	done         int64
 }
 
-// newProgress returns nil when nothing is to be shown.
+// progressFlags are cryptsetup's progress options.
+type progressFlags struct {
+	ProgressFrequency int64 `flag:"progress-frequency" help:"print a progress line every N seconds, also when stderr is no terminal" def:"0 (a refreshed line, on a terminal only)"`
+	ProgressJSON      bool  `flag:"progress-json" help:"print progress as JSON lines, as cryptsetup 2.6 does"`
+}
+
+// newProgress is progressFlags.start for the verbs that read *parsed.
 func newProgress(env *Env, p *parsed, device, verb string, total int64) *progress {
-	if p.set["batch-mode"] == "true" || total <= 0 {
+	return fromParsed[progressFlags](p).start(env, fromParsed[batchFlag](p).Batch, device, verb, total)
+}
+
+// start returns the progress of one job, or nil when nothing is to be
+// shown (batch: -q).
+func (f progressFlags) start(env *Env, batch bool, device, verb string, total int64) *progress {
+	if batch || total <= 0 {
 		return nil
 	}
 	pr := &progress{w: env.Stderr, device: device, verb: verb, total: total, freq: 500 * time.Millisecond, now: time.Now}
 	if env.Now != nil {
 		pr.now = env.Now
 	}
-	if p.set["progress-json"] == "true" {
-		pr.json = true
-	}
-	if s, ok := p.set["progress-frequency"]; ok {
-		n, _ := strconv.ParseInt(s, 10, 64)
-		if n > 0 {
-			pr.freq, pr.lines = time.Duration(n)*time.Second, true
-		}
+	pr.json = f.ProgressJSON
+	if f.ProgressFrequency > 0 {
+		pr.freq, pr.lines = time.Duration(f.ProgressFrequency)*time.Second, true
 	}
 	if !pr.json && !pr.lines && (!env.StderrIsTerminal || total <= progressMin) {
 		return nil
