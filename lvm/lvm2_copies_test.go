@@ -12,7 +12,7 @@ import (
 // readPVAt reads the PV on a loop device.
 func (e *lvm2Env) readPV(i int) *PV {
 	e.t.Helper()
-	f, err := os.Open(e.loops[i])
+	f, err := os.Open(e.Loops[i])
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func (e *lvm2Env) readPV(i int) *PV {
 // region reads n bytes at off of loop device i.
 func (e *lvm2Env) region(i int, off, n int64) []byte {
 	e.t.Helper()
-	f, err := os.Open(e.loops[i])
+	f, err := os.Open(e.Loops[i])
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func (e *lvm2Env) region(i int, off, n int64) []byte {
 // put writes b at off of loop device i.
 func (e *lvm2Env) put(i int, off int64, b []byte) {
 	e.t.Helper()
-	f, err := os.OpenFile(e.loops[i], os.O_RDWR, 0)
+	f, err := os.OpenFile(e.Loops[i], os.O_RDWR, 0)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func (e *lvm2Env) textAt(i int, areaOff uint64) int64 {
 }
 
 func (e *lvm2Env) seqno(vg string) uint64 {
-	return mustUint(e.t, strings.TrimSpace(e.run("vgs", "--noheadings", "-o", "vg_seqno", vg)))
+	return mustUint(e.t, strings.TrimSpace(e.Run("vgs", "--noheadings", "-o", "vg_seqno", vg)))
 }
 
 // TestLVM2MetadataCopies: a PV made with two metadata areas (the second
@@ -78,11 +78,11 @@ func (e *lvm2Env) seqno(vg string) uint64 {
 // the other copy used; with none left Open says ErrNoMetadata and why.
 func TestLVM2MetadataCopies(t *testing.T) {
 	e := newLVM2(t, 16, 16)
-	a, b := e.loops[0], e.loops[1]
-	e.run("pvcreate", "-y", "--pvmetadatacopies", "2", a)
-	e.run("pvcreate", "-y", "--bootloaderareasize", "512k", b)
-	e.run("vgcreate", "-s", "1m", "vgc", a, b)
-	e.run("lvcreate", "-an", "-Zn", "-y", "-l", "1", "-n", "first", "vgc")
+	a, b := e.Loops[0], e.Loops[1]
+	e.Run("pvcreate", "-y", "--pvmetadatacopies", "2", a)
+	e.Run("pvcreate", "-y", "--bootloaderareasize", "512k", b)
+	e.Run("vgcreate", "-s", "1m", "vgc", a, b)
+	e.Run("lvcreate", "-an", "-Zn", "-y", "-l", "1", "-n", "first", "vgc")
 
 	pv := e.readPV(0)
 	if len(pv.MetadataAreas) != 2 {
@@ -94,11 +94,11 @@ func TestLVM2MetadataCopies(t *testing.T) {
 			t.Fatalf("area %d: %+v; vgs says seqno %d", i, m, old)
 		}
 	}
-	if uuid := strings.TrimSpace(e.run("pvs", "--noheadings", "-o", "pv_uuid", a)); pv.UUID != uuid {
+	if uuid := strings.TrimSpace(e.Run("pvs", "--noheadings", "-o", "pv_uuid", a)); pv.UUID != uuid {
 		t.Fatalf("PV uuid %s, pvs says %s", pv.UUID, uuid)
 	}
 	// The bootloader area of the second PV is where pvs says.
-	ba := strings.Split(strings.TrimSpace(e.run("pvs", "--noheadings", "--separator", "|", "--units", "b", "--nosuffix", "-o", "pv_ba_start,pv_ba_size", b)), "|")
+	ba := strings.Split(strings.TrimSpace(e.Run("pvs", "--noheadings", "--separator", "|", "--units", "b", "--nosuffix", "-o", "pv_ba_start,pv_ba_size", b)), "|")
 	if pvB := e.readPV(1); len(ba) != 2 || len(pvB.BootloaderAreas) != 1 ||
 		pvB.BootloaderAreas[0] != (Area{mustUint(t, ba[0]), mustUint(t, ba[1])}) || len(e.readPV(0).BootloaderAreas) != 0 {
 		t.Fatalf("bootloader areas %v and %v, pvs says %v and none", pvB.BootloaderAreas, e.readPV(0).BootloaderAreas, ba)
@@ -108,7 +108,7 @@ func TestLVM2MetadataCopies(t *testing.T) {
 	mb := e.readPV(1).MetadataAreas[0].Area
 	savedB := e.region(1, int64(mb.Offset), int64(mb.Size))
 
-	e.run("lvcreate", "-an", "-Zn", "-y", "-l", "1", "-n", "second", "vgc")
+	e.Run("lvcreate", "-an", "-Zn", "-y", "-l", "1", "-n", "second", "vgc")
 	newer := e.seqno("vgc")
 	if newer <= old {
 		t.Fatalf("seqno %d after lvcreate, %d before", newer, old)
@@ -168,12 +168,12 @@ func TestLVM2MetadataCopies(t *testing.T) {
 // seqno and the LVs must be lvm2's.
 func TestLVM2Wrap(t *testing.T) {
 	e := newLVM2(t, 64)
-	a := e.loops[0]
-	e.run("pvcreate", "-y", "--metadatasize", "32k", "--dataalignment", "4k", a)
-	e.run("vgcreate", "-s", "1m", "vgw", a)
+	a := e.Loops[0]
+	e.Run("pvcreate", "-y", "--metadatasize", "32k", "--dataalignment", "4k", a)
+	e.Run("vgcreate", "-s", "1m", "vgw", a)
 	wrapped := false
 	for i := 0; i < 60 && !wrapped; i++ {
-		e.run("lvcreate", "-an", "-Zn", "-y", "-l", "1", "-n", "l"+strconv.Itoa(i), "vgw")
+		e.Run("lvcreate", "-an", "-Zn", "-y", "-l", "1", "-n", "l"+strconv.Itoa(i), "vgw")
 		pv := e.readPV(0)
 		m := pv.MetadataAreas[0]
 		if m.Err != nil {
@@ -191,7 +191,7 @@ func TestLVM2Wrap(t *testing.T) {
 	if want := e.seqno("vgw"); vg.Seqno != want {
 		t.Fatalf("seqno %d, vgs says %d", vg.Seqno, want)
 	}
-	names := strings.Fields(e.run("lvs", "--noheadings", "-o", "lv_name", "vgw"))
+	names := strings.Fields(e.Run("lvs", "--noheadings", "-o", "lv_name", "vgw"))
 	if len(names) != len(vg.LVs()) {
 		t.Fatalf("%d LVs read from the wrapped text, lvs lists %d", len(vg.LVs()), len(names))
 	}

@@ -5,28 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/blkcrypt/blkcrypt/internal/imagetest"
 	"github.com/blkcrypt/blkcrypt/internal/testenv"
 )
 
 // The tests in this file build their PVs with lvm2 itself on loop devices
-// and take lvm2's word (lvs, pvs) for where each LV lives. No LV is ever
-// activated: every command runs with --driverloaded n, and the LVM config
-// is a private one (LVM_SYSTEM_DIR) that sees only the test's loop devices,
-// keeps no devices file, asks udev nothing and archives nothing, so the
-// host's LVM setup is neither read nor changed.
+// (imagetest.LVM: no LV is ever activated, and a private configuration
+// sees only the test's loop devices) and take lvm2's word (lvs, pvs) for
+// where each LV lives.
 
-// lvm2Env is one test's loop devices and lvm2 configuration.
+// lvm2Env is one test's loop devices and lvm2 configuration
+// (internal/imagetest), with the readers these tests add.
 type lvm2Env struct {
-	t     *testing.T
-	dir   string   // LVM_SYSTEM_DIR
-	files []string // backing files
-	loops []string // /dev/loopN, the same order
+	*imagetest.LVM
+	t *testing.T
 }
 
 // newLVM2 makes one backing file of sizeMiB per entry, attaches each to a
@@ -35,101 +32,20 @@ type lvm2Env struct {
 func newLVM2(t *testing.T, sizesMiB ...int) *lvm2Env {
 	t.Helper()
 	testenv.Need(t, "pvcreate", "lvm2")
-	losetup := testenv.Need(t, "losetup", "mount")
-	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		testenv.Missing(t, "/dev/loop-control is needed to attach loop devices: %v", err)
-	}
-	e := &lvm2Env{t: t, dir: t.TempDir()}
-	for i, mib := range sizesMiB {
-		f := filepath.Join(e.dir, fmt.Sprintf("pv%d.img", i))
-		if err := os.WriteFile(f, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Truncate(f, int64(mib)<<20); err != nil {
-			t.Fatal(err)
-		}
-		out, err := exec.Command(losetup, "-f", "--show", f).CombinedOutput()
-		if err != nil {
-			testenv.Missing(t, "cannot attach a loop device (root and the loop driver are needed): losetup: %v: %s", err, out)
-		}
-		loop := strings.TrimSpace(string(out))
-		t.Cleanup(func() {
-			if out, err := exec.Command(losetup, "-d", loop).CombinedOutput(); err != nil {
-				t.Errorf("detaching %s: %v: %s", loop, err, out)
-			}
-		})
-		e.files = append(e.files, f)
-		e.loops = append(e.loops, loop)
-	}
-	var filter []string
-	for _, l := range e.loops {
-		filter = append(filter, strconv.Quote("a|^"+l+"$|"))
-	}
-	filter = append(filter, `"r|.*|"`)
-	conf := fmt.Sprintf(`devices {
-	filter = [ %s ]
-	global_filter = [ %s ]
-	scan = [ "/dev" ]
-	use_devicesfile = 0
-	obtain_device_list_from_udev = 0
-	external_device_info_source = "none"
-	hints = "none"
-}
-activation {
-	udev_sync = 0
-	udev_rules = 0
-	monitoring = 0
-}
-global {
-	use_lvmlockd = 0
-	event_activation = 0
-	locking_dir = %q
-}
-backup {
-	backup = 0
-	archive = 0
-}
-`, strings.Join(filter, ", "), strings.Join(filter, ", "), filepath.Join(e.dir, "lock"))
-	if err := os.WriteFile(filepath.Join(e.dir, "lvm.conf"), []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
-
-// run runs one lvm2 command and returns its standard output; a failure
-// fails the test.
-func (e *lvm2Env) run(args ...string) string {
-	e.t.Helper()
-	out, err := e.try(args...)
-	if err != nil {
-		e.t.Fatalf("lvm %s: %v", strings.Join(args, " "), err)
-	}
-	return out
-}
-
-func (e *lvm2Env) try(args ...string) (string, error) {
-	full := append([]string{args[0], "--driverloaded", "n"}, args[1:]...)
-	cmd := exec.Command(testenv.Need(e.t, "lvm", "lvm2"), full...)
-	cmd.Env = append(os.Environ(), "LVM_SYSTEM_DIR="+e.dir, "LVM_SUPPRESS_FD_WARNINGS=1")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.String(), nil
+	return &lvm2Env{imagetest.NewLVM(t, sizesMiB...), t}
 }
 
 // open opens every loop device read-write and gives them to Open.
 func (e *lvm2Env) open(which ...int) (*VG, error) {
 	e.t.Helper()
 	if len(which) == 0 {
-		for i := range e.loops {
+		for i := range e.Loops {
 			which = append(which, i)
 		}
 	}
 	var devs []PVDevice
 	for _, i := range which {
-		f, err := os.OpenFile(e.loops[i], os.O_RDWR, 0)
+		f, err := os.OpenFile(e.Loops[i], os.O_RDWR, 0)
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -138,72 +54,9 @@ func (e *lvm2Env) open(which ...int) (*VG, error) {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		devs = append(devs, PVDevice{Name: e.loops[i], Dev: f, Size: size})
+		devs = append(devs, PVDevice{Name: e.Loops[i], Dev: f, Size: size})
 	}
 	return Open(devs...)
-}
-
-// lvsSeg is one row of lvs -o seg_* output: lvm2's word on a segment.
-type lvsSeg struct {
-	lv         string
-	startPE    uint64
-	ranges     []lvsRange
-	sizePE     uint64
-	stripes    int
-	stripeSize int64
-	lvSize     int64
-	segtype    string
-}
-
-type lvsRange struct {
-	dev        string
-	start, end uint64 // inclusive, as lvs prints them
-}
-
-func (e *lvm2Env) lvs(vg string) []lvsSeg {
-	e.t.Helper()
-	out := e.run("lvs", "-a", "--noheadings", "--separator", "|", "--units", "b", "--nosuffix",
-		"-o", "lv_name,seg_start_pe,seg_pe_ranges,seg_size_pe,stripes,stripe_size,lv_size,segtype", vg)
-	var segs []lvsSeg
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		f := strings.Split(strings.TrimSpace(line), "|")
-		if len(f) != 8 {
-			e.t.Fatalf("lvs line %q", line)
-		}
-		s := lvsSeg{lv: strings.Trim(f[0], "[]"), segtype: f[7]}
-		s.startPE = mustUint(e.t, f[1])
-		s.sizePE = mustUint(e.t, f[3])
-		s.stripes = int(mustUint(e.t, f[4]))
-		s.stripeSize = int64(mustUint(e.t, f[5]))
-		s.lvSize = int64(mustUint(e.t, f[6]))
-		for _, r := range strings.Fields(f[2]) {
-			i := strings.LastIndexByte(r, ':')
-			a, b, ok := strings.Cut(r[i+1:], "-")
-			if i < 0 || !ok {
-				e.t.Fatalf("lvs range %q", r)
-			}
-			s.ranges = append(s.ranges, lvsRange{r[:i], mustUint(e.t, a), mustUint(e.t, b)})
-		}
-		segs = append(segs, s)
-	}
-	return segs
-}
-
-// pvs returns each loop device's pe_start and the VG's extent size, in
-// bytes, as lvm2 reports them.
-func (e *lvm2Env) pvs() (peStart map[string]int64, extent int64) {
-	e.t.Helper()
-	out := e.run("pvs", "--noheadings", "--separator", "|", "--units", "b", "--nosuffix", "-o", "pv_name,pe_start,vg_extent_size")
-	peStart = map[string]int64{}
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		f := strings.Split(strings.TrimSpace(line), "|")
-		if len(f) != 3 {
-			e.t.Fatalf("pvs line %q", line)
-		}
-		peStart[f[0]] = int64(mustUint(e.t, f[1]))
-		extent = int64(mustUint(e.t, f[2]))
-	}
-	return peStart, extent
 }
 
 func mustUint(t *testing.T, s string) uint64 {
@@ -215,47 +68,16 @@ func mustUint(t *testing.T, s string) uint64 {
 	return v
 }
 
-// place is where one LV byte lives according to lvm2: a device and a byte
-// offset on it, and how many bytes follow it there contiguously (to the
-// end of its chunk or segment).
-type place struct {
-	dev string
-	off int64
-	run int64
-}
-
-// lvm2Place computes, from lvs and pvs output only, where byte off of an
-// LV lives: the segment holding it, then dm-striped's rule (stripe_size
-// chunks taken round-robin across the stripes) for a striped one.
-func lvm2Place(segs []lvsSeg, peStart map[string]int64, extent int64, off int64) place {
-	for _, s := range segs {
-		start := int64(s.startPE) * extent
-		length := int64(s.sizePE) * extent
-		if off < start || off >= start+length {
-			continue
-		}
-		rel := off - start
-		r, run := s.ranges[0], length-rel
-		if s.stripes > 1 {
-			chunk := rel / s.stripeSize
-			r, run = s.ranges[chunk%int64(s.stripes)], s.stripeSize-rel%s.stripeSize
-			rel = (chunk/int64(s.stripes))*s.stripeSize + rel%s.stripeSize
-		}
-		return place{r.dev, peStart[r.dev] + int64(r.start)*extent + rel, run}
-	}
-	panic(fmt.Sprintf("offset %d is in no segment", off))
-}
-
 // readFiles returns the backing files' contents by loop device.
 func (e *lvm2Env) readFiles() map[string][]byte {
 	e.t.Helper()
 	m := map[string][]byte{}
-	for i, f := range e.files {
+	for i, f := range e.Files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		m[e.loops[i]] = b
+		m[e.Loops[i]] = b
 	}
 	return m
 }
@@ -284,19 +106,19 @@ func pattern(seed uint32, size int64) []byte {
 // return the pattern, and that lvm2 still reads its metadata afterwards.
 func TestLVM2Layout(t *testing.T) {
 	e := newLVM2(t, 40, 40)
-	a, b := e.loops[0], e.loops[1]
-	e.run("pvcreate", "-y", a, b)
-	e.run("vgcreate", "-s", "1m", "vgt", a, b)
-	e.run("lvcreate", "-an", "-Zn", "-y", "-l", "3", "-n", "lin", "vgt", a+":0-2")
-	e.run("lvcreate", "-an", "-Zn", "-y", "-i", "2", "-I", "64k", "-l", "4", "-n", "str", "vgt", a+":3-4", b+":0-1")
-	e.run("lvcreate", "-an", "-Zn", "-y", "-l", "2", "-n", "two", "vgt", a+":5-6")
-	e.run("lvextend", "-y", "-l", "+2", "vgt/two", a+":10-11")
-	e.run("lvcreate", "-an", "-Zn", "-y", "-l", "5", "-n", "span", "vgt", a+":36-38", b+":2-3")
-	e.run("lvcreate", "-an", "-Zn", "-y", "-i", "2", "-I", "8k", "-l", "2", "-n", "str2", "vgt", a+":12", b+":4")
-	e.run("lvextend", "-y", "-i", "2", "-I", "8k", "-l", "+4", "vgt/str2", a+":20-21", b+":20-21")
+	a, b := e.Loops[0], e.Loops[1]
+	e.Run("pvcreate", "-y", a, b)
+	e.Run("vgcreate", "-s", "1m", "vgt", a, b)
+	e.Run("lvcreate", "-an", "-Zn", "-y", "-l", "3", "-n", "lin", "vgt", a+":0-2")
+	e.Run("lvcreate", "-an", "-Zn", "-y", "-i", "2", "-I", "64k", "-l", "4", "-n", "str", "vgt", a+":3-4", b+":0-1")
+	e.Run("lvcreate", "-an", "-Zn", "-y", "-l", "2", "-n", "two", "vgt", a+":5-6")
+	e.Run("lvextend", "-y", "-l", "+2", "vgt/two", a+":10-11")
+	e.Run("lvcreate", "-an", "-Zn", "-y", "-l", "5", "-n", "span", "vgt", a+":36-38", b+":2-3")
+	e.Run("lvcreate", "-an", "-Zn", "-y", "-i", "2", "-I", "8k", "-l", "2", "-n", "str2", "vgt", a+":12", b+":4")
+	e.Run("lvextend", "-y", "-i", "2", "-I", "8k", "-l", "+4", "vgt/str2", a+":20-21", b+":20-21")
 
-	segs := e.lvs("vgt")
-	peStart, extent := e.pvs()
+	segs := e.Segments("vgt")
+	peStart, extent := e.PVs()
 	vg, err := e.open()
 	if err != nil {
 		t.Fatal(err)
@@ -309,9 +131,9 @@ func TestLVM2Layout(t *testing.T) {
 			t.Errorf("%s on %q: pe_start %d, pvs says %d", p.Name, p.Device, p.PEStart, peStart[p.Device])
 		}
 	}
-	byLV := map[string][]lvsSeg{}
+	byLV := map[string][]imagetest.Segment{}
 	for _, s := range segs {
-		byLV[s.lv] = append(byLV[s.lv], s)
+		byLV[s.LV] = append(byLV[s.LV], s)
 	}
 	if len(byLV) != len(vg.LVs()) {
 		t.Fatalf("%d LVs, lvs lists %d", len(vg.LVs()), len(byLV))
@@ -326,17 +148,17 @@ func TestLVM2Layout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if lv.Size != ls[0].lvSize || len(lv.Segments) != len(ls) {
-			t.Fatalf("%s: %d bytes in %d segments, lvs says %d bytes in %d", name, lv.Size, len(lv.Segments), ls[0].lvSize, len(ls))
+		if lv.Size != ls[0].LVSize || len(lv.Segments) != len(ls) {
+			t.Fatalf("%s: %d bytes in %d segments, lvs says %d bytes in %d", name, lv.Size, len(lv.Segments), ls[0].LVSize, len(ls))
 		}
 		for i, s := range lv.Segments {
 			want := ls[i]
-			if s.StartExtent != want.startPE || s.ExtentCount != want.sizePE || len(s.Stripes) != want.stripes || (want.stripes > 1 && s.StripeSize != want.stripeSize) {
+			if s.StartExtent != want.StartPE || s.ExtentCount != want.SizePE || len(s.Stripes) != want.Stripes || (want.Stripes > 1 && s.StripeSize != want.StripeSize) {
 				t.Fatalf("%s segment %d: %v; lvs: %+v", name, i, s, want)
 			}
 			for k, st := range s.Stripes {
-				r := want.ranges[k]
-				if devOf[st.PV] != r.dev || st.StartExtent != r.start || st.StartExtent+s.ExtentCount/uint64(len(s.Stripes))-1 != r.end {
+				r := want.Ranges[k]
+				if devOf[st.PV] != r.Dev || st.StartExtent != r.Start || st.StartExtent+s.ExtentCount/uint64(len(s.Stripes))-1 != r.End {
 					t.Fatalf("%s segment %d stripe %d: %s:%d, lvs: %+v", name, i, k, devOf[st.PV], st.StartExtent, r)
 				}
 			}
@@ -351,8 +173,8 @@ func TestLVM2Layout(t *testing.T) {
 			t.Fatal(err)
 		}
 		size, err := d.Size()
-		if err != nil || size != byLV[name][0].lvSize {
-			t.Fatalf("%s: Size %d, %v; lvs says %d", name, size, err, byLV[name][0].lvSize)
+		if err != nil || size != byLV[name][0].LVSize {
+			t.Fatalf("%s: Size %d, %v; lvs says %d", name, size, err, byLV[name][0].LVSize)
 		}
 		pat := pattern(uint32(seed+1), size)
 		// Odd-sized writes cross chunk, extent and segment boundaries
@@ -377,8 +199,8 @@ func TestLVM2Layout(t *testing.T) {
 			want[dev] = append([]byte(nil), bs...)
 		}
 		for off := int64(0); off < size; {
-			p := lvm2Place(byLV[name], peStart, extent, off)
-			off += int64(copy(want[p.dev][p.off:p.off+p.run], pat[off:]))
+			p := imagetest.Locate(byLV[name], peStart, extent, off)
+			off += int64(copy(want[p.Dev][p.Off:p.Off+p.Run], pat[off:]))
 		}
 		for dev := range want {
 			if !bytes.Equal(want[dev], after[dev]) {
@@ -409,8 +231,8 @@ func TestLVM2Layout(t *testing.T) {
 		}
 	}
 	// lvm2 still finds its metadata whole.
-	e.run("vgck", "vgt")
-	if got := e.lvs("vgt"); len(got) != len(segs) {
+	e.Run("vgck", "vgt")
+	if got := e.Segments("vgt"); len(got) != len(segs) {
 		t.Fatalf("lvs after the writes lists %d segments, before %d", len(got), len(segs))
 	}
 }
@@ -419,11 +241,11 @@ func TestLVM2Layout(t *testing.T) {
 // alone works, one that needs the other is refused, naming that PV.
 func TestLVM2MissingPV(t *testing.T) {
 	e := newLVM2(t, 16, 16)
-	a, b := e.loops[0], e.loops[1]
-	e.run("pvcreate", "-y", a, b)
-	e.run("vgcreate", "-s", "1m", "vgm", a, b)
-	e.run("lvcreate", "-an", "-Zn", "-y", "-l", "2", "-n", "ona", "vgm", a)
-	e.run("lvcreate", "-an", "-Zn", "-y", "-i", "2", "-l", "2", "-n", "both", "vgm", a, b)
+	a, b := e.Loops[0], e.Loops[1]
+	e.Run("pvcreate", "-y", a, b)
+	e.Run("vgcreate", "-s", "1m", "vgm", a, b)
+	e.Run("lvcreate", "-an", "-Zn", "-y", "-l", "2", "-n", "ona", "vgm", a)
+	e.Run("lvcreate", "-an", "-Zn", "-y", "-i", "2", "-l", "2", "-n", "both", "vgm", a, b)
 	vg, err := e.open(0)
 	if err != nil {
 		t.Fatal(err)
@@ -434,7 +256,7 @@ func TestLVM2MissingPV(t *testing.T) {
 	}
 	d.Close()
 	_, err = vg.OpenLV("both")
-	uuid := strings.TrimSpace(e.run("pvs", "--noheadings", "-o", "pv_uuid", b))
+	uuid := strings.TrimSpace(e.Run("pvs", "--noheadings", "-o", "pv_uuid", b))
 	if !errors.Is(err, ErrMissingPV) || !strings.Contains(err.Error(), uuid) {
 		t.Fatalf("OpenLV on a missing PV: %v; want ErrMissingPV naming %s", err, uuid)
 	}
@@ -452,12 +274,12 @@ func TestLVM2MissingPV(t *testing.T) {
 // their component LVs, and still open a plain linear LV.
 func TestLVM2Unsupported(t *testing.T) {
 	e := newLVM2(t, 40)
-	a := e.loops[0]
-	e.run("pvcreate", "-y", a)
-	e.run("vgcreate", "-s", "1m", "vgu", a)
-	e.run("lvcreate", "-an", "-Zn", "-y", "-l", "2", "-n", "plain", "vgu")
-	backup := filepath.Join(e.dir, "vgu.txt")
-	e.run("vgcfgbackup", "-f", backup, "vgu")
+	a := e.Loops[0]
+	e.Run("pvcreate", "-y", a)
+	e.Run("vgcreate", "-s", "1m", "vgu", a)
+	e.Run("lvcreate", "-an", "-Zn", "-y", "-l", "2", "-n", "plain", "vgu")
+	backup := filepath.Join(e.Dir, "vgu.txt")
+	e.Run("vgcfgbackup", "-f", backup, "vgu")
 	text, err := os.ReadFile(backup)
 	if err != nil {
 		t.Fatal(err)
@@ -586,10 +408,10 @@ func TestLVM2Unsupported(t *testing.T) {
 	if err := os.WriteFile(backup, edited, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.run("vgcfgrestore", "--force", "-f", backup, "vgu")
+	e.Run("vgcfgrestore", "--force", "-f", backup, "vgu")
 	types := map[string]string{}
-	for _, s := range e.lvs("vgu") {
-		types[s.lv] = s.segtype
+	for _, s := range e.Segments("vgu") {
+		types[s.LV] = s.Type
 	}
 	for lv, want := range map[string]string{"pool": "thin-pool", "thin1": "thin", "r1": "raid1", "snapshot0": "snapshot", "cached": "cache", "cpool": "cache-pool", "plain": "linear"} {
 		// lvs hides snapshot0 behind its COW LV; the others it lists.

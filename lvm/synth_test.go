@@ -342,10 +342,10 @@ func TestLVM2ReadsSynthetic(t *testing.T) {
 		t.Fatalf("vgs says seqno %d", got)
 	}
 	var rows []string
-	for _, sg := range e.lvs("vgs") {
-		rows = append(rows, fmt.Sprintf("%s %d %v", sg.lv, sg.startPE, sg.ranges))
+	for _, sg := range e.Segments("vgs") {
+		rows = append(rows, fmt.Sprintf("%s %d %v", sg.LV, sg.StartPE, sg.Ranges))
 	}
-	loop := e.loops[0]
+	loop := e.Loops[0]
 	want := []string{
 		fmt.Sprintf("lin 0 [{%s 0 2}]", loop),
 		fmt.Sprintf("lin 3 [{%s 10 11}]", loop),

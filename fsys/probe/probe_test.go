@@ -2,14 +2,13 @@ package probe
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/blkcrypt/blkcrypt/internal/imagetest"
 	"github.com/blkcrypt/blkcrypt/internal/testenv"
 )
 
@@ -166,62 +165,10 @@ func TestBitLocker(t *testing.T) {
 // TestLVM2 makes a PV with pvcreate on a loop device (lvm2 needs a block
 // device) under a private LVM configuration that sees only it.
 func TestLVM2(t *testing.T) {
-	lvm := testenv.Need(t, "lvm", "lvm2")
-	losetup := testenv.Need(t, "losetup", "mount")
-	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		testenv.Missing(t, "/dev/loop-control is needed to attach a loop device: %v", err)
-	}
 	img := image(t, 16)
-	out, err := exec.Command(losetup, "-f", "--show", img).CombinedOutput()
-	if err != nil {
-		testenv.Missing(t, "cannot attach a loop device (root and the loop driver are needed): %v: %s", err, out)
-	}
-	loop := strings.TrimSpace(string(out))
-	detached := false
-	detach := func() {
-		if !detached {
-			detached = true
-			if out, err := exec.Command(losetup, "-d", loop).CombinedOutput(); err != nil {
-				t.Errorf("detach %s: %v: %s", loop, err, out)
-			}
-		}
-	}
-	t.Cleanup(detach)
-	dir := t.TempDir()
-	filter := strconv.Quote("a|^"+loop+"$|") + `, "r|.*|"`
-	conf := fmt.Sprintf(`devices {
-	filter = [ %s ]
-	global_filter = [ %s ]
-	scan = [ "/dev" ]
-	use_devicesfile = 0
-	obtain_device_list_from_udev = 0
-	external_device_info_source = "none"
-	hints = "none"
-}
-activation {
-	udev_sync = 0
-	udev_rules = 0
-	monitoring = 0
-}
-global {
-	use_lvmlockd = 0
-	event_activation = 0
-	locking_dir = %q
-}
-backup {
-	backup = 0
-	archive = 0
-}
-`, filter, filter, filepath.Join(dir, "lock"))
-	if err := os.WriteFile(filepath.Join(dir, "lvm.conf"), []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(lvm, "pvcreate", "--driverloaded", "n", "-y", loop)
-	cmd.Env = append(os.Environ(), "LVM_SYSTEM_DIR="+dir, "LVM_SUPPRESS_FD_WARNINGS=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("pvcreate: %v: %s", err, out)
-	}
-	detach()
+	e := imagetest.AttachLVM(t, img)
+	e.Run("pvcreate", "-y", e.Loops[0])
+	e.Detach()
 	want := blkid(t, img)
 	if want.Type != "LVM2_member" {
 		t.Fatalf("blkid says %q", want.Type)

@@ -15,52 +15,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blkcrypt/blkcrypt/fsys/probe"
+	"github.com/blkcrypt/blkcrypt/internal/imagetest"
 	"github.com/blkcrypt/blkcrypt/internal/testenv"
 )
 
-// The disk image of these tests is what debian-installer makes for
-// "guided, use entire disk and set up encrypted LVM", built by the real
-// tools at test time: sgdisk's GPT with an ESP (mkfs.vfat + mcopy), a
-// /boot (mkfs.ext4 -d) and a LUKS2 partition whose plaintext is an LVM2
-// PV (pvcreate/vgcreate/lvcreate on a loop device, never activated: no
-// device-mapper) holding root (ext4, two segments) and swap (mkswap). The
-// PV was encrypted in place by cryptsetup reencrypt --encrypt. Where
-// things are is taken from sgdisk, pvs and lvs, never from blkcrypt.
+// The disk image of these tests is imagetest.Debian: what debian-installer
+// makes for "guided, use entire disk and set up encrypted LVM", built by
+// sgdisk, mkfs, lvm2 and cryptsetup at test time. Where things are is taken
+// from sgdisk, pvs and lvs, never from blkcrypt.
 
-const imgKey = "debian installer passphrase"
-
-type debImage struct {
-	dir, disk, key string
-	esp            string        // the ESP's own image, for mtype
-	partStart      map[int]int64 // sgdisk's first sector × 512
-	partSize       map[int]int64 // bytes
-	plain          []byte        // the PV as lvm2 left it (cryptsetup's input)
-	peStart        int64         // pvs pe_start
-	extent         int64         // vg_extent_size
-	rootSegs       []imgSeg      // lvs seg_start_pe, seg_pe_ranges of vg0/root
-	rootSize       int64         // lvs lv_size
-	tree           string        // the ext4 root's source tree
-	bigFile        string        // a 4 MiB file in it
-	files          map[string][]byte
-}
-
-type imgSeg struct{ startPE, pvStart, count int64 }
-
-// debianImage builds the image in t's temporary directory.
-func debianImage(t testing.TB) *debImage {
+// debianImage builds the image (internal/imagetest) in t's temporary
+// directory: a 24 MiB root with a 4 MiB file.
+func debianImage(t testing.TB) *imagetest.Debian {
 	t.Helper()
-	for _, tool := range [][2]string{{"sgdisk", "gdisk"}, {"mkfs.vfat", "dosfstools"}, {"mcopy", "mtools"}, {"mtype", "mtools"},
-		{"pvcreate", "lvm2"}, {"losetup", "mount"}, {"cryptsetup", "cryptsetup-bin"}, {"mkfs.ext4", "e2fsprogs"}, {"mkswap", "util-linux"}} {
-		testenv.Need(t, tool[0], tool[1])
-	}
-	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		testenv.Missing(t, "/dev/loop-control is needed to attach loop devices: %v", err)
-	}
-	d := &debImage{dir: t.TempDir(), files: map[string][]byte{}}
-	if msg := d.build(24, 4<<20); msg != "" {
-		t.Fatal(msg)
-	}
-	return d
+	testenv.Need(t, "mtype", "mtools")
+	return imagetest.NewDebian(t, imagetest.DebianOptions{RootMiB: 24, BigFileSize: 4 << 20})
 }
 
 // TestImage reads and writes one debian-installer-like image through
@@ -77,10 +47,10 @@ func TestImage(t *testing.T) {
 // testImageServe: serve --partition --lv exports vg0/root over NBD;
 // nbdcopy copies out lvm2's LV bytes, and e2fsck finds the ext4 in it
 // clean.
-func testImageServe(t *testing.T, d *debImage) {
+func testImageServe(t *testing.T, d *imagetest.Debian) {
 	needTool(t, "nbdcopy", "libnbd-bin")
 	e2fsck := testenv.Need(t, "e2fsck", "e2fsprogs")
-	sock, stop := serveInBackground(t, "--read-only", "--partition", "3", "--lv", "vg0/root", "--key-file", d.key, d.disk)
+	sock, stop := serveInBackground(t, "--read-only", "--partition", "3", "--lv", "vg0/root", "--key-file", d.Key, d.Disk)
 	out := filepath.Join(t.TempDir(), "root.img")
 	if o, err := exec.Command("nbdcopy", "nbd+unix:///?socket="+sock, out).CombinedOutput(); err != nil {
 		stop()
@@ -90,226 +60,21 @@ func testImageServe(t *testing.T, d *debImage) {
 		t.Errorf("serve exited %d", code)
 	}
 	got, err := os.ReadFile(out)
-	if err != nil || !bytes.Equal(got, d.rootBytes()) {
-		t.Fatalf("the served LV is not lvm2's vg0/root (%d bytes, want %d): %v", len(got), d.rootSize, err)
+	if err != nil || !bytes.Equal(got, d.RootBytes()) {
+		t.Fatalf("the served LV is not lvm2's vg0/root (%d bytes, want %d): %v", len(got), d.RootSize, err)
 	}
 	if o, err := exec.Command(e2fsck, "-fn", out).CombinedOutput(); err != nil {
 		t.Errorf("e2fsck -fn on the served root: %v %s", err, o)
 	}
 }
 
-// sh runs a command, returning its stdout or a message.
-func sh(env []string, name string, args ...string) (string, error) {
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
-	}
-	return out.String(), nil
-}
-
-// build makes the image: root is rootMiB, its var/big.bin bigSize bytes.
-func (d *debImage) build(rootMiB int, bigSize int) (msg string) {
-	defer func() {
-		if r := recover(); r != nil {
-			msg = fmt.Sprint(r)
-		}
-	}()
-	must := func(out string, err error) string {
-		if err != nil {
-			panic(err)
-		}
-		return out
-	}
-	p := func(name string) string { return filepath.Join(d.dir, name) }
-	write := func(name string, data []byte) {
-		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-			panic(err)
-		}
-		if err := os.WriteFile(name, data, 0o644); err != nil {
-			panic(err)
-		}
-	}
-	d.key = p("key")
-	write(d.key, []byte(imgKey))
-
-	// ESP: FAT with a boot loader and a long-named file.
-	d.esp = p("esp.img")
-	must(sh(nil, "truncate", "-s", "8M", d.esp))
-	must(sh(nil, "mkfs.vfat", "-n", "ESP", d.esp))
-	write(p("src/grubx64.efi"), randBytes(150_000))
-	write(p("src/Long Name Notes.txt"), []byte("the ESP of a debian-installer-like image\n"))
-	must(sh([]string{"MTOOLS_SKIP_CHECK=1"}, "mmd", "-i", d.esp, "::EFI", "::EFI/debian"))
-	must(sh([]string{"MTOOLS_SKIP_CHECK=1"}, "mcopy", "-i", d.esp, p("src/grubx64.efi"), "::EFI/debian/grubx64.efi"))
-	must(sh([]string{"MTOOLS_SKIP_CHECK=1"}, "mcopy", "-i", d.esp, p("src/Long Name Notes.txt"), "::EFI/Long Name Notes.txt"))
-
-	// /boot: ext4 made from a tree.
-	write(p("boot/vmlinuz-6.1.0-13-amd64"), randBytes(300_000))
-	write(p("boot/grub/grub.cfg"), []byte("set timeout=5\n"))
-	must(sh(nil, "mkfs.ext4", "-q", "-L", "boot", "-d", p("boot"), p("boot.img"), "16M"))
-
-	// root: ext4 with /etc/fstab, a 4 MiB file and a 300-entry directory.
-	d.tree = p("root")
-	d.files["etc/fstab"] = []byte("/dev/mapper/vg0-root / ext4 errors=remount-ro 0 1\nUUID=boot /boot ext4 defaults 0 2\n/dev/mapper/vg0-swap none swap sw 0 0\n")
-	d.files["var/big.bin"] = randBytes(bigSize)
-	for name, b := range d.files {
-		write(filepath.Join(d.tree, name), b)
-	}
-	for i := range 300 {
-		write(filepath.Join(d.tree, "usr/share/many", fmt.Sprintf("entry-%03d", i)), []byte(strconv.Itoa(i)))
-	}
-	d.bigFile = "var/big.bin"
-	must(sh(nil, "mkfs.ext4", "-q", "-L", "root", "-d", d.tree, p("root.img"), fmt.Sprintf("%dM", rootMiB)))
-	must(sh(nil, "truncate", "-s", "8M", p("swap.img")))
-	must(sh(nil, "mkswap", "-L", "swap", p("swap.img")))
-
-	// The PV: 48 MiB on a loop device; root made in two segments around
-	// swap, so that the LV's mapping is not the identity.
-	pvMiB := rootMiB + 24 // root, swap, metadata and slack
-	pv := p("pv.img")
-	must(sh(nil, "truncate", "-s", fmt.Sprintf("%dM", pvMiB), pv))
-	loop := strings.TrimSpace(must(sh(nil, "losetup", "-f", "--show", pv)))
-	detached := false
-	detach := func() {
-		if !detached {
-			detached = true
-			sh(nil, "losetup", "-d", loop)
-		}
-	}
-	defer detach()
-	conf := p("lvm")
-	write(filepath.Join(conf, "lvm.conf"), []byte(fmt.Sprintf(`devices {
-	filter = [ "a|^%[1]s$|", "r|.*|" ]
-	global_filter = [ "a|^%[1]s$|", "r|.*|" ]
-	scan = [ "/dev" ]
-	use_devicesfile = 0
-	obtain_device_list_from_udev = 0
-	external_device_info_source = "none"
-	hints = "none"
-}
-activation {
-	udev_sync = 0
-	udev_rules = 0
-	monitoring = 0
-}
-global {
-	use_lvmlockd = 0
-	event_activation = 0
-	locking_dir = %[2]q
-}
-backup {
-	backup = 0
-	archive = 0
-}
-`, loop, filepath.Join(conf, "lock"))))
-	lvmEnv := []string{"LVM_SYSTEM_DIR=" + conf, "LVM_SUPPRESS_FD_WARNINGS=1"}
-	lvmc := func(args ...string) string {
-		return must(sh(lvmEnv, "lvm", append([]string{args[0], "--driverloaded", "n"}, args[1:]...)...))
-	}
-	lvmc("pvcreate", "-q", loop)
-	lvmc("vgcreate", "-q", "-s", "4M", "vg0", loop)
-	lvmc("lvcreate", "-q", "-an", "-Zn", "-L", "12M", "-n", "root", "vg0")
-	lvmc("lvcreate", "-q", "-an", "-Zn", "-L", "8M", "-n", "swap", "vg0")
-	lvmc("lvextend", "-q", "-L", fmt.Sprintf("%dM", rootMiB), "vg0/root")
-	out := lvmc("pvs", "--noheadings", "--separator", "|", "--units", "b", "--nosuffix", "-o", "pe_start,vg_extent_size")
-	f := strings.Split(strings.TrimSpace(out), "|")
-	d.peStart, _ = strconv.ParseInt(f[0], 10, 64)
-	d.extent, _ = strconv.ParseInt(f[1], 10, 64)
-	lvsOut := lvmc("lvs", "--noheadings", "--separator", "|", "--units", "b", "--nosuffix", "-o", "lv_name,seg_start_pe,seg_pe_ranges,seg_size_pe,lv_size", "vg0")
-	segsOf := map[string][]imgSeg{}
-	for _, line := range strings.Split(strings.TrimSpace(lvsOut), "\n") {
-		f := strings.Split(strings.TrimSpace(line), "|")
-		start, _ := strconv.ParseInt(f[1], 10, 64)
-		n, _ := strconv.ParseInt(f[3], 10, 64)
-		_, rng, _ := strings.Cut(f[2], ":")
-		a, _, _ := strings.Cut(rng, "-")
-		pvStart, _ := strconv.ParseInt(a, 10, 64)
-		segsOf[f[0]] = append(segsOf[f[0]], imgSeg{start, pvStart, n})
-		if f[0] == "root" {
-			d.rootSize, _ = strconv.ParseInt(f[4], 10, 64)
-		}
-	}
-	d.rootSegs = segsOf["root"]
-	if len(d.rootSegs) != 2 || len(segsOf["swap"]) != 1 {
-		panic(fmt.Sprintf("lvs: unexpected layout %q", lvsOut))
-	}
-	detach()
-	plain, err := os.ReadFile(pv)
-	if err != nil {
-		panic(err)
-	}
-	// The LVs' contents go where lvs says: the filesystems are made as
-	// files, as an installer's mkfs on /dev/vg0/root would write them.
-	rootFS, _ := os.ReadFile(p("root.img"))
-	for _, s := range d.rootSegs {
-		lvOff := s.startPE * d.extent
-		copy(plain[d.peStart+s.pvStart*d.extent:][:s.count*d.extent], rootFS[lvOff:])
-	}
-	swapFS, _ := os.ReadFile(p("swap.img"))
-	sw := segsOf["swap"][0]
-	copy(plain[d.peStart+sw.pvStart*d.extent:][:sw.count*d.extent], swapFS)
-	d.plain = plain
-	// cryptsetup encrypts in place: the device grows by the 32 MiB it
-	// needs (the data shifts by half of it); the plaintext keeps its size.
-	crypt := p("crypt.img")
-	write(crypt, plain)
-	must(sh(nil, "truncate", "-s", fmt.Sprintf("%dM", pvMiB+32), crypt))
-	must(sh(nil, "cryptsetup", "reencrypt", "--encrypt", "--type", "luks2", "--reduce-device-size", "32M", "--pbkdf", "pbkdf2",
-		"--pbkdf-force-iterations", "1000", "--key-file", d.key, "--label", "cryptroot-luks", "-q", crypt))
-
-	// The disk: sgdisk's GPT, each partition filled with dd where
-	// sgdisk says it starts.
-	d.disk = p("disk.img")
-	must(sh(nil, "truncate", "-s", fmt.Sprintf("%dM", 1+8+16+pvMiB+32+1), d.disk))
-	must(sh(nil, "sgdisk", "-n", "1:2048:+8M", "-t", "1:ef00", "-c", "1:EFI System Partition",
-		"-n", "2:0:+16M", "-t", "2:8300", "-c", "2:boot",
-		"-n", fmt.Sprintf("3:0:+%dM", pvMiB+32), "-t", "3:8309", "-c", "3:cryptroot", d.disk))
-	d.partStart, d.partSize = map[int]int64{}, map[int]int64{}
-	for n, src := range map[int]string{1: d.esp, 2: p("boot.img"), 3: crypt} {
-		info := must(sh(nil, "sgdisk", "-i", strconv.Itoa(n), d.disk))
-		var first, last int64
-		for _, l := range strings.Split(info, "\n") {
-			if v, ok := strings.CutPrefix(l, "First sector: "); ok {
-				first, _ = strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-			}
-			if v, ok := strings.CutPrefix(l, "Last sector: "); ok {
-				last, _ = strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-			}
-		}
-		d.partStart[n], d.partSize[n] = first*512, (last-first+1)*512
-		must(sh(nil, "dd", "if="+src, "of="+d.disk, "bs=512", fmt.Sprintf("seek=%d", first), "conv=notrunc,sparse", "status=none"))
-	}
-	return ""
-}
-
-// rootPlace is where byte off of vg0/root lives in the plaintext, from
-// lvs and pvs alone.
-func (d *debImage) rootPlace(off int64) int64 {
-	for _, s := range d.rootSegs {
-		if off >= s.startPE*d.extent && off < (s.startPE+s.count)*d.extent {
-			return d.peStart + s.pvStart*d.extent + off - s.startPE*d.extent
-		}
-	}
-	panic("offset outside vg0/root")
-}
-
-func (d *debImage) rootBytes() []byte {
-	b := make([]byte, 0, d.rootSize)
-	for _, s := range d.rootSegs {
-		b = append(b, d.plain[d.peStart+s.pvStart*d.extent:][:s.count*d.extent]...)
-	}
-	return b
-}
-
-func testImageProbe(t *testing.T, d *debImage) {
-	code, out, errs := run(t, nil, "probe", "--json", "--key-file", d.key, d.disk)
+func testImageProbe(t *testing.T, d *imagetest.Debian) {
+	code, out, errs := run(t, nil, "probe", "--json", "--key-file", d.Key, d.Disk)
 	if code != 0 {
 		t.Fatalf("probe: %d %s", code, errs)
 	}
 	var tree struct {
-		BlockDevices []*probeNode `json:"blockdevices"`
+		BlockDevices []*probe.Node `json:"blockdevices"`
 	}
 	if err := json.Unmarshal([]byte(out), &tree); err != nil {
 		t.Fatal(err)
@@ -325,8 +90,8 @@ func testImageProbe(t *testing.T, d *debImage) {
 	}{{1, "EFI System Partition", "vfat"}, {2, "boot", "ext4"}, {3, "cryptroot", "crypto_LUKS"}}
 	for i, w := range want {
 		c := disk.Children[i]
-		if c.PartN != w.n || c.PartLabel != w.label || c.FSType != w.fstype || *c.Start != d.partStart[w.n] || c.Size != d.partSize[w.n] {
-			t.Errorf("partition %d: %+v, want %+v at %d, %d bytes", i, c, w, d.partStart[w.n], d.partSize[w.n])
+		if c.PartN != w.n || c.PartLabel != w.label || c.FSType != w.fstype || *c.Start != d.PartStart[w.n] || c.Size != d.PartSize[w.n] {
+			t.Errorf("partition %d: %+v, want %+v at %d, %d bytes", i, c, w, d.PartStart[w.n], d.PartSize[w.n])
 		}
 	}
 	if l := disk.Children[0].Label; l != "ESP" {
@@ -344,36 +109,36 @@ func testImageProbe(t *testing.T, d *debImage) {
 		t.Errorf("LVs: %v", lvs)
 	}
 	// The UUIDs are blkid's, taken from the parts lvm2 and cryptsetup made.
-	if u, err := sh(nil, "cryptsetup", "luksUUID", filepath.Join(d.dir, "crypt.img")); err != nil || strings.TrimSpace(u) != luks.UUID {
+	if u, err := imagetest.Sh(nil, "cryptsetup", "luksUUID", d.Crypt); err != nil || strings.TrimSpace(u) != luks.UUID {
 		t.Errorf("LUKS UUID %q, cryptsetup says %q (%v)", luks.UUID, u, err)
 	}
 	// Without a key it does not descend; the text form names everything.
 	t.Logf("probe --json:\n%s", out)
-	code, out, errs = run(t, nil, "probe", "--key-file", d.key, d.disk)
+	code, out, errs = run(t, nil, "probe", "--key-file", d.Key, d.Disk)
 	t.Logf("probe:\n%s", out)
-	code, out, errs = run(t, nil, "probe", d.disk)
+	code, out, errs = run(t, nil, "probe", d.Disk)
 	if code != 0 || !strings.Contains(out, "cryptroot") || !strings.Contains(out, "crypto_LUKS") || strings.Contains(out, "LVM2_member") || !strings.Contains(out, "locked") {
 		t.Errorf("probe without a key: %d %s %s", code, out, errs)
 	}
 }
 
-func testImageFiles(t *testing.T, d *debImage) {
+func testImageFiles(t *testing.T, d *imagetest.Debian) {
 	// FAT: byte-exact against mtype.
-	want, err := sh([]string{"MTOOLS_SKIP_CHECK=1"}, "mtype", "-i", d.esp, "::EFI/debian/grubx64.efi")
+	want, err := imagetest.Sh([]string{"MTOOLS_SKIP_CHECK=1"}, "mtype", "-i", d.ESP, "::EFI/debian/grubx64.efi")
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, out, errs := run(t, nil, "cat", "--partition", "PARTLABEL=EFI System Partition", d.disk, "/EFI/debian/grubx64.efi")
+	code, out, errs := run(t, nil, "cat", "--partition", "PARTLABEL=EFI System Partition", d.Disk, "/EFI/debian/grubx64.efi")
 	if code != 0 || out != want {
 		t.Errorf("cat from the ESP: %d, %d bytes (want %d) %s", code, len(out), len(want), errs)
 	}
-	code, out, _ = run(t, nil, "ls", "--partition", "1", d.disk, "/EFI")
+	code, out, _ = run(t, nil, "ls", "--partition", "1", d.Disk, "/EFI")
 	if code != 0 || out != "Long Name Notes.txt\ndebian/\n" && out != "debian/\nLong Name Notes.txt\n" {
 		t.Errorf("ls /EFI: %d %q", code, out)
 	}
 	// ext4 in LVM in LUKS2.
-	stack := []string{"--partition", "3", "--lv", "vg0/root", "--key-file", d.key, d.disk}
-	for name, b := range d.files {
+	stack := []string{"--partition", "3", "--lv", "vg0/root", "--key-file", d.Key, d.Disk}
+	for name, b := range d.Files {
 		code, out, errs := run(t, nil, append([]string{"cat"}, append(stack, "/"+name)...)...)
 		if code != 0 || out != string(b) {
 			t.Errorf("cat %s: %d, %d bytes (want %d) %s", name, code, len(out), len(b), errs)
@@ -389,13 +154,13 @@ func testImageFiles(t *testing.T, d *debImage) {
 		t.Fatalf("cp: %d %s", code, errs)
 	}
 	got, err := os.ReadFile(filepath.Join(dst, "fstab"))
-	srcSt, _ := os.Stat(filepath.Join(d.tree, "etc/fstab"))
+	srcSt, _ := os.Stat(filepath.Join(d.Tree, "etc/fstab"))
 	dstSt, _ := os.Stat(filepath.Join(dst, "fstab"))
-	if err != nil || !bytes.Equal(got, d.files["etc/fstab"]) || dstSt.Mode() != srcSt.Mode() || !sameMtime(dstSt.ModTime(), srcSt.ModTime()) {
+	if err != nil || !bytes.Equal(got, d.Files["etc/fstab"]) || dstSt.Mode() != srcSt.Mode() || !sameMtime(dstSt.ModTime(), srcSt.ModTime()) {
 		t.Errorf("cp'd fstab: %v; mode %v (want %v), mtime %v (want %v)", err, dstSt.Mode(), srcSt.Mode(), dstSt.ModTime(), srcSt.ModTime())
 	}
 	// /boot is ext4 on the partition itself.
-	code, out, _ = run(t, nil, "cat", "--partition", "PARTLABEL=boot", d.disk, "grub/grub.cfg")
+	code, out, _ = run(t, nil, "cat", "--partition", "PARTLABEL=boot", d.Disk, "grub/grub.cfg")
 	if code != 0 || out != "set timeout=5\n" {
 		t.Errorf("cat /boot/grub/grub.cfg: %d %q", code, out)
 	}
@@ -405,11 +170,11 @@ func testImageFiles(t *testing.T, d *debImage) {
 		code int
 	}{
 		{append([]string{"cat"}, append(stack, "/no/such")...), ExitDevice},
-		{[]string{"cat", "--partition", "3", "--lv", "vg0/nope", "--key-file", d.key, d.disk, "/etc/fstab"}, ExitDevice},
-		{[]string{"cat", "--partition", "9", d.disk, "/x"}, ExitDevice},
-		{[]string{"ls", "--partition", "3", d.disk, "/"}, ExitUsage}, // no key, and nothing on stdin
-		{[]string{"format", "--partition", "3", d.disk}, ExitUsage},
-		{[]string{"reencrypt", "--lv", "vg0/root", d.disk}, ExitUsage},
+		{[]string{"cat", "--partition", "3", "--lv", "vg0/nope", "--key-file", d.Key, d.Disk, "/etc/fstab"}, ExitDevice},
+		{[]string{"cat", "--partition", "9", d.Disk, "/x"}, ExitDevice},
+		{[]string{"ls", "--partition", "3", d.Disk, "/"}, ExitUsage}, // no key, and nothing on stdin
+		{[]string{"format", "--partition", "3", d.Disk}, ExitUsage},
+		{[]string{"reencrypt", "--lv", "vg0/root", d.Disk}, ExitUsage},
 	} {
 		code, _, errs := run(t, nil, c.args...)
 		if code != c.code || strings.Count(strings.TrimSpace(errs), "\n") != 0 || errs == "" {
@@ -426,20 +191,20 @@ func sameMtime(got, src time.Time) bool {
 
 func sum(b []byte) [32]byte { return sha256.Sum256(b) }
 
-func testImageReadWrite(t *testing.T, d *debImage) {
+func testImageReadWrite(t *testing.T, d *imagetest.Debian) {
 	// Work on a copy: this test writes.
 	disk := filepath.Join(t.TempDir(), "disk.img")
-	if _, err := sh(nil, "cp", "--sparse=always", d.disk, disk); err != nil {
+	if _, err := imagetest.Sh(nil, "cp", "--sparse=always", d.Disk, disk); err != nil {
 		t.Fatal(err)
 	}
-	stack := []string{"--partition", "PARTLABEL=cryptroot", "--lv", "vg0/root", "--key-file", d.key, disk}
+	stack := []string{"--partition", "PARTLABEL=cryptroot", "--lv", "vg0/root", "--key-file", d.Key, disk}
 	code, out, errs := run(t, nil, append([]string{"read"}, stack...)...)
-	if code != 0 || int64(len(out)) != d.rootSize || out != string(d.rootBytes()) {
-		t.Fatalf("read vg0/root: %d, %d bytes (want %d, from lvs) %s", code, len(out), d.rootSize, errs)
+	if code != 0 || int64(len(out)) != d.RootSize || out != string(d.RootBytes()) {
+		t.Fatalf("read vg0/root: %d, %d bytes (want %d, from lvs) %s", code, len(out), d.RootSize, errs)
 	}
 	// The whole plaintext through the partition alone is lvm2's PV.
-	code, out, errs = run(t, nil, "read", "--partition", "3", "--key-file", d.key, "--length", strconv.Itoa(len(d.plain)), disk)
-	if code != 0 || out != string(d.plain) {
+	code, out, errs = run(t, nil, "read", "--partition", "3", "--key-file", d.Key, "--length", strconv.Itoa(len(d.Plain)), disk)
+	if code != 0 || out != string(d.Plain) {
 		t.Fatalf("read partition 3: %d %s", code, errs)
 	}
 
@@ -448,7 +213,7 @@ func testImageReadWrite(t *testing.T, d *debImage) {
 		t.Fatal(err)
 	}
 	// A write across the boundary of root's two segments.
-	off := d.rootSegs[1].startPE*d.extent - 3000
+	off := int64(d.RootSegs[1].StartPE)*d.Extent - 3000
 	data := randBytes(10000)
 	in := writeFile(t, t.TempDir(), "in", data)
 	if code, _, errs := run(t, nil, append([]string{"write", "--offset-bytes", strconv.FormatInt(off, 10), "--input", in}, stack...)...); code != 0 {
@@ -458,32 +223,32 @@ func testImageReadWrite(t *testing.T, d *debImage) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, e := d.partStart[3], d.partStart[3]+d.partSize[3]
+	s, e := d.PartStart[3], d.PartStart[3]+d.PartSize[3]
 	if sum(before[:s]) != sum(after[:s]) || sum(before[e:]) != sum(after[e:]) {
 		t.Errorf("bytes outside partition 3 changed")
 	}
-	_, plain, errs := run(t, nil, "read", "--partition", "3", "--key-file", d.key, "--length", strconv.Itoa(len(d.plain)), disk)
-	want := bytes.Clone(d.plain)
+	_, plain, errs := run(t, nil, "read", "--partition", "3", "--key-file", d.Key, "--length", strconv.Itoa(len(d.Plain)), disk)
+	want := bytes.Clone(d.Plain)
 	for i := range int64(len(data)) {
-		want[d.rootPlace(off+i)] = data[i]
+		want[d.RootPlace(off+i)] = data[i]
 	}
 	if plain != string(want) {
 		t.Errorf("the plaintext after the write is not lvm2's layout with the data where lvs says %s", errs)
 	}
 	// Past the LV's end: refused, nothing written.
-	code, _, errs = run(t, nil, append([]string{"write", "--offset-bytes", strconv.FormatInt(d.rootSize-100, 10), "--input", in}, stack...)...)
+	code, _, errs = run(t, nil, append([]string{"write", "--offset-bytes", strconv.FormatInt(d.RootSize-100, 10), "--input", in}, stack...)...)
 	if code == 0 {
 		t.Errorf("a write past the LV's end succeeded")
 	}
 	_ = errs
 }
 
-func testImageKeyVerbs(t *testing.T, d *debImage) {
+func testImageKeyVerbs(t *testing.T, d *imagetest.Debian) {
 	disk := filepath.Join(t.TempDir(), "disk.img")
-	if _, err := sh(nil, "cp", "--sparse=always", d.disk, disk); err != nil {
+	if _, err := imagetest.Sh(nil, "cp", "--sparse=always", d.Disk, disk); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, errs := run(t, nil, "test-passphrase", "--partition", "3", "--key-file", d.key, disk); code != 0 {
+	if code, _, errs := run(t, nil, "test-passphrase", "--partition", "3", "--key-file", d.Key, disk); code != 0 {
 		t.Fatalf("test-passphrase: %d %s", code, errs)
 	}
 	bad := writeFile(t, t.TempDir(), "bad", []byte("wrong"))
@@ -491,22 +256,22 @@ func testImageKeyVerbs(t *testing.T, d *debImage) {
 		t.Errorf("a wrong passphrase: exit %d", code)
 	}
 	newKey := writeFile(t, t.TempDir(), "new", []byte("second passphrase"))
-	if code, _, errs := run(t, nil, "add-key", "--partition", "3", "--key-file", d.key, "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", disk, newKey); code != 0 {
+	if code, _, errs := run(t, nil, "add-key", "--partition", "3", "--key-file", d.Key, "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", disk, newKey); code != 0 {
 		t.Fatalf("add-key: %d %s", code, errs)
 	}
 	// cryptsetup judges, on the partition cut out where sgdisk says.
 	part := filepath.Join(t.TempDir(), "p3")
-	if _, err := sh(nil, "dd", "if="+disk, "of="+part, "bs=512", fmt.Sprintf("skip=%d", d.partStart[3]/512), fmt.Sprintf("count=%d", d.partSize[3]/512), "status=none"); err != nil {
+	if _, err := imagetest.Sh(nil, "dd", "if="+disk, "of="+part, "bs=512", fmt.Sprintf("skip=%d", d.PartStart[3]/512), fmt.Sprintf("count=%d", d.PartSize[3]/512), "status=none"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sh(nil, "cryptsetup", "open", "--test-passphrase", "--key-file", newKey, part); err != nil {
+	if _, err := imagetest.Sh(nil, "cryptsetup", "open", "--test-passphrase", "--key-file", newKey, part); err != nil {
 		t.Errorf("cryptsetup does not take the key add-key added in partition 3: %v", err)
 	}
 	f, _ := os.Open(disk)
 	defer f.Close()
-	b1, b2 := make([]byte, d.partStart[3]), make([]byte, d.partStart[3])
+	b1, b2 := make([]byte, d.PartStart[3]), make([]byte, d.PartStart[3])
 	io.ReadFull(f, b1)
-	g, _ := os.Open(d.disk)
+	g, _ := os.Open(d.Disk)
 	defer g.Close()
 	io.ReadFull(g, b2)
 	if !bytes.Equal(b1, b2) {
@@ -521,10 +286,7 @@ func testImageKeyVerbs(t *testing.T, d *debImage) {
 func BenchmarkCatThroughStack(b *testing.B) {
 	testenv.Need(b, "sgdisk", "gdisk")
 	const size = 256 << 20
-	d := &debImage{dir: b.TempDir(), files: map[string][]byte{}}
-	if msg := d.build(300, size); msg != "" {
-		b.Fatal(msg)
-	}
+	d := imagetest.NewDebian(b, imagetest.DebianOptions{RootMiB: 300, BigFileSize: size})
 	discard := func(args ...string) time.Duration {
 		env := &Env{Stdin: bytes.NewReader(nil), Stdout: io.Discard, Stderr: io.Discard}
 		start := time.Now()
@@ -535,18 +297,18 @@ func BenchmarkCatThroughStack(b *testing.B) {
 	}
 	// One untimed round of each: the image was just written, and its
 	// writeback would otherwise land on whichever runs first.
-	if _, err := sh(nil, "sync"); err != nil {
+	if _, err := imagetest.Sh(nil, "sync"); err != nil {
 		b.Fatal(err)
 	}
-	discard("cat", "--partition", "3", "--lv", "vg0/root", "--key-file", d.key, d.disk, "/var/big.bin")
-	discard("read", "--partition", "3", "--key-file", d.key, "--length", strconv.Itoa(size), d.disk)
+	discard("cat", "--partition", "3", "--lv", "vg0/root", "--key-file", d.Key, d.Disk, "/var/big.bin")
+	discard("read", "--partition", "3", "--key-file", d.Key, "--length", strconv.Itoa(size), d.Disk)
 	var catT, readT time.Duration
 	n := 0
 	b.ResetTimer()
 	for b.Loop() {
 		n++
-		catT += discard("cat", "--partition", "3", "--lv", "vg0/root", "--key-file", d.key, d.disk, "/var/big.bin")
-		readT += discard("read", "--partition", "3", "--key-file", d.key, "--length", strconv.Itoa(size), d.disk)
+		catT += discard("cat", "--partition", "3", "--lv", "vg0/root", "--key-file", d.Key, d.Disk, "/var/big.bin")
+		readT += discard("read", "--partition", "3", "--key-file", d.Key, "--length", strconv.Itoa(size), d.Disk)
 	}
 	catRate := float64(size) * float64(n) / catT.Seconds() / 1e6
 	readRate := float64(size) * float64(n) / readT.Seconds() / 1e6
