@@ -310,6 +310,28 @@ func TestHeaderBackupRestoreAndDetached(t *testing.T) {
 				t.Fatalf("%s: OpenSSL with cryptsetup's key does not decrypt our sector %d (%v)", typ, i, err)
 			}
 		}
+
+		// header-backup and header-restore with --header act on the
+		// header file, as cryptsetup's do; the data device is not touched.
+		hdrBak := filepath.Join(dir, "hdr.bak")
+		if code, _, e := run(t, nil, "header-backup", data, "--header", hdr, "--header-backup-file", hdrBak); code != 0 {
+			t.Fatalf("%s: header-backup --header: %s", typ, e)
+		}
+		f, _ := os.OpenFile(hdr, os.O_RDWR, 0)
+		f.WriteAt(make([]byte, 32768), 0)
+		f.Close()
+		if _, err := cryptsetup(t, "open", "--test-passphrase", "--header", hdr, "--key-file", pass, data); err == nil {
+			t.Fatalf("%s: the wiped detached header still opens", typ)
+		}
+		if code, _, e := run(t, nil, "header-restore", data, "--header", hdr, "--header-backup-file", hdrBak, "-q"); code != 0 {
+			t.Fatalf("%s: header-restore --header: %s", typ, e)
+		}
+		if out, err := cryptsetup(t, "open", "--test-passphrase", "--header", hdr, "--key-file", pass, data); err != nil {
+			t.Fatalf("%s: cryptsetup rejects the restored detached header: %s", typ, out)
+		}
+		if after, _ := os.ReadFile(data); !bytes.Equal(after, raw) {
+			t.Errorf("%s: header-restore --header changed the data device", typ)
+		}
 	}
 }
 
