@@ -1,57 +1,86 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
+
+	"github.com/blkcrypt/blkcrypt/mount"
 )
 
 func init() {
 	extraVerbs = append(extraVerbs, verb{"mount", nil, runMount,
-		"DEVICE DIR — show the decrypted volume as the file DIR/" + mountFileName + " (FUSE) until unmounted"})
+		"DEVICE DIR — show the decrypted volume (or --lv in it) as the file DIR/" + mount.DefaultFileName + " (FUSE) until unmounted"})
 }
 
-// mountFileName is the one file a mount shows. It is fixed, as nbdfuse's
-// "nbd" is, so scripts can name it without asking.
-const mountFileName = "volume"
-
-// mountArgs checks DEVICE and DIR before anything is unlocked, so a bad
-// mount point costs no passphrase and leaves nothing mounted.
-func mountArgs(p *parsed) (dev, dir string, err error) {
+// runMount unlocks DEVICE as `read` does (same flags, --partition and
+// --lv included) and serves it through package mount until it is
+// unmounted from outside (fusermount3 -u) or the command gets SIGINT,
+// SIGTERM or SIGHUP. The volume is closed after the last FUSE request.
+func runMount(ctx context.Context, env *Env, p *parsed) error {
 	if len(p.args) != 2 {
-		return "", "", usageErr("expected DEVICE and DIR arguments, got %d", len(p.args))
+		return usageErr("expected DEVICE and DIR arguments, got %d", len(p.args))
 	}
-	dev, dir = p.args[0], p.args[1]
-	st, err := os.Stat(dir)
+	dev := p.args[0]
+	// Before the unlock: a bad mount point costs no passphrase.
+	dir, err := mount.CheckDir(p.args[1])
 	if err != nil {
-		return "", "", usageErr("mount point %s: %v", dir, unwrapPath(err))
+		return usageErr("%v", err)
 	}
-	if !st.IsDir() {
-		return "", "", usageErr("mount point %s is not a directory", dir)
+	if !mount.Supported {
+		return fmt.Errorf("mount: %w (use serve and an NBD client)", mount.ErrUnsupported)
 	}
-	abs, err := filepath.Abs(dir)
+	hardenProcess()
+	t, err := openTarget(ctx, env, p, dev, p.bool("read-only"))
 	if err != nil {
-		return "", "", usageErr("mount point %s: %v", dir, err)
+		return err
 	}
-	return dev, abs, nil
-}
-
-// unwrapPath drops the path an *os.PathError repeats, so the message names
-// the mount point once.
-func unwrapPath(err error) error {
-	if pe, ok := err.(*os.PathError); ok {
-		return pe.Err
+	// A format that opens read-only on its own (TrueCrypt without
+	// --tcrypt-read-write, BitLocker, FileVault 2) mounts read-only too.
+	readOnly := p.bool("read-only") || t.ReadOnly()
+	// Closing the terminal (SIGHUP) unmounts cleanly rather than killing
+	// the process and leaving a dead mount point; caught before the mount
+	// exists.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	m, err := mount.Start(dir, t, mount.Options{ReadOnly: readOnly, Source: "blkcrypt:" + filepath.Base(dev),
+		Logf: func(format string, args ...any) {
+			fmt.Fprintf(env.Stderr, "blkcrypt: %s\n", oneLine(fmt.Sprintf(format, args...)))
+		}})
+	if err != nil {
+		t.Close()
+		return err
 	}
-	return err
-}
-
-// mountMessage is the line printed once the mount is up: what to open and
-// how to end it.
-func mountMessage(dev, dir string, size int64, readOnly bool) string {
 	ro := ""
 	if readOnly {
 		ro = ", read-only"
 	}
-	return fmt.Sprintf("blkcrypt: %s mounted as %s (%d bytes%s); unmount with %s or Ctrl-C",
-		dev, filepath.Join(dir, mountFileName), size, ro, unmountHint(dir))
+	fmt.Fprintf(env.Stderr, "blkcrypt: %s mounted as %s (%d bytes%s); unmount with %s or Ctrl-C\n",
+		dev, m.Path(), t.Size(), ro, mount.UnmountHint(dir))
+	select {
+	case <-m.Done(): // unmounted from outside
+	case <-ctx.Done():
+		stopMount(env, m)
+	case <-hup:
+		stopMount(env, m)
+	}
+	return t.Close()
+}
+
+// stopMount unmounts, or detaches a mount a file keeps busy and serves
+// the open files until they are closed (ending now would fail their
+// writes half way).
+func stopMount(env *Env, m *mount.Mount) {
+	detached, err := m.Unmount()
+	switch {
+	case err != nil:
+		fmt.Fprintf(env.Stderr, "blkcrypt: %s; serving until it is unmounted\n", oneLine(err.Error()))
+	case detached:
+		fmt.Fprintf(env.Stderr, "blkcrypt: %s is busy; detached it, waiting for open files to be closed\n", filepath.Dir(m.Path()))
+	}
+	m.Wait()
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/blkcrypt/blkcrypt/internal/oracle"
 	"github.com/blkcrypt/blkcrypt/internal/testenv"
+	"github.com/blkcrypt/blkcrypt/mount"
 )
 
 // needFUSE: fusermount3 (which go-fuse mounts with) and the kernel's
@@ -84,7 +85,7 @@ type mountRun struct {
 func mountInBackground(t *testing.T, args ...string) *mountRun {
 	t.Helper()
 	dir := t.TempDir()
-	m := &mountRun{dir: dir, file: filepath.Join(dir, mountFileName), done: make(chan int, 1), stderr: &lockedBuffer{}}
+	m := &mountRun{dir: dir, file: filepath.Join(dir, mount.DefaultFileName), done: make(chan int, 1), stderr: &lockedBuffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	t.Cleanup(func() {
@@ -407,7 +408,7 @@ func TestMountSIGTERMLeavesImageConsistent(t *testing.T) {
 		done := make(chan int, 1)
 		go func() { cmd.Wait(); done <- cmd.ProcessState.ExitCode() }()
 		t.Cleanup(func() { cmd.Process.Kill() })
-		file := filepath.Join(mnt, mountFileName)
+		file := filepath.Join(mnt, mount.DefaultFileName)
 		waitMounted(t, file, done, errb.String)
 		return cmd, file, errb, done
 	}

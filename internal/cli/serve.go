@@ -2,13 +2,9 @@ package cli
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/blkcrypt/blkcrypt"
@@ -20,75 +16,10 @@ func init() {
 		"DEVICE|--export NAME=DEVICE,key-file=F...|--exports FILE --listen 127.0.0.1:10809|unix:/path — serve decrypted volumes over NBD"})
 }
 
-// listen opens the listener for --listen: host:port or unix:/path.
-func listen(addr string) (net.Listener, bool, error) {
-	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
-		l, err := listenUnix(path)
-		return l, true, err
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, false, err
-	}
-	loop := host == "localhost"
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		loop = true
-	}
-	l, err := net.Listen("tcp", addr)
-	return l, loop, err
-}
-
-func tlsConfig(p *parsed) (*tls.Config, error) {
-	cert, key := p.str("tls-cert"), p.str("tls-key")
-	if cert == "" && key == "" {
-		return nil, nil
-	}
-	if cert == "" || key == "" {
-		return nil, usageErr("--tls-cert and --tls-key go together")
-	}
-	kp, err := tls.LoadX509KeyPair(cert, key)
-	if err != nil {
-		return nil, usageErr("loading TLS certificate: %v", err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{kp}, MinVersion: tls.VersionTLS12}
-	if ca := p.str("tls-ca"); ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return nil, usageErr("reading --tls-ca: %v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, usageErr("--tls-ca holds no PEM certificate")
-		}
-		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	return cfg, nil
-}
-
-// serveListen opens --listen; a non-loopback address needs TLS or
-// --insecure (then with a warning).
-func serveListen(env *Env, p *parsed, addr string, tcfg *tls.Config) (net.Listener, error) {
-	l, loopback, err := listen(addr)
-	if err != nil {
-		return nil, listenErr(addr, err)
-	}
-	if !loopback && tcfg == nil {
-		l.Close()
-		if !p.bool("insecure") {
-			return nil, usageErr("listening on %s, which is not a loopback address, needs TLS (--tls-cert/--tls-key) or --insecure", addr)
-		}
-		fmt.Fprintf(env.Stderr, "blkcrypt: warning: serving decrypted data on %s without TLS\n", addr)
-		if l, _, err = listen(addr); err != nil {
-			return nil, usageErr("cannot listen on %s: %v", addr, err)
-		}
-	}
-	return l, nil
-}
-
-// runServe unlocks DEVICE and serves it until SIGINT/SIGTERM, then
-// finishes in-flight requests, flushes and closes. With --export or
-// --exports it is a gateway for many volumes instead (serve_exports.go).
+// runServe unlocks DEVICE (its --partition, its --lv) and serves it until
+// SIGINT/SIGTERM, then finishes in-flight requests, flushes and closes.
+// With --export or --exports it is a gateway for many volumes instead
+// (serve_exports.go).
 func runServe(ctx context.Context, env *Env, p *parsed) error {
 	if p.has("export") || p.has("exports") {
 		if p.bool("reencrypt") {
@@ -99,10 +30,6 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 	dev, err := oneDevice(p)
 	if err != nil {
 		return err
-	}
-	addr := p.str("listen")
-	if addr == "" {
-		addr = "127.0.0.1:10809"
 	}
 	tcfg, err := tlsConfig(p)
 	if err != nil {
@@ -120,11 +47,11 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 	if ro != nil && p.str("lv") != "" {
 		return usageErr("--reencrypt reencrypts the volume, not an LV in it: serve without --lv")
 	}
-	// b is the volume, or with --lv the LV inside it (v is then nil).
-	var b serveBackend
+	// b is the volume (v, which --reencrypt runs on), or the --lv stack.
+	var b target
 	var v *blkcrypt.Volume
-	if p.str("lv") != "" {
-		b, err = openStack(ctx, env, p, dev, p.bool("read-only"), true)
+	if ro == nil {
+		b, err = openTarget(ctx, env, p, dev, p.bool("read-only"))
 	} else if v, err = openVolumeWith(ctx, env, p, dev, p.bool("read-only"), func(o *blkcrypt.OpenOptions) { o.Reencrypt = ro }); err == nil {
 		b = v
 	}
@@ -132,16 +59,16 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 		return err
 	}
 	defer b.Close()
-	l, err := serveListen(env, p, addr, tcfg)
+	l, err := serveListen(env, p, tcfg)
 	if err != nil {
 		return err
 	}
 	srv := nbd.NewServer(b, nbd.Options{
 		ExportName:    p.str("export-name"),
-		Description:   backendDescription(b),
+		Description:   describe(b),
 		ReadOnly:      b.ReadOnly(),
 		AllowDiscards: p.bool("allow-discards"),
-		MultiConn:     true, // Volume.Flush syncs the device for every connection
+		MultiConn:     true, // Flush syncs the device for every connection
 		TLSConfig:     tcfg,
 		MaxConns:      maxConns,
 		IdleTimeout:   idle,
@@ -154,8 +81,25 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 		defer stopServing()
 		reencWait = startServeReencrypt(ctx, env, p, dev, v, stopServing)
 	}
+	err = serveUntil(ctx, srv, l)
+	// The reencryption has seen ctx end (or failed and ended it).
+	if rerr := reencWait(); rerr != nil {
+		return rerr
+	}
+	if err != nil {
+		return err
+	}
+	return b.Flush()
+}
+
+// serveUntil serves l until ctx ends or the server fails, then shuts the
+// server down (in-flight requests answered, backends flushed; 30 s at
+// most). Serve returns only after that flush, so the backends may be
+// closed once serveUntil has returned.
+func serveUntil(ctx context.Context, srv *nbd.Server, l net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ctx, l) }()
+	var err error
 	serving := true
 	select {
 	case err = <-errc:
@@ -167,19 +111,22 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 	serr := srv.Shutdown(sctx)
 	l.Close()
 	if serving {
-		// Serve flushes the volume after a cancel too: it must be done
-		// before the volume is closed.
 		err = <-errc
 	}
-	// The reencryption has seen ctx end (or failed and ended it).
-	if rerr := reencWait(); rerr != nil {
-		return rerr
-	}
-	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, net.ErrClosed) {
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, nbd.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 		return err
 	}
 	if serr != nil && !errors.Is(serr, context.Canceled) {
 		return serr
 	}
-	return b.Flush()
+	return nil
+}
+
+// describe is an export's NBD description: the cipher, and the layers of
+// a --partition/--lv stack.
+func describe(t target) string {
+	if s, ok := t.(*blkcrypt.Stack); ok {
+		return "blkcrypt " + s.String()
+	}
+	return "blkcrypt " + t.(*blkcrypt.Volume).CipherSpec()
 }

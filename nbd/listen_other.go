@@ -1,6 +1,6 @@
 //go:build !unix
 
-package cli
+package nbd
 
 // lockDir is a no-op where flock does not exist: the stale-socket check
 // still runs, only two servers starting in the same instant are not

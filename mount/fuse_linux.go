@@ -1,4 +1,4 @@
-package cli
+package mount
 
 import (
 	"bytes"
@@ -13,7 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func unmountHint(dir string) string { return "fusermount3 -u " + dir }
+// UnmountHint is the command that unmounts dir from outside.
+func UnmountHint(dir string) string { return "fusermount3 -u " + dir }
 
 func fusermountBin() string {
 	if _, err := exec.LookPath("fusermount3"); err != nil {
@@ -26,8 +27,9 @@ func fusermountBin() string {
 
 // mountFS runs fusermount3 itself and gives go-fuse the /dev/fuse
 // descriptor it returns (go-fuse's "/dev/fd/N" mount point). go-fuse would
-// run fusermount3 with our stderr, so a failure would print fusermount3's
-// line beside ours; here its message becomes part of our one error line.
+// run fusermount3 with the process's stderr, so a failure would print
+// fusermount3's line beside the caller's; here its message becomes the
+// error.
 func mountFS(dir string, root fs.InodeEmbedder, opts *fs.Options) (*fuse.Server, func() error, error) {
 	fd, err := fusermount(dir, &opts.MountOptions)
 	if err != nil {
@@ -119,7 +121,7 @@ func fusermountUnmount(dir string, lazy bool) error {
 func detachMount(dir string) error { return fusermountUnmount(dir, true) }
 
 func fusermountErr(bin string, err error, out []byte) error {
-	msg := strings.TrimSpace(string(out))
+	msg := strings.Join(strings.Fields(string(out)), " ")
 	msg = strings.TrimPrefix(msg, "/usr/bin/")
 	if msg == "" {
 		return fmt.Errorf("%s: %w", bin, err)
@@ -127,7 +129,7 @@ func fusermountErr(bin string, err error, out []byte) error {
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		// fusermount3's message already says what failed.
-		return errors.New(oneLine(msg))
+		return errors.New(msg)
 	}
 	return fmt.Errorf("%s: %w", msg, err)
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package cli
+package nbd
 
 import (
 	"errors"
@@ -31,7 +31,7 @@ func lockDir(dir string) (func(), error) {
 		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
 			d.Close()
 			if errors.Is(err, syscall.EWOULDBLOCK) {
-				return nil, busyErr(fmt.Errorf("directory %s is locked by another blkcrypt serve that is starting", dir))
+				return nil, fmt.Errorf("%w: directory %s is locked by another server that is starting", ErrSocketBusy, dir)
 			}
 			return nil, fmt.Errorf("locking the socket's directory: %w", err)
 		}

@@ -1,4 +1,4 @@
-package cli
+package mount
 
 import (
 	"fmt"
@@ -9,7 +9,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-func unmountHint(dir string) string { return "umount " + dir }
+// UnmountHint is the command that unmounts dir from outside.
+func UnmountHint(dir string) string { return "umount " + dir }
 
 // mountFS mounts through go-fuse's own macFUSE path.
 func mountFS(dir string, root fs.InodeEmbedder, opts *fs.Options) (*fuse.Server, func() error, error) {
