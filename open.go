@@ -1,7 +1,6 @@
 package blkcrypt
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,15 +10,10 @@ import (
 	"github.com/blkcrypt/blkcrypt/internal/volspec"
 	"github.com/blkcrypt/blkcrypt/luks1"
 	"github.com/blkcrypt/blkcrypt/luks2"
-
-	// The formats register their openers with internal/volspec.
-	_ "github.com/blkcrypt/blkcrypt/bitlk"
-	_ "github.com/blkcrypt/blkcrypt/fvault2"
-	_ "github.com/blkcrypt/blkcrypt/loopaes"
-	_ "github.com/blkcrypt/blkcrypt/tcrypt"
 )
 
-// Volume types, as Type returns them and OpenOptions.Type takes them.
+// Volume types, as Type returns them and OpenOptions.Type takes them: the
+// names of the format registry (see VolumeTypes).
 const (
 	TypeLUKS1   = "luks1"
 	TypeLUKS2   = "luks2"
@@ -74,6 +68,15 @@ type OpenOptions struct {
 	Plain PlainOptions
 	// LoopAES is the geometry of a loop-AES volume.
 	LoopAES LoopAESOptions
+	// Prepare, when set, is called once the volume type is known (named
+	// by Type or detected) and before any key is derived, with that type:
+	// it may fill in the secrets and that type's options, so that a
+	// program asks only for what the format needs (a passphrase, a
+	// loop-AES key file, nothing for a clear-key BitLocker volume). The
+	// device is already open by then: changes to Type, Header,
+	// HeaderDevice and Prepare are ignored, and ReadOnly may only be set.
+	// An error it returns is Open's.
+	Prepare func(typ string, o *OpenOptions) error
 	// Reencrypt, for LUKS2, starts a reencryption with these options (or
 	// resumes the one in progress, which must agree with them) and keeps
 	// the reencryption lock; Volume.Reencrypt then runs it while the
@@ -123,37 +126,56 @@ func Open(ctx context.Context, path string, o OpenOptions) (*Volume, error) {
 	if IsURI(path) {
 		return openURIVolume(ctx, path, o)
 	}
-	f, release, err := openLocked(path, o.ReadOnly)
+	dev, hpath, err := openPath(ctx, path, &o)
 	if err != nil {
 		return nil, err
 	}
-	var hf *os.File
-	var hrelease func()
+	v, err := open(ctx, dev, dev, path, hpath, o)
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	return v, nil
+}
+
+// openPath opens the device at path (a file, a block device or a URI) and
+// the detached header o.Header, both locked as Open locks them, and sets
+// o.HeaderDevice. Closing the device releases both. hpath is the header's
+// path, "" for none (or for o.Header naming the device itself).
+func openPath(ctx context.Context, path string, o *OpenOptions) (dev Device, hpath string, err error) {
+	if IsURI(path) {
+		u, err := OpenURI(ctx, path, o.ReadOnly)
+		if err != nil {
+			return nil, "", err
+		}
+		d := &uriDevice{URIDevice: u}
+		if o.Header != "" {
+			if d.also, d.alsoRelease, err = openLocked(o.Header, o.ReadOnly); err != nil {
+				u.Close()
+				return nil, "", err
+			}
+			o.HeaderDevice = d.also
+		}
+		return d, o.Header, nil
+	}
+	f, release, err := openLocked(path, o.ReadOnly)
+	if err != nil {
+		return nil, "", err
+	}
+	d := &fileDevice{File: f, release: release}
 	if o.Header != "" && sameFile(f, o.Header) {
 		o.Header = "" // the device itself: its lock covers the header
 	}
 	if o.Header != "" {
 		// A detached header is only read here, but is locked like the
 		// device so that no header change runs while the volume is open.
-		if hf, hrelease, err = openLocked(o.Header, o.ReadOnly); err != nil {
-			release()
-			f.Close()
-			return nil, err
+		if d.also, d.alsoRelease, err = openLocked(o.Header, o.ReadOnly); err != nil {
+			d.Close()
+			return nil, "", err
 		}
-		o.HeaderDevice = hf
+		o.HeaderDevice = d.also
 	}
-	dev := &fileDevice{File: f, release: release, also: hf, alsoRelease: hrelease}
-	v, err := open(ctx, dev, f, path, o.Header, o)
-	if err != nil {
-		if hf != nil {
-			hrelease()
-			hf.Close()
-		}
-		release()
-		f.Close()
-		return nil, err
-	}
-	return v, nil
+	return d, o.Header, nil
 }
 
 // sameFile reports whether path names the file f has open.
@@ -298,82 +320,49 @@ func DeviceSize(dev any) (int64, error) {
 	return 0, fmt.Errorf("%w: cannot tell the size of a %T (give it a Size method)", ErrInvalidOptions, dev)
 }
 
-// open dispatches on the type. raw is the device as the caller gave it
-// (for its size); path and hpath name the device and header when known.
-func open(ctx context.Context, dev Device, raw any, path, hpath string, o OpenOptions) (*Volume, error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
+// newCall measures the device and the detached header of an Open or a
+// DumpVolume. raw is the device as the caller gave it (for its size);
+// path and hpath name the device and header when known.
+func newCall(ctx context.Context, dev Device, raw any, path, hpath string, o OpenOptions) (*openCall, error) {
 	size, err := DeviceSize(raw)
 	if err != nil {
 		return nil, err
 	}
-	var hsize int64
+	c := &openCall{dev: dev, size: size, path: path, hpath: hpath, header: o.HeaderDevice, o: o}
 	if o.HeaderDevice != nil {
-		if hsize, err = DeviceSize(o.HeaderDevice); err != nil {
+		if c.hsize, err = DeviceSize(o.HeaderDevice); err != nil {
 			return nil, err
 		}
 	}
-	typ := o.Type
-	if typ == "" {
-		meta := io.ReaderAt(dev)
-		if o.HeaderDevice != nil {
-			meta = o.HeaderDevice
-		}
-		if typ, err = DetectErr(meta); err != nil {
-			return nil, err
-		}
-		if typ == "" {
-			if marked, _ := luks1.ReencryptionInProgress(meta); marked {
-				return nil, luks1.ErrReencryptInProgress
-			}
-			// As cryptsetup (and the CLI): a device without a signature
-			// is not searched for a TrueCrypt header, which takes
-			// seconds and cannot tell "no volume" from "wrong
-			// passphrase", unless Type says so.
-			return nil, fmt.Errorf("%w: no LUKS, BitLocker or FileVault 2 signature (plain, loop-AES and TrueCrypt/VeraCrypt have none: name their Type)", ErrNoHeader)
-		}
+	return c, nil
+}
+
+// open opens through the registry: the type named or detected, its
+// read-only default, Prepare, then the format's opener.
+func open(ctx context.Context, dev Device, raw any, path, hpath string, o OpenOptions) (*Volume, error) {
+	if ctx == nil {
+		ctx = context.Background()
 	}
-	if readOnlyByDefault(typ) && !o.ReadWrite {
-		o.ReadOnly = true
+	c, err := newCall(ctx, dev, raw, path, hpath, o)
+	if err != nil {
+		return nil, err
+	}
+	f, err := c.resolve(ctx)
+	if err != nil {
+		return nil, err
 	}
 	var v *Volume
-	switch typ {
-	case "luks", TypeLUKS1, TypeLUKS2:
-		v, err = openLUKS(ctx, dev, size, typ, o)
-	case TypePlain:
-		v, err = openPlain(dev, size, o)
-	default:
-		f, ok := volspec.Lookup(typ)
-		if !ok {
-			return nil, fmt.Errorf("%w: unknown volume type %q", ErrInvalidOptions, typ)
-		}
-		r := &volspec.Request{
-			Dev: dev, DevSize: size, Path: path,
-			Header: o.HeaderDevice, HeaderSize: hsize, HeaderPath: hpath,
-			Passphrase: o.Passphrase, KeyFiles: o.KeyFiles, VolumeKey: o.VolumeKey, ReadOnly: o.ReadOnly,
-			PIM: o.TCRYPT.PIM, Hidden: o.TCRYPT.Hidden, System: o.TCRYPT.System, Backup: o.TCRYPT.Backup,
-			NoVeraCrypt: o.TCRYPT.NoVeraCrypt, Hash: o.TCRYPT.Hash, Cipher: o.TCRYPT.Cipher,
-		}
-		if typ == TypeLoopAES {
-			l := o.LoopAES
-			r.Hash, r.Cipher, r.KeySize, r.Offset, r.Size = l.Hash, l.Cipher, l.KeySize, l.Offset, l.Size
-			if l.Skip != nil {
-				r.Skip, r.SkipSet = *l.Skip, true
-			}
-		}
-		var s *volspec.Spec
-		if s, err = f.Open(ctx, r); err == nil {
-			v, err = build(dev, s, o.ReadOnly)
-		}
+	if f.open != nil {
+		v, err = f.open(ctx, c)
+	} else {
+		v, err = f.openSpec(ctx, c)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if typ == "luks" {
-		typ = v.typ
+	if f != anyLUKS {
+		v.typ = f.Name
 	}
-	v.typ = typ
 	return v, nil
 }
 
@@ -387,54 +376,10 @@ func checkOpen(o *OpenOptions) error {
 	if readOnlyByDefault(o.Type) && !o.ReadWrite {
 		o.ReadOnly = true
 	}
-	if o.Type == TypePlain && len(o.Passphrase) == 0 && len(o.KeyFiles) == 0 && len(o.VolumeKey) == 0 {
-		return fmt.Errorf("%w: plain mode needs a passphrase, key file or volume key", ErrInvalidOptions)
+	if o.Type == TypePlain && o.Prepare == nil && !hasSecret(*o) {
+		return errPlainSecret
 	}
 	return nil
-}
-
-// readOnlyByDefault names the formats blkcrypt opens read-only unless
-// asked: their metadata (BitLocker's and FileVault 2's logs, a TrueCrypt
-// hidden volume inside its outer one) can be damaged by writes that
-// cryptsetup users do not expect.
-func readOnlyByDefault(typ string) bool {
-	return typ == TypeBITLK || typ == TypeFVAULT2 || typ == TypeTCRYPT
-}
-
-// Detect names the format whose signature dev carries ("luks1", "luks2",
-// "bitlk", "fvault2"), or "" when none does or dev cannot be read.
-func Detect(dev io.ReaderAt) string {
-	t, _ := DetectErr(dev)
-	return t
-}
-
-// DetectErr is Detect that tells a device it cannot read from one without
-// a signature: a read that fails (other than at the end of a device
-// shorter than the 64 KiB it looks at) is returned, so that an I/O error
-// is never reported as a missing header.
-func DetectErr(dev io.ReaderAt) (string, error) {
-	head := make([]byte, 64<<10)
-	n, err := dev.ReadAt(head, 0)
-	// io.ReaderAt's end of the device is io.EOF itself; a wrapped EOF is a
-	// cause (an NBD connection that ended mid-reply), not the end.
-	if err != nil && err != io.EOF { //nolint:errorlint
-		return "", fmt.Errorf("reading the header: %w", err)
-	}
-	head = head[:n]
-	if len(head) >= 8 && bytes.Equal(head[:6], []byte("LUKS\xba\xbe")) {
-		switch head[7] {
-		case 1:
-			return TypeLUKS1, nil
-		case 2:
-			return TypeLUKS2, nil
-		}
-	}
-	for _, f := range volspec.Formats() {
-		if f.Detect != nil && f.Detect(head) {
-			return f.Name, nil
-		}
-	}
-	return "", nil
 }
 
 // build makes the Volume a format described: one Volume whose sector map

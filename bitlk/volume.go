@@ -214,7 +214,31 @@ func (m *Metadata) Layout(devSize int64) (*Layout, error) {
 }
 
 func init() {
-	volspec.Register(volspec.Format{Name: "bitlk", Detect: Detect, Open: open})
+	volspec.Register(volspec.Format{Name: "bitlk", Detect: Detect, Open: open, Dump: dump})
+}
+
+// dump is the dumper blkcrypt.DumpVolume uses: bitlkDump, and with
+// d.VolumeKey bitlkDump --dump-volume-key (the key unlocked as open
+// unlocks it; with d.KeyFile named instead of printed).
+func dump(ctx context.Context, r *volspec.Request, d *volspec.DumpRequest) error {
+	m, err := Read(r.Dev)
+	if err != nil {
+		return err
+	}
+	if !d.VolumeKey {
+		return Dump(d.W, m, d.Device)
+	}
+	key, err := unlockKey(ctx, m, r)
+	if err != nil {
+		return err
+	}
+	defer clear(key)
+	if d.SaveKey != nil {
+		if err := d.SaveKey(key); err != nil {
+			return err
+		}
+	}
+	return DumpVolumeKey(d.W, m, d.Device, key, d.KeyFile)
 }
 
 // open is the opener blkcrypt.Open uses: the volume key comes from

@@ -11,7 +11,49 @@ import (
 )
 
 func init() {
-	volspec.Register(volspec.Format{Name: "fvault2", Detect: Detect, Open: open})
+	volspec.Register(volspec.Format{Name: "fvault2", Detect: Detect, Open: open, Dump: dump})
+}
+
+// dump is the dumper blkcrypt.DumpVolume uses: fvault2Dump, with the
+// volume key when d.VolumeKey asks (fvault2Dump --dump-volume-key).
+func dump(ctx context.Context, r *volspec.Request, d *volspec.DumpRequest) error {
+	m, err := Read(r.Dev)
+	if err != nil {
+		return err
+	}
+	if !d.VolumeKey {
+		return Dump(d.W, m, d.Device, nil)
+	}
+	key, err := unlockKey(ctx, m, r)
+	if err != nil {
+		return err
+	}
+	defer clear(key)
+	if d.SaveKey != nil {
+		if err := d.SaveKey(key); err != nil {
+			return err
+		}
+	}
+	return Dump(d.W, m, d.Device, key)
+}
+
+// unlockKey is the volume key: r.VolumeKey, or the one the passphrase
+// (r.Passphrase, or r.KeyFiles[0]) unwraps.
+func unlockKey(ctx context.Context, m *Metadata, r *volspec.Request) ([]byte, error) {
+	if r.VolumeKey != nil {
+		return bytes.Clone(r.VolumeKey), nil
+	}
+	secret := r.Passphrase
+	if len(r.KeyFiles) > 0 {
+		secret = r.KeyFiles[0]
+	}
+	// The run keeps its own copy of the secret: the caller wipes its own
+	// when Open returns, which may be before an abandoned run ends.
+	secret = bytes.Clone(secret)
+	return kdf.Run(ctx, func() ([]byte, error) {
+		defer clear(secret)
+		return m.VolumeKey(secret)
+	})
 }
 
 // open is the opener blkcrypt.Open uses: the volume key comes from
@@ -21,24 +63,9 @@ func open(ctx context.Context, r *volspec.Request) (*volspec.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	var key []byte
-	if r.VolumeKey != nil {
-		key = bytes.Clone(r.VolumeKey)
-	} else {
-		secret := r.Passphrase
-		if len(r.KeyFiles) > 0 {
-			secret = r.KeyFiles[0]
-		}
-		// The run keeps its own copy of the secret: the caller wipes its
-		// own when Open returns, which may be before an abandoned run ends.
-		secret = bytes.Clone(secret)
-		key, err = kdf.Run(ctx, func() ([]byte, error) {
-			defer clear(secret)
-			return m.VolumeKey(secret)
-		})
-		if err != nil {
-			return nil, err
-		}
+	key, err := unlockKey(ctx, m, r)
+	if err != nil {
+		return nil, err
 	}
 	defer clear(key)
 	return describe(r.DevSize, m, key)

@@ -38,6 +38,8 @@ import (
 	"crypto/sha512"
 	"fmt"
 	"hash"
+	"io"
+	"strings"
 
 	"github.com/blkcrypt/blkcrypt/internal/volspec"
 	"github.com/blkcrypt/blkcrypt/sector"
@@ -274,19 +276,36 @@ func Geometry(size int64, o Options) (off, n int64, err error) {
 }
 
 func init() {
-	volspec.Register(volspec.Format{Name: "loopaes", Open: open})
+	volspec.Register(volspec.Format{Name: "loopaes", Open: open, Dump: dump})
 }
 
-// open is the opener blkcrypt.Open uses: the key file text is
-// r.KeyFiles[0], or r.Passphrase when no key file is given.
-func open(_ context.Context, r *volspec.Request) (*volspec.Spec, error) {
-	o := Options{Cipher: r.Cipher, KeySize: r.KeySize, Hash: r.Hash, Offset: r.Offset, Skip: r.Skip, Size: r.Size, ReadOnly: r.ReadOnly}
-	if !r.SkipSet {
-		o.Skip = o.Offset
+// request is the key file text and the options of an opener's request:
+// r.KeyFiles[0] (or r.Passphrase when no key file is given) and r.Options
+// (Options; nil means the defaults, Skip = Offset).
+func request(r *volspec.Request) ([]byte, Options, error) {
+	var o Options
+	switch opt := r.Options.(type) {
+	case nil:
+	case Options:
+		o = opt
+	case *Options:
+		o = *opt
+	default:
+		return nil, o, fmt.Errorf("%w: loop-AES options of type %T", volspec.ErrInvalidOptions, r.Options)
 	}
+	o.ReadOnly = o.ReadOnly || r.ReadOnly
 	text := r.Passphrase
 	if len(r.KeyFiles) > 0 {
 		text = r.KeyFiles[0]
+	}
+	return text, o, nil
+}
+
+// open is the opener blkcrypt.Open uses.
+func open(_ context.Context, r *volspec.Request) (*volspec.Spec, error) {
+	text, o, err := request(r)
+	if err != nil {
+		return nil, err
 	}
 	off, n, err := Geometry(r.DevSize, o)
 	if err != nil {
@@ -297,4 +316,72 @@ func open(_ context.Context, r *volspec.Request) (*volspec.Spec, error) {
 		return nil, err
 	}
 	return &volspec.Spec{Layers: []*sector.Cipher{c}, Offset: off, Size: n}, nil
+}
+
+// dump is the dumper blkcrypt.DumpVolume uses: loop-AES has no header, so
+// it describes what the key file and the options make.
+func dump(_ context.Context, r *volspec.Request, d *volspec.DumpRequest) error {
+	text, o, err := request(r)
+	if err != nil {
+		return err
+	}
+	o.defaults()
+	keys, err := ParseKeyfile(text)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, k := range keys {
+			clear(k)
+		}
+	}()
+	h := o.Hash
+	if h == "" {
+		h = HashFor(o.KeySize)
+	}
+	key, err := VolumeKey(keys, o.KeySize, h)
+	if err != nil {
+		return err
+	}
+	defer clear(key)
+	if d.VolumeKey && d.SaveKey != nil {
+		if err := d.SaveKey(key); err != nil {
+			return err
+		}
+	}
+	return Dump(d.W, d.Device, r.DevSize, len(keys), key, h, o, d.VolumeKey)
+}
+
+// Dump writes blkcrypt's description of a loop-AES volume (cryptsetup has
+// no loopaesDump): the key file's mode, the cipher, the key hash h, the
+// geometry of o on a device of devSize bytes (the size is left out when
+// unknown, devSize <= 0) and, with withKey, the dm-crypt key.
+func Dump(w io.Writer, device string, devSize int64, keys int, key []byte, h string, o Options, withKey bool) error {
+	o.defaults()
+	var b strings.Builder
+	mode := map[int]string{1: "single-key", 64: "multi-key-v2", 65: "multi-key-v3"}[keys]
+	fmt.Fprintf(&b, "LOOPAES volume information for %s (loop-AES has no on-disk header)\n", device)
+	fmt.Fprintf(&b, "Key file:      \t%d keys (%s)\n", keys, mode)
+	fmt.Fprintf(&b, "Cipher:        \t%s\n", Spec(o.Cipher, keys))
+	fmt.Fprintf(&b, "Key hash:      \t%s\n", h)
+	fmt.Fprintf(&b, "MK bits:       \t%d\n", len(key)*8)
+	fmt.Fprintf(&b, "Offset:        \t%d [512-byte sectors]\n", o.Offset)
+	fmt.Fprintf(&b, "Skip:          \t%d [512-byte sectors]\n", o.Skip)
+	if n := devSize/512 - int64(o.Offset); devSize > 0 && n > 0 {
+		fmt.Fprintf(&b, "Size:          \t%d [512-byte sectors]\n", n)
+	}
+	if withKey {
+		b.WriteString("MK dump:\t")
+		for i := 0; i < len(key); i += 16 {
+			if i > 0 {
+				b.WriteString("\t\t")
+			}
+			for _, c := range key[i:min(i+16, len(key))] {
+				fmt.Fprintf(&b, "%02x ", c)
+			}
+			b.WriteString("\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

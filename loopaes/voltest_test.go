@@ -9,8 +9,7 @@ import (
 
 // Open is the registered opener over a test device.
 func Open(dev volspec.Device, size int64, text []byte, o Options) (*voltest.Volume, error) {
-	s, err := open(context.Background(), &volspec.Request{Dev: dev, DevSize: size, KeyFiles: [][]byte{text},
-		Cipher: o.Cipher, Hash: o.Hash, KeySize: o.KeySize, Offset: o.Offset, Skip: o.Skip, SkipSet: true, Size: o.Size})
+	s, err := open(context.Background(), &volspec.Request{Dev: dev, DevSize: size, KeyFiles: [][]byte{text}, Options: o})
 	if err != nil {
 		return nil, err
 	}

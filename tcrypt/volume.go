@@ -293,7 +293,44 @@ func (c *Cascade) Wipe() {
 }
 
 func init() {
-	volspec.Register(volspec.Format{Name: "tcrypt", Open: open})
+	volspec.Register(volspec.Format{Name: "tcrypt", Open: open, Dump: dump})
+}
+
+// request is the search options of an opener's request: a copy of
+// r.Options (*Options or Options, without secrets; nil means the defaults)
+// with r's passphrase and key files and ctx.
+func request(ctx context.Context, r *volspec.Request) (*Options, error) {
+	o := &Options{}
+	switch opt := r.Options.(type) {
+	case nil:
+	case *Options:
+		if opt != nil {
+			*o = *opt
+		}
+	case Options:
+		*o = opt
+	default:
+		return nil, fmt.Errorf("%w: TCRYPT options of type %T", volspec.ErrInvalidOptions, r.Options)
+	}
+	o.Passphrase, o.Keyfiles, o.Context = r.Passphrase, r.KeyFiles, ctx
+	return o, nil
+}
+
+// header finds and decrypts the header of the volume r names, and the
+// geometry to map it with.
+func header(ctx context.Context, r *volspec.Request) (*Header, Geometry, error) {
+	o, err := request(ctx, r)
+	if err != nil {
+		return nil, Geometry{}, err
+	}
+	src, g, done, err := Locate(Place{Dev: r.Dev, DevSize: r.DevSize, Path: r.Path,
+		Header: r.Header, HeaderSize: r.HeaderSize, HeaderPath: r.HeaderPath, System: o.System})
+	if err != nil {
+		return nil, g, err
+	}
+	defer done()
+	h, err := Read(src, g.HeaderDeviceSize, o)
+	return h, g, err
 }
 
 // open is the opener blkcrypt.Open uses. For a system volume whose device
@@ -301,19 +338,7 @@ func init() {
 // from the whole drive and the IV offset is the partition start, as
 // cryptsetup finds them through sysfs.
 func open(ctx context.Context, r *volspec.Request) (*volspec.Spec, error) {
-	o := &Options{
-		Passphrase: r.Passphrase, Keyfiles: r.KeyFiles, PIM: r.PIM,
-		Hash: r.Hash, Cipher: r.Cipher,
-		Hidden: r.Hidden, System: r.System, Backup: r.Backup,
-		NoVeraCrypt: r.NoVeraCrypt, Context: ctx,
-	}
-	src, g, done, err := Locate(Place{Dev: r.Dev, DevSize: r.DevSize, Path: r.Path,
-		Header: r.Header, HeaderSize: r.HeaderSize, HeaderPath: r.HeaderPath, System: r.System})
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	h, err := Read(src, g.HeaderDeviceSize, o)
+	h, g, err := header(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -328,6 +353,36 @@ func open(ctx context.Context, r *volspec.Request) (*volspec.Spec, error) {
 		return nil, err
 	}
 	return &volspec.Spec{Layers: cs, Offset: int64(m.Offset) * 512, Size: int64(m.Size) * 512, Note: m.Note}, nil
+}
+
+// dump is the dumper blkcrypt.DumpVolume uses: tcryptDump, which needs the
+// passphrase to find the header. The header part names the device the
+// header was read from; the volume key part the data device, as
+// cryptsetup's do.
+func dump(ctx context.Context, r *volspec.Request, d *volspec.DumpRequest) error {
+	h, g, err := header(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer h.Wipe()
+	if d.VolumeKey {
+		if d.SaveKey != nil {
+			k := h.VolumeKey()
+			err := d.SaveKey(k)
+			clear(k)
+			if err != nil {
+				return err
+			}
+		}
+		h.DumpVolumeKey(d.W, d.Device, h.DataOffset(g.HeaderDeviceSize))
+		return nil
+	}
+	meta := d.Device
+	if d.HeaderDevice != "" {
+		meta = d.HeaderDevice
+	}
+	h.Dump(d.W, meta)
+	return nil
 }
 
 // Place is where a TrueCrypt volume is: its device, and a separate header

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"sort"
 	"sync"
 
 	"github.com/blkcrypt/blkcrypt/sector"
@@ -84,7 +83,7 @@ func (s *Spec) Wipe() {
 	}
 }
 
-// Request is what an Opener is given.
+// Request is what an Opener (or a Dumper) is given.
 type Request struct {
 	// Dev is the data device, DevSize its size; Path its name when known.
 	Dev     io.ReaderAt
@@ -100,24 +99,35 @@ type Request struct {
 	VolumeKey  []byte
 	ReadOnly   bool
 
-	// TCRYPT / VeraCrypt.
-	PIM                    uint32
-	Hidden, System, Backup bool
-	NoVeraCrypt            bool
-	// Hash and Cipher narrow a header search (TCRYPT) or choose the
-	// key-line hash and base cipher (loop-AES).
-	Hash, Cipher string
-	// KeySize is the loop-AES key size in bytes; Offset, Skip and Size are
-	// loop-AES's --offset, --skip and --size in 512-byte sectors (SkipSet:
-	// Skip was given; loop-AES defaults it to Offset).
-	KeySize            int
-	Offset, Skip, Size uint64
-	SkipSet            bool
+	// Options are the format's own options, converted once by the root
+	// package from its typed options (*tcrypt.Options for TCRYPT,
+	// loopaes.Options for loop-AES); nil means the format's defaults.
+	Options any
 }
 
 // Opener unlocks a volume and describes it. It returns promptly with the
 // context's error when ctx ends during key derivation or a header search.
 type Opener func(ctx context.Context, r *Request) (*Spec, error)
+
+// DumpRequest says what a Dumper prints.
+type DumpRequest struct {
+	// W receives the text.
+	W io.Writer
+	// Device names the data device in the dump (its path), HeaderDevice
+	// the detached header ("" for none).
+	Device, HeaderDevice string
+	// VolumeKey asks for the volume key too, as cryptsetup's
+	// --dump-volume-key: it needs the secret (or Request.VolumeKey).
+	VolumeKey bool
+	// SaveKey, when set with VolumeKey, is given the key before anything
+	// is printed (cryptsetup's --volume-key-file); KeyFile names where it
+	// went, for the formats that print that instead of the key.
+	SaveKey func(key []byte) error
+	KeyFile string
+}
+
+// Dumper prints a volume's metadata as cryptsetup's <type>Dump does.
+type Dumper func(ctx context.Context, r *Request, d *DumpRequest) error
 
 // Format is one registered format.
 type Format struct {
@@ -126,6 +136,8 @@ type Format struct {
 	// device; nil for formats without one.
 	Detect func(head []byte) bool
 	Open   Opener
+	// Dump prints the metadata; nil when the format has none to print.
+	Dump Dumper
 }
 
 var registry struct {
@@ -149,16 +161,4 @@ func Lookup(name string) (Format, bool) {
 	defer registry.Unlock()
 	f, ok := registry.m[name]
 	return f, ok
-}
-
-// Formats lists the registered formats by name.
-func Formats() []Format {
-	registry.Lock()
-	defer registry.Unlock()
-	var out []Format
-	for _, f := range registry.m {
-		out = append(out, f)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
 }
