@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 
 	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/luks1"
 	"github.com/blkcrypt/blkcrypt/plain"
 )
 
@@ -33,9 +35,36 @@ func openDevice(path string, readOnly bool) (*os.File, error) {
 	return f, nil
 }
 
-// typeDumpers print a format's header for `dump --type T` (or a detected
-// type); each format's file registers its own.
-var typeDumpers = map[string]func(env *Env, p *parsed, path string) error{}
+// typeBinding is the command line's half of the format registry
+// (blkcrypt.VolumeTypes): it turns the flags of one --type into that
+// format's typed options and secrets in o, once. dump says the options are
+// for `dump`, which needs a secret only with --dump-volume-key (TCRYPT
+// always: its header is found only with the passphrase) and where
+// --volume-key-file is where the key goes, not a key to use.
+type typeBinding func(env *Env, p *parsed, path, typ string, o *blkcrypt.OpenOptions, wipe *[][]byte, dump bool) error
+
+// typeBindings has an entry for every --type the registry opens; "luks"
+// is either LUKS version.
+var typeBindings = map[string]typeBinding{
+	"luks":    secretOptions,
+	"luks1":   secretOptions,
+	"luks2":   secretOptions,
+	"plain":   plainOptions,
+	"loopaes": loopAESOptions,
+	"tcrypt":  tcryptOpenOptions,
+	"bitlk":   secretOptions,
+	"fvault2": secretOptions,
+}
+
+// typeDumpers print a format's metadata for `dump --type T` (or a detected
+// type) through blkcrypt.DumpVolume; LUKS is dumped by runDump through the
+// LUKS handle.
+var typeDumpers = map[string]func(env *Env, p *parsed, path string) error{
+	"tcrypt":  dumpType,
+	"bitlk":   dumpType,
+	"fvault2": dumpType,
+	"loopaes": dumpType,
+}
 
 // detectType names the format whose signature path carries, or "".
 func detectType(path string) string { return detectTypeContext(context.Background(), path) }
@@ -51,7 +80,8 @@ func detectTypeContext(ctx context.Context, path string) string {
 		return ""
 	}
 	defer f.Close()
-	return blkcrypt.Detect(f)
+	t, _ := blkcrypt.DetectType(ctx, f)
+	return t
 }
 
 // volumeType is the type the flags ask for: --type, or what the header
@@ -114,12 +144,40 @@ func openVolumeWith(ctx context.Context, env *Env, p *parsed, path string, readO
 	return v, err
 }
 
+// checkType refuses a --type the registry does not know.
+func checkType(typ string) error {
+	if _, ok := typeBindings[typ]; typ != "" && !ok {
+		return usageErr("unknown or unsupported --type %q", typ)
+	}
+	return nil
+}
+
+// readWriteFlag settles a read-only-by-default format (BitLocker,
+// FileVault 2, TCRYPT): writable with --TYPE-read-write, read-only (and
+// said so when writes were wanted) without.
+func readWriteFlag(env *Env, p *parsed, typ string, readOnly bool, o *blkcrypt.OpenOptions) {
+	vt, ok := blkcrypt.LookupVolumeType(typ)
+	if !ok || !vt.ReadOnlyByDefault || readOnly {
+		return
+	}
+	if p.bool(typ + "-read-write") {
+		o.ReadWrite = true
+		return
+	}
+	if env != nil {
+		fmt.Fprintf(env.Stderr, "%s volume opened read-only (add --%s-read-write to allow writes).\n", strings.ToUpper(typ), typ)
+	}
+	o.ReadOnly = true
+}
+
 // unlockOn unlocks DEVICE, or the partition part of it when part is not
-// nil (the Volume then owns part and closes it).
+// nil (the Volume then owns part and closes it). The library opens the
+// device once, names or detects its type (the one detection policy), and
+// then asks, through Prepare, for that type's options and secrets.
 func unlockOn(ctx context.Context, env *Env, p *parsed, path string, part *diskPartition, readOnly bool, adjust func(*blkcrypt.OpenOptions)) (*blkcrypt.Volume, error) {
-	typ := volumeTypeContext(ctx, p, path)
-	if part != nil {
-		typ = part.volumeType(p)
+	typ := p.str("type")
+	if err := checkType(typ); err != nil {
+		return nil, err
 	}
 	o := blkcrypt.OpenOptions{Type: typ, ReadOnly: readOnly, Header: p.str("header")}
 	if p.has("key-slot") {
@@ -131,54 +189,22 @@ func unlockOn(ctx context.Context, env *Env, p *parsed, path string, part *diskP
 			clear(b)
 		}
 	}()
-	switch typ {
-	case "":
-		if part != nil {
-			return nil, deviceErr(fmt.Errorf("%s is not a valid LUKS, BitLocker or FileVault device (use --type plain for plain dm-crypt)", part))
-		}
-		// As cryptsetup, a device without a signature is not taken for
-		// TrueCrypt (or plain) unless --type says so.
-		if err := detectErr(ctx, path); err != nil {
-			return nil, err
-		}
-		if err := luks1InProgressErr(p, path); err != nil {
-			return nil, err
-		}
-		return nil, deviceErr(fmt.Errorf("device %s is not a valid LUKS device (use --type plain for plain dm-crypt)", path))
-	case "plain":
-		if err := plainOptions(env, p, &o, &wipe); err != nil {
-			return nil, err
-		}
-	case "loopaes":
-		if err := loopAESOptions(env, p, &o, &wipe); err != nil {
-			return nil, err
-		}
-	case "tcrypt":
-		if !p.bool("tcrypt-read-write") {
-			o.ReadOnly = true
-		} else if !o.ReadOnly {
+	if typ != "" {
+		// Before the device is opened: a writable volume takes the
+		// exclusive lock.
+		if vt, ok := blkcrypt.LookupVolumeType(typ); ok && vt.ReadOnlyByDefault && !readOnly && p.bool(typ+"-read-write") {
 			o.ReadWrite = true
 		}
-		if err := tcryptOpenOptions(env, p, &o, &wipe); err != nil {
-			return nil, err
+	}
+	prepared := ""
+	o.Prepare = func(t string, q *blkcrypt.OpenOptions) error {
+		prepared = t
+		bind, ok := typeBindings[t]
+		if !ok {
+			return usageErr("unknown or unsupported --type %q", t)
 		}
-	case "bitlk", "fvault2":
-		if !readOnly && !p.bool(typ+"-read-write") {
-			fmt.Fprintf(env.Stderr, "%s volume opened read-only (add --%s-read-write to allow writes).\n", strings.ToUpper(typ), typ)
-			o.ReadOnly = true
-		}
-		if p.bool(typ+"-read-write") && !o.ReadOnly {
-			o.ReadWrite = true
-		}
-		if err := secretOptions(env, p, path, typ, &o, &wipe); err != nil {
-			return nil, err
-		}
-	case "luks", "luks1", "luks2":
-		if err := secretOptions(env, p, path, typ, &o, &wipe); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, usageErr("unknown or unsupported --type %q", typ)
+		readWriteFlag(env, p, t, readOnly, q)
+		return bind(env, p, path, t, q, &wipe, false)
 	}
 	if adjust != nil {
 		adjust(&o)
@@ -191,10 +217,7 @@ func unlockOn(ctx context.Context, env *Env, p *parsed, path string, part *diskP
 		v, err = blkcrypt.Open(ctx, path, o)
 	}
 	if err != nil {
-		if errors.Is(err, blkcrypt.ErrNotLUKS) && strings.HasPrefix(typ, "luks") {
-			return nil, deviceErr(fmt.Errorf("device %s is not a valid LUKS device: %w", path, err))
-		}
-		return nil, err
+		return nil, openErr(ctx, path, part, typ, prepared, err)
 	}
 	if n := v.Note(); n != "" {
 		fmt.Fprintf(env.Stderr, "blkcrypt: %s\n", n)
@@ -202,11 +225,48 @@ func unlockOn(ctx context.Context, env *Env, p *parsed, path string, part *diskP
 	return v, nil
 }
 
+// openErr words an Open error as cryptsetup does: a device the library's
+// detection found no signature on is "not a valid LUKS device" (exit 4),
+// as is a LUKS header missing where --type names LUKS.
+func openErr(ctx context.Context, path string, part *diskPartition, named, prepared string, err error) error {
+	var x *exitError
+	if errors.As(err, &x) {
+		return err // from Prepare: reading the secrets
+	}
+	if named == "" && prepared == "" {
+		// Open ended before the type was known: opening or detecting.
+		switch {
+		case errors.Is(err, blkcrypt.ErrNoHeader) && part != nil:
+			return deviceErr(fmt.Errorf("%s is not a valid LUKS, BitLocker or FileVault device (use --type plain for plain dm-crypt)", part))
+		case errors.Is(err, blkcrypt.ErrNoHeader):
+			return deviceErr(fmt.Errorf("device %s is not a valid LUKS device (use --type plain for plain dm-crypt)", path))
+		case errors.Is(err, luks1.ErrReencryptInProgress):
+			return fmt.Errorf("device %s: %w", path, err)
+		case errors.Is(err, blkcrypt.ErrBusy), errors.Is(err, blkcrypt.ErrInvalidOptions),
+			errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
+			return err
+		case ctx.Err() != nil:
+			return fmt.Errorf("device %s: %w", path, err)
+		}
+		// The header could not be read (an I/O error): the device's fault.
+		return deviceErr(fmt.Errorf("device %s: %w", path, err))
+	}
+	if errors.Is(err, blkcrypt.ErrNotLUKS) && strings.HasPrefix(named, "luks") {
+		return deviceErr(fmt.Errorf("device %s is not a valid LUKS device: %w", path, err))
+	}
+	return err
+}
+
 // secretOptions reads the key for LUKS, BitLocker and FileVault 2:
 // --volume-key-file, or the passphrase (prompt, stdin or --key-file). A
 // BitLocker volume with a clear key needs none unless a key file is given.
-func secretOptions(env *Env, p *parsed, path, typ string, o *blkcrypt.OpenOptions, wipe *[][]byte) error {
-	if vk := p.str("volume-key-file"); vk != "" {
+// A dump needs a secret only for --dump-volume-key, and its
+// --volume-key-file is where the key goes.
+func secretOptions(env *Env, p *parsed, path, typ string, o *blkcrypt.OpenOptions, wipe *[][]byte, dump bool) error {
+	if dump && !p.bool("dump-volume-key") {
+		return nil
+	}
+	if vk := p.str("volume-key-file"); vk != "" && !dump {
 		key, err := readVolumeKeyFile(vk, -1)
 		if err != nil {
 			return err
@@ -235,7 +295,7 @@ func secretOptions(env *Env, p *parsed, path, typ string, o *blkcrypt.OpenOption
 	return nil
 }
 
-func plainOptions(env *Env, p *parsed, o *blkcrypt.OpenOptions, wipe *[][]byte) error {
+func plainOptions(env *Env, p *parsed, _, _ string, o *blkcrypt.OpenOptions, wipe *[][]byte, _ bool) error {
 	po := blkcrypt.PlainOptions{
 		Cipher:     p.str("cipher"),
 		Hash:       p.str("hash"),
@@ -293,6 +353,43 @@ func plainOptions(env *Env, p *parsed, o *blkcrypt.OpenOptions, wipe *[][]byte) 
 	}
 	o.Passphrase = secret
 	return nil
+}
+
+// dumpType prints the metadata of a TCRYPT, BitLocker, FileVault 2 or
+// loop-AES volume through blkcrypt.DumpVolume: the type's flags bound as
+// for opening, --dump-volume-key and its --volume-key-file.
+func dumpType(env *Env, p *parsed, path string) error {
+	ctx := context.Background()
+	if !blkcrypt.IsURI(path) {
+		f, err := openDevice(path, true) // cryptsetup's wording for a missing device
+		if err != nil {
+			return err
+		}
+		f.Close()
+	}
+	typ := volumeType(p, path)
+	bind, ok := typeBindings[typ]
+	if !ok {
+		return usageErr("unknown or unsupported --type %q", typ)
+	}
+	var wipe [][]byte
+	defer func() {
+		for _, b := range wipe {
+			clear(b)
+		}
+	}()
+	o := blkcrypt.DumpVolumeOptions{Open: blkcrypt.OpenOptions{Type: typ, Header: p.str("header")}, VolumeKey: p.bool("dump-volume-key")}
+	if o.VolumeKey {
+		o.VolumeKeyFile = p.str("volume-key-file")
+	}
+	if err := bind(env, p, path, typ, &o.Open, &wipe, true); err != nil {
+		return err
+	}
+	err := blkcrypt.DumpVolume(ctx, path, env.Stdout, o)
+	if err != nil && errors.Is(err, blkcrypt.ErrNoHeader) && !errors.Is(err, blkcrypt.ErrWrongPassphrase) {
+		return deviceErr(fmt.Errorf("device %s is not a valid %s device", path, strings.ToUpper(typ)))
+	}
+	return err
 }
 
 // runRead writes decrypted bytes to stdout or --output.

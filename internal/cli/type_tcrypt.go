@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -35,7 +33,6 @@ func init() {
 		flagDef{"tcrypt-keyfiles", 0, kindString, "tcrypt: comma-separated key files (besides --key-file)"},
 		flagDef{"tcrypt-read-write", 0, kindBool, "tcrypt: allow writes (read-only by default)"},
 	)
-	typeDumpers["tcrypt"] = dumpTCRYPT
 }
 
 // addFlags appends flags another file has not defined already.
@@ -47,9 +44,12 @@ func addFlags(defs ...flagDef) {
 	}
 }
 
-// tcryptOptions turns the flags into search options, reading the secrets.
-func tcryptOptions(env *Env, p *parsed) (*tcrypt.Options, error) {
-	o := &tcrypt.Options{
+// tcryptOpenOptions binds the --type tcrypt flags: the header and search
+// options become o.TCRYPT, the key files o.KeyFiles, the passphrase (and a
+// queried PIM) are read. Opening and dumping bind alike: tcryptDump needs
+// the passphrase to find the header.
+func tcryptOpenOptions(env *Env, p *parsed, _, _ string, o *blkcrypt.OpenOptions, wipe *[][]byte, _ bool) error {
+	t := blkcrypt.TCRYPTOptions{
 		Hash:        p.str("hash"),
 		Cipher:      p.str("cipher"),
 		Hidden:      p.bool("tcrypt-hidden"),
@@ -57,24 +57,24 @@ func tcryptOptions(env *Env, p *parsed) (*tcrypt.Options, error) {
 		Backup:      p.bool("tcrypt-backup"),
 		NoVeraCrypt: p.bool("disable-veracrypt"),
 	}
-	if o.NoVeraCrypt && p.bool("veracrypt") {
-		return nil, usageErr("--veracrypt and --disable-veracrypt cannot be combined")
+	if t.NoVeraCrypt && p.bool("veracrypt") {
+		return usageErr("--veracrypt and --disable-veracrypt cannot be combined")
 	}
 	if p.has("veracrypt-pim") {
-		if o.NoVeraCrypt {
-			return nil, usageErr("option --veracrypt-pim is supported only for VeraCrypt compatible devices")
+		if t.NoVeraCrypt {
+			return usageErr("option --veracrypt-pim is supported only for VeraCrypt compatible devices")
 		}
 		if p.bool("veracrypt-query-pim") {
-			return nil, usageErr("the options --veracrypt-pim and --veracrypt-query-pim are mutually exclusive")
+			return usageErr("the options --veracrypt-pim and --veracrypt-query-pim are mutually exclusive")
 		}
 		n := p.int("veracrypt-pim", 0)
 		if n < 0 || n > 1<<32-1 {
-			return nil, usageErr("invalid PIM value: outside of range")
+			return usageErr("invalid PIM value: outside of range")
 		}
-		o.PIM = uint32(n)
+		t.PIM = uint32(n)
 	}
-	if p.bool("veracrypt-query-pim") && o.NoVeraCrypt {
-		return nil, usageErr("option --veracrypt-query-pim is supported only for VeraCrypt compatible devices")
+	if p.bool("veracrypt-query-pim") && t.NoVeraCrypt {
+		return usageErr("option --veracrypt-query-pim is supported only for VeraCrypt compatible devices")
 	}
 
 	var files []string
@@ -89,25 +89,26 @@ func tcryptOptions(env *Env, p *parsed) (*tcrypt.Options, error) {
 			}
 		}
 	}
+	var keyfiles [][]byte
 	for _, f := range files {
 		b, err := tcrypt.ReadKeyfile(f)
 		if err != nil {
-			wipeAll(o.Keyfiles)
-			return nil, usageErr("%v", err)
+			wipeAll(keyfiles)
+			return usageErr("%v", err)
 		}
-		o.Keyfiles = append(o.Keyfiles, b)
+		keyfiles = append(keyfiles, b)
 	}
-
 	pass, pim, err := tcryptSecrets(env, p, kf == "-")
 	if err != nil {
-		wipeAll(o.Keyfiles)
-		return nil, err
+		wipeAll(keyfiles)
+		return err
 	}
-	o.Passphrase = pass
 	if pim != 0 {
-		o.PIM = pim
+		t.PIM = pim
 	}
-	return o, nil
+	*wipe = append(append(*wipe, pass), keyfiles...)
+	o.Passphrase, o.KeyFiles, o.TCRYPT = pass, keyfiles, t
+	return nil
 }
 
 func wipeAll(bs [][]byte) {
@@ -190,86 +191,4 @@ func parsePIM(b []byte) (uint32, error) {
 		return 0, usageErr("invalid PIM value: 0")
 	}
 	return uint32(n), nil
-}
-
-// tcryptHeader reads the TCRYPT header of DEVICE (or --header), both
-// opened with the shared lock readers take; tcrypt.Locate finds a system
-// volume's drive, as the library's opener does.
-func tcryptHeader(p *parsed, path string, o *tcrypt.Options) (*tcrypt.Header, tcrypt.Geometry, error) {
-	var g tcrypt.Geometry
-	data, err := openShared(path)
-	if err != nil {
-		return nil, g, err
-	}
-	defer data.Close()
-	place := tcrypt.Place{Dev: data, Path: path, HeaderPath: p.str("header"), System: p.bool("tcrypt-system")}
-	if place.DevSize, err = fileSize(data.File); err != nil {
-		return nil, g, err
-	}
-	if place.HeaderPath != "" {
-		hdr, err := openShared(place.HeaderPath)
-		if err != nil {
-			return nil, g, err
-		}
-		defer hdr.Close()
-		place.Header = hdr
-		if place.HeaderSize, err = fileSize(hdr.File); err != nil {
-			return nil, g, err
-		}
-	}
-	src, g, done, err := tcrypt.Locate(place)
-	if err != nil {
-		return nil, g, deviceErr(err)
-	}
-	defer done()
-	h, err := tcrypt.Read(src, g.HeaderDeviceSize, o)
-	return h, g, err
-}
-
-func fileSize(f *os.File) (int64, error) {
-	n, err := blkcrypt.DeviceSize(f)
-	if err != nil {
-		return 0, deviceErr(fmt.Errorf("cannot get the size of %s: %w", f.Name(), err))
-	}
-	return n, nil
-}
-
-// tcryptOpenOptions reads the TCRYPT secrets and options into o.
-func tcryptOpenOptions(env *Env, p *parsed, o *blkcrypt.OpenOptions, wipe *[][]byte) error {
-	t, err := tcryptOptions(env, p)
-	if err != nil {
-		return err
-	}
-	*wipe = append(*wipe, t.Passphrase)
-	*wipe = append(*wipe, t.Keyfiles...)
-	o.Passphrase, o.KeyFiles = t.Passphrase, t.Keyfiles
-	o.TCRYPT = blkcrypt.TCRYPTOptions{
-		PIM: t.PIM, Hidden: t.Hidden, System: t.System, Backup: t.Backup,
-		NoVeraCrypt: t.NoVeraCrypt, Hash: t.Hash, Cipher: t.Cipher,
-	}
-	return nil
-}
-
-func dumpTCRYPT(env *Env, p *parsed, path string) error {
-	o, err := tcryptOptions(env, p)
-	if err != nil {
-		return err
-	}
-	defer clear(o.Passphrase)
-	defer wipeAll(o.Keyfiles)
-	h, g, err := tcryptHeader(p, path, o)
-	if err != nil {
-		return err
-	}
-	defer h.Wipe()
-	if p.bool("dump-volume-key") {
-		h.DumpVolumeKey(env.Stdout, path, h.DataOffset(g.HeaderDeviceSize))
-		return nil
-	}
-	meta := path
-	if hp := p.str("header"); hp != "" {
-		meta = hp
-	}
-	h.Dump(env.Stdout, meta)
-	return nil
 }
