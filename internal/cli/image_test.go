@@ -17,7 +17,6 @@ import (
 
 	"github.com/blkcrypt/blkcrypt/fsys/probe"
 	"github.com/blkcrypt/blkcrypt/internal/imagetest"
-	"github.com/blkcrypt/blkcrypt/fsys/probe"
 	"github.com/blkcrypt/blkcrypt/internal/testenv"
 )
 
