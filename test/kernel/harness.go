@@ -153,7 +153,15 @@ func resolvePackages() (map[string]string, string, error) {
 func hostBinary(name string) (string, []string, error) {
 	p, err := exec.LookPath(name)
 	if err != nil {
-		return "", nil, fmt.Errorf("%s not found on the host (Debian package cryptsetup-bin): %w", name, err)
+		for _, d := range []string{"/usr/sbin", "/sbin"} {
+			if _, serr := os.Stat(filepath.Join(d, name)); serr == nil {
+				p, err = filepath.Join(d, name), nil
+				break
+			}
+		}
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("%s not found on the host: %w", name, err)
 	}
 	out, err := exec.Command("ldd", p).Output()
 	if err != nil {
@@ -203,7 +211,7 @@ func Prepare(logf func(string, ...any)) (*Kernel, error) {
 	}
 	csBin, csLibs, err := hostBinary("cryptsetup")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (Debian package cryptsetup-bin)", err)
 	}
 	pk, kpkg, err := resolvePackages()
 	if err != nil {
@@ -489,7 +497,10 @@ type Boot struct {
 	// Executables are host files copied into the guest (guest path → host
 	// path) with mode 0755: static test programs.
 	Executables map[string]string
-	Disks       []Disk
+	// Programs are host programs (e2fsck, nbd-client, …) copied into the
+	// guest at their host paths, with every shared library ldd lists.
+	Programs []string
+	Disks    []Disk
 	// Timeout for the whole boot; the guest is killed after it.
 	Timeout time.Duration
 	// MemoryMiB defaults to 1024, CPUs to 2.
@@ -658,6 +669,23 @@ func (k *Kernel) writeInitrd(path string, b Boot) error {
 	sort.Strings(names)
 	for _, n := range names {
 		c.File(n, 0o644, b.Files[n])
+	}
+	for _, name := range b.Programs {
+		bin, libs, err := hostBinary(name)
+		if err != nil {
+			return err
+		}
+		for _, f := range append([]string{bin}, libs...) {
+			real, err := filepath.EvalSymlinks(f)
+			if err != nil {
+				return err
+			}
+			data, err := os.ReadFile(real)
+			if err != nil {
+				return err
+			}
+			c.File(f, 0o755, data)
+		}
 	}
 	names = names[:0]
 	for n := range b.Executables {
