@@ -1,5 +1,7 @@
-// Package cli implements the blkcrypt command. Each verb is one runX
-// function over parsed options, so tests can call it without a process.
+// Package cli implements the blkcrypt command: it maps cryptsetup's flags
+// onto library calls. Each verb is one runX(ctx, env, opts, args) over its
+// options struct, parsed once from the command line (command.go), and Main
+// runs a whole command line in-process, as the tests call it.
 package cli
 
 import (
