@@ -7,11 +7,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/internal/luksutil"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil/lukstest"
+	"github.com/blkcrypt/blkcrypt/luks2"
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 
@@ -273,5 +276,66 @@ func TestEncryptDecryptHandle(t *testing.T) {
 	}
 	if d := cs.MustRun("luksDump", hdr); strings.Contains(d, ": luks2\n") || !strings.Contains(d, "linear") {
 		t.Fatalf("cryptsetup's dump after decryption:\n%s", d)
+	}
+}
+
+// TestDumpUnboundLikeCryptsetup: the "(unbound)" marks of Dump follow
+// cryptsetup's rule (LUKS2_keyslot_for_segment with CRYPT_ONE_SEGMENT) in
+// every state a reencryption passes through, stopped by a failed write
+// after each of its first writes: while the first hotzone is in
+// reencryption, segment 0 lists both digests and the one stored first
+// (the old key's) takes it, so cryptsetup marks the new key's keyslot
+// unbound; blkcrypt's dump used to call it bound there, which made
+// TestReencryptCLI's kill stage flaky.
+func TestDumpUnboundLikeCryptsetup(t *testing.T) {
+	cs := lukstest.NeedCryptsetup(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	img := filepath.Join(dir, "vol.img")
+	pass := []byte("unbound?")
+	csVolume(t, cs, img, "luks2", 20<<20, pass)
+	base, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slotLine := regexp.MustCompile(`(?m)^  [0-9]+: [a-z0-9]+( \(unbound\))?$`)
+	hotUnbound := 0
+	for limit := 1; limit <= 24; limit++ {
+		mem := luksutil.NewMemDevice(len(base), append([]byte(nil), base...))
+		fd := &lukstest.FaultDevice{Device: mem, Limit: limit}
+		err := luks2.Reencrypt(ctx, fd, pass, luks2.ReencryptOptions{Keyslot: luks2.KeyslotOptions{PBKDF: reencFastKDF}, HotzoneSize: 1 << 20})
+		if !fd.Failed() {
+			break // the run ended before this write
+		}
+		if !errors.Is(err, lukstest.ErrInjected) {
+			t.Fatalf("write %d failed: %v", limit, err)
+		}
+		if err := os.WriteFile(img, mem.Buf, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		theirs, err := cs.Run("luksDump", img)
+		if err != nil {
+			t.Fatalf("after write %d: cryptsetup luksDump: %v\n%s", limit, err, theirs)
+		}
+		h, err := blkcrypt.OpenLUKS(ctx, img, blkcrypt.LUKSOptions{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ours strings.Builder
+		err = h.Dump(ctx, &ours, blkcrypt.DumpOptions{})
+		h.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, got := slotLine.FindAllString(theirs, -1), slotLine.FindAllString(ours.String(), -1)
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("after write %d the keyslots dump as\n%s\ncryptsetup's:\n%s\n(full dump:\n%s)", limit, strings.Join(got, "\n"), strings.Join(want, "\n"), theirs)
+		}
+		if strings.Contains(theirs, "in-reencryption") && strings.Contains(theirs, ": luks2 (unbound)") {
+			hotUnbound++
+		}
+	}
+	if hotUnbound == 0 {
+		t.Fatal("no state had the new keyslot unbound beside a hotzone in reencryption: the sweep missed the case")
 	}
 }
