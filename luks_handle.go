@@ -123,6 +123,9 @@ func openLUKSHandle(ctx context.Context, path string, o LUKSOptions, check bool)
 			return nil, err
 		}
 		h.dev, h.lockOn, h.closers = luksutil.File{File: f}, f, []io.Closer{f}
+		if h.detached && sameFile(f, path) {
+			h.detached = false // a "detached" header that is the device itself
+		}
 	}
 	if !check {
 		return h, nil
