@@ -42,6 +42,8 @@ func TestImage(t *testing.T) {
 	t.Run("ReadWrite", func(t *testing.T) { testImageReadWrite(t, d) })
 	t.Run("KeyVerbs", func(t *testing.T) { testImageKeyVerbs(t, d) })
 	t.Run("Serve", func(t *testing.T) { testImageServe(t, d) })
+	t.Run("Mount", func(t *testing.T) { testImageMount(t, d) })
+	t.Run("Gateway", func(t *testing.T) { testImageGateway(t, d) })
 }
 
 // testImageServe: serve --partition --lv exports vg0/root over NBD;
