@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/blkcrypt/blkcrypt"
 	"github.com/google/go-tpm/tpm2"
@@ -35,8 +34,7 @@ type TPM2EnrollOptions struct {
 // PCR (and PIN) policy, adds a keyslot whose passphrase is the base64 of
 // the secret, and stores the token exactly as systemd-cryptenroll 252
 // writes it. It returns the keyslot and the token id. The keyslot and the
-// token are two header updates (see addWithToken: a crash between them
-// leaves a harmless keyslot no token names).
+// token are one header update (see addWithToken).
 func EnrollTPM2(ctx context.Context, h *blkcrypt.LUKS, o TPM2EnrollOptions) (slot, tokenID int, err error) {
 	pcrs := o.PCRs
 	if pcrs == nil {
@@ -80,19 +78,22 @@ func EnrollTPM2(ctx context.Context, h *blkcrypt.LUKS, o TPM2EnrollOptions) (slo
 	pass := make([]byte, base64.StdEncoding.EncodedLen(len(secret)))
 	base64.StdEncoding.Encode(pass, secret[:])
 	defer wipe(pass)
-	return addWithToken(ctx, h, pass, o.EnrollOptions, func(slot int) ([]byte, error) {
-		// The fields and their order are systemd-cryptenroll 252's.
-		return json.Marshal(struct {
-			Type       string   `json:"type"`
-			Keyslots   []string `json:"keyslots"`
-			Blob       string   `json:"tpm2-blob"`
-			PCRs       []int    `json:"tpm2-pcrs"`
-			Bank       string   `json:"tpm2-pcr-bank"`
-			PrimaryAlg string   `json:"tpm2-primary-alg"`
-			PolicyHash string   `json:"tpm2-policy-hash"`
-			PIN        bool     `json:"tpm2-pin"`
-		}{TypeTPM2, []string{strconv.Itoa(slot)}, base64.StdEncoding.EncodeToString(blob), pcrs, bank, alg, hex.EncodeToString(policy), o.PIN != nil})
-	})
+	// The fields and their order are systemd-cryptenroll 252's; the
+	// keyslot is appended to "keyslots" by the update that creates it.
+	tok, err := json.Marshal(struct {
+		Type       string   `json:"type"`
+		Keyslots   []string `json:"keyslots"`
+		Blob       string   `json:"tpm2-blob"`
+		PCRs       []int    `json:"tpm2-pcrs"`
+		Bank       string   `json:"tpm2-pcr-bank"`
+		PrimaryAlg string   `json:"tpm2-primary-alg"`
+		PolicyHash string   `json:"tpm2-policy-hash"`
+		PIN        bool     `json:"tpm2-pin"`
+	}{TypeTPM2, []string{}, base64.StdEncoding.EncodeToString(blob), pcrs, bank, alg, hex.EncodeToString(policy), o.PIN != nil})
+	if err != nil {
+		return -1, -1, err
+	}
+	return addWithToken(ctx, h, pass, o.EnrollOptions, tok)
 }
 
 // seal creates the sealed object under systemd's primary key and returns

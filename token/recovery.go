@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/blkcrypt/blkcrypt"
@@ -87,27 +85,12 @@ func (o EnrollOptions) keyOptions() blkcrypt.KeyOptions {
 	return k
 }
 
-// addWithToken adds a keyslot holding passphrase and then the token
-// pointing at it. They are two header updates: a crash between them
-// leaves a keyslot no token names, which opens with that secret only and
-// harms nothing (systemd-cryptenroll writes them in the same two steps);
-// the keyslot is removed if the token cannot be stored.
-func addWithToken(ctx context.Context, h *blkcrypt.LUKS, passphrase []byte, o EnrollOptions, tok func(slot int) ([]byte, error)) (slot, id int, err error) {
-	slot, err = h.AddKey(ctx, o.Existing, passphrase, o.keyOptions())
-	if err != nil {
-		return -1, -1, err
-	}
-	js, err := tok(slot)
-	if err == nil {
-		id, err = h.ImportToken(ctx, js, blkcrypt.TokenOptions{Keyslots: []int{slot}})
-	}
-	if err != nil {
-		if kerr := h.KillSlot(ctx, slot, blkcrypt.KeyOptions{}); kerr != nil {
-			return -1, -1, fmt.Errorf("storing the token: %w (and keyslot %d stays: %v)", err, slot, kerr)
-		}
-		return -1, -1, fmt.Errorf("storing the token: %w", err)
-	}
-	return slot, id, nil
+// addWithToken adds a keyslot holding passphrase and the token naming it
+// (token's "keyslots" is empty; the new keyslot is appended) in one
+// header update, so a crash leaves neither or both (systemd-cryptenroll
+// writes them in two steps).
+func addWithToken(ctx context.Context, h *blkcrypt.LUKS, passphrase []byte, o EnrollOptions, token []byte) (slot, id int, err error) {
+	return h.AddKeyWithToken(ctx, o.Existing, passphrase, token, o.keyOptions(), blkcrypt.TokenOptions{})
 }
 
 // EnrollRecovery adds a systemd recovery key: a new keyslot whose
@@ -120,12 +103,13 @@ func EnrollRecovery(ctx context.Context, h *blkcrypt.LUKS, o EnrollOptions) (key
 	if err != nil {
 		return nil, -1, -1, err
 	}
-	slot, tokenID, err = addWithToken(ctx, h, key, o, func(slot int) ([]byte, error) {
-		return json.Marshal(struct {
-			Type     string   `json:"type"`
-			Keyslots []string `json:"keyslots"`
-		}{TypeRecovery, []string{strconv.Itoa(slot)}})
-	})
+	tok, err := json.Marshal(struct {
+		Type     string   `json:"type"`
+		Keyslots []string `json:"keyslots"`
+	}{TypeRecovery, []string{}})
+	if err == nil {
+		slot, tokenID, err = addWithToken(ctx, h, key, o, tok)
+	}
 	if err != nil {
 		wipe(key)
 		return nil, -1, -1, err

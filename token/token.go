@@ -1,8 +1,10 @@
 // Package token unlocks and enrolls the LUKS2 tokens systemd-cryptenroll
 // writes: systemd-tpm2 (a secret sealed by a TPM 2.0 under a PCR policy,
 // optionally with a PIN) and systemd-recovery (a recovery key typed as a
-// passphrase). A token yields a passphrase; the volume then opens through
-// blkcrypt.Open with OpenOptions.Passphrase, as any passphrase does.
+// passphrase); and the clevis tokens clevis luks bind writes, with the
+// tang, tpm2 and sss pins (BindClevis, DecryptClevis). A token yields a
+// passphrase; the volume then opens through blkcrypt.Open with
+// OpenOptions.Passphrase, as any passphrase does.
 //
 // The package talks to a TPM with go-tpm over the TCTI strings systemd
 // accepts (device:/dev/tpmrm0, swtpm:host=H,port=P, swtpm:path=SOCKET,
@@ -14,7 +16,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
+	"time"
 
 	"github.com/blkcrypt/blkcrypt"
 )
@@ -59,11 +63,16 @@ type Options struct {
 	TokenID *int
 	// TokenType restricts Unlock to one token type (--token-type).
 	TokenType string
+	// TangTimeout bounds each exchange with a tang server (clevis
+	// tokens); zero is DefaultTangTimeout.
+	TangTimeout time.Duration
+	// HTTPClient, when set, talks to tang servers (see ClevisOptions).
+	HTTPClient *http.Client
 }
 
 // Unlock tries the header's tokens and returns the passphrase the first
 // that works yields, and its id: first the tokens that need no
-// interaction (systemd-tpm2 without a PIN), then, when o.PIN is set, those
+// interaction (systemd-tpm2 without a PIN, clevis), then, when o.PIN is set, those
 // that need a PIN, each in id order. The passphrase is checked against the
 // token's keyslots before it is returned; the caller wipes it. Tokens of
 // other types are skipped unless o.TokenID or o.TokenType name them; a
@@ -80,8 +89,9 @@ func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte
 	}
 	slices.Sort(ids)
 	type cand struct {
-		id  int
-		tok *TPM2Token
+		id     int
+		tok    *TPM2Token
+		clevis *ClevisToken
 	}
 	var noPIN, withPIN []cand
 	var errs []error
@@ -102,10 +112,17 @@ func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte
 				continue
 			}
 			if t.PIN {
-				withPIN = append(withPIN, cand{id, t})
+				withPIN = append(withPIN, cand{id: id, tok: t})
 			} else {
-				noPIN = append(noPIN, cand{id, t})
+				noPIN = append(noPIN, cand{id: id, tok: t})
 			}
+		case TypeClevis:
+			t, err := ParseClevisToken(toks[id])
+			if err != nil {
+				errs = append(errs, fmt.Errorf("token %d (%s): %w", id, typ, err))
+				continue
+			}
+			noPIN = append(noPIN, cand{id: id, clevis: t})
 		case TypeRecovery:
 			if asked {
 				errs = append(errs, fmt.Errorf("token %d (%s): %w: a recovery key is typed as a passphrase", id, typ, ErrUnsupported))
@@ -116,12 +133,22 @@ func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte
 			}
 		}
 	}
+	slices.SortStableFunc(noPIN, func(a, b cand) int { return a.id - b.id })
 	try := func(c cand, pin []byte) ([]byte, error) {
-		pass, err := unsealTPM2(ctx, c.id, c.tok, o.TPM2Device, pin)
+		var pass []byte
+		var err error
+		typ, keyslots := TypeTPM2, []int(nil)
+		if c.clevis != nil {
+			typ, keyslots = TypeClevis, c.clevis.Keyslots
+			pass, err = unlockClevis(ctx, c.id, c.clevis, ClevisOptions{TPM2Device: o.TPM2Device, TangTimeout: o.TangTimeout, HTTPClient: o.HTTPClient})
+		} else {
+			keyslots = c.tok.Keyslots
+			pass, err = unsealTPM2(ctx, c.id, c.tok, o.TPM2Device, pin)
+		}
 		if err != nil {
 			return nil, err
 		}
-		for _, ks := range c.tok.Keyslots {
+		for _, ks := range keyslots {
 			if _, err := h.TestPassphrase(ctx, pass, blkcrypt.KeyOptions{Keyslot: &ks}); err == nil {
 				return pass, nil
 			} else if ctx.Err() != nil {
@@ -130,7 +157,7 @@ func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte
 			}
 		}
 		wipe(pass)
-		return nil, fmt.Errorf("token %d (%s): %w %v", c.id, TypeTPM2, ErrWrongSecret, c.tok.Keyslots)
+		return nil, fmt.Errorf("token %d (%s): %w %v", c.id, typ, ErrWrongSecret, keyslots)
 	}
 	for _, c := range noPIN {
 		pass, err := try(c, nil)
