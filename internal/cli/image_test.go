@@ -225,16 +225,11 @@ func testImageReadWrite(t *testing.T, d *imagetest.Debian) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, e := d.PartStart[3], d.PartStart[3]+d.PartSize[3]
-	if sum(before[:s]) != sum(after[:s]) || sum(before[e:]) != sum(after[e:]) {
+	if !d.SameOutside(3, before, after) {
 		t.Errorf("bytes outside partition 3 changed")
 	}
 	_, plain, errs := run(t, nil, "read", "--partition", "3", "--key-file", d.Key, "--length", strconv.Itoa(len(d.Plain)), disk)
-	want := bytes.Clone(d.Plain)
-	for i := range int64(len(data)) {
-		want[d.RootPlace(off+i)] = data[i]
-	}
-	if plain != string(want) {
+	if plain != string(d.PlainAfterRootWrite(off, data)) {
 		t.Errorf("the plaintext after the write is not lvm2's layout with the data where lvs says %s", errs)
 	}
 	// Past the LV's end: refused, nothing written.

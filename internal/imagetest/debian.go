@@ -235,3 +235,23 @@ func (d *Debian) RootBytes() []byte {
 	}
 	return b
 }
+
+// PlainAfterRootWrite is Plain as it must be after data was written at
+// byte off of vg0/root: each byte where lvs and pvs place it.
+func (d *Debian) PlainAfterRootWrite(off int64, data []byte) []byte {
+	want := bytes.Clone(d.Plain)
+	for i := range int64(len(data)) {
+		want[d.RootPlace(off+i)] = data[i]
+	}
+	return want
+}
+
+// SameOutside reports whether two copies of the disk (or of its first
+// bytes) agree outside partition n, where sgdisk put it.
+func (d *Debian) SameOutside(n int, before, after []byte) bool {
+	s, e := d.PartStart[n], d.PartStart[n]+d.PartSize[n]
+	if int64(len(before)) < e || int64(len(after)) < e {
+		return false
+	}
+	return bytes.Equal(before[:s], after[:s]) && bytes.Equal(before[e:], after[e:])
+}
