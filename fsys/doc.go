@@ -12,6 +12,12 @@
 //     BitLocker, LVM2_member, vfat, ext4, ntfs, xfs, btrfs, swap, …) with
 //     its UUID, label and version.
 //
+// This package itself picks the reader by what a device holds (Open:
+// fsys/probe's identification, then fsys/fat, fsys/ext4 or fsys/ntfs) and
+// copies out of any of them keeping modes and times (CopyOut, Copy), so
+// that a program gets from a device (a partition, a Volume, an LV: see
+// blkcrypt.OpenStack) to a file in one call each.
+//
 // The shared convention: Open(dev io.ReaderAt, size int64) reads the
 // filesystem of size bytes at offset 0 of dev (an io.SectionReader
 // places it elsewhere); the result implements fs.FS, fs.ReadDirFS,
