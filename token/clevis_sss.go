@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
-	"strings"
 
 	"github.com/blkcrypt/blkcrypt"
 	jose "github.com/go-jose/go-jose/v4"
@@ -85,12 +84,12 @@ func (o ClevisOptions) decryptSSS(ctx context.Context, jwe string, h *clevisHead
 			wipe(sh)
 		}
 	}()
-	failed := make([]string, len(s.JWE))
+	failed := make([]error, len(s.JWE))
 	nfail := 0
 	for range s.JWE {
 		r := <-results
 		if r.err != nil {
-			failed[r.i] = fmt.Sprintf("share %d: %v", r.i+1, r.err)
+			failed[r.i] = fmt.Errorf("share %d: %w", r.i+1, r.err)
 			nfail++
 		} else if len(shares) < t {
 			shares = append(shares, r.pt)
@@ -112,13 +111,13 @@ func (o ClevisOptions) decryptSSS(ctx context.Context, jwe string, h *clevisHead
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("sss pin: %w", err)
 		}
-		var why []string
+		var why []error
 		for _, f := range failed {
-			if f != "" {
+			if f != nil {
 				why = append(why, f)
 			}
 		}
-		return nil, fmt.Errorf("sss pin: %w: %d of %d shares decrypted, %d needed (%s)", ErrThreshold, len(shares), len(s.JWE), t, strings.Join(why, "; "))
+		return nil, fmt.Errorf("sss pin: %w: %d of %d shares needed, %d failed (%w)", ErrThreshold, t, len(s.JWE), nfail, joined(why))
 	}
 	key, err := sssRecover(p, pl, shares)
 	if err != nil {
