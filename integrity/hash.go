@@ -29,7 +29,6 @@ func KernelName(alg string) string {
 // hashSpec makes a hash for an algorithm name and key.
 type hashSpec struct {
 	name   string
-	size   int
 	keyed  bool
 	newFn  func(key []byte) hash.Hash
 	key    []byte

@@ -57,6 +57,7 @@ type journalState struct {
 	// commit, or nothing to continue from); else writing continues at
 	// continueSection with commitSeq.
 	clear           bool
+	empty           bool // no entry in use anywhere
 	continueSection int
 	commitSeq       int
 	lastUsed        int
@@ -136,6 +137,7 @@ func analyzeJournal(r io.ReaderAt, g *Geometry, macFn func(section int, meta []b
 		start = 0
 	}
 	st.writeStart = start
+	st.empty = empty
 	i := start
 	sections := 0
 	var replay []int

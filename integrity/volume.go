@@ -239,7 +239,9 @@ func (v *Volume) activate() error {
 	if err := v.replay(st); err != nil {
 		return err
 	}
-	if st.clear || v.opts.Mode != ModeJournal {
+	// As the kernel: a full ring continues in journal mode (and in the
+	// other modes when it holds no entry); anything else is cleared.
+	if st.clear || v.opts.Mode != ModeJournal && !st.empty {
 		erase := prevSeq(prevSeq(st.lastUsed))
 		if err := v.initJournal(st.writeStart, erase); err != nil {
 			return err
@@ -551,7 +553,6 @@ func (v *Volume) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 || off > v.Size() {
 		return 0, fmt.Errorf("integrity: read at %d outside the %d-byte volume", off, v.Size())
 	}
-	want := len(p)
 	var err error
 	if int64(len(p)) > v.Size()-off {
 		p, err = p[:v.Size()-off], io.EOF
@@ -572,7 +573,6 @@ func (v *Volume) ReadAt(p []byte, off int64) (int, error) {
 		return 0, e
 	}
 	copy(p, buf[off-fb*bs:])
-	_ = want
 	return len(p), err
 }
 
