@@ -691,3 +691,42 @@ func (v *Volume) emptyJournal() error {
 	v.wroteJournal = false
 	return v.sync()
 }
+
+// SectionDevice is a window of another device: what a LUKS2 AEAD segment
+// hands to Open and Format (dm-integrity's superblock sits at the
+// segment's offset, the tags inside the segment).
+type SectionDevice struct {
+	Dev    Device
+	Offset int64 // bytes
+	Length int64 // bytes
+}
+
+// ReadAt reads inside the window.
+func (s *SectionDevice) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 || off >= s.Length {
+		return 0, io.EOF
+	}
+	var err error
+	if int64(len(p)) > s.Length-off {
+		p, err = p[:s.Length-off], io.EOF
+	}
+	n, e := s.Dev.ReadAt(p, s.Offset+off)
+	if e != nil {
+		return n, e
+	}
+	return n, err
+}
+
+// WriteAt writes inside the window and refuses anything beyond it.
+func (s *SectionDevice) WriteAt(p []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(p)) > s.Length {
+		return 0, fmt.Errorf("integrity: write of %d bytes at %d outside the %d-byte section", len(p), off, s.Length)
+	}
+	return s.Dev.WriteAt(p, s.Offset+off)
+}
+
+// Sync syncs the underlying device.
+func (s *SectionDevice) Sync() error { return s.Dev.Sync() }
+
+// Size is the window's length.
+func (s *SectionDevice) Size() (int64, error) { return s.Length, nil }
