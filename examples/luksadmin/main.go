@@ -8,7 +8,9 @@
 // ignore|normal|prefer, token-import [SLOT...] (JSON on stdin after the
 // passphrases: none), token-export N, token-list, token-remove N, backup
 // FILE, restore FILE, convert luks1|luks2, resize BYTES (a file only),
-// erase, repair, dump, dump-json, volume-key.
+// erase, repair, dump, dump-json, volume-key, reencrypt [SLOT [CIPHER]]
+// (a new volume key, keeping SLOT's passphrase or the only keyslot's; a
+// LUKS1 run keeps its log files in the current directory).
 //
 // Passphrases are read from standard input, one per line (never from the
 // command line): the existing one first, then a new one. The result goes
@@ -292,6 +294,32 @@ func (a *admin) run(verb string, args []string) error {
 		return h.Dump(a.ctx, a.out, blkcrypt.DumpOptions{Device: a.path})
 	case "dump-json":
 		return h.Dump(a.ctx, a.out, blkcrypt.DumpOptions{Format: blkcrypt.DumpJSONMetadata})
+	case "reencrypt":
+		o := blkcrypt.LUKSReencryptOptions{PBKDF: a.fast}
+		if o.Keyslot, err = slotArg(args, 0); err != nil {
+			return err
+		}
+		if len(args) > 1 {
+			o.Cipher = args[1]
+		}
+		pass, err := a.secret()
+		if err != nil {
+			return err
+		}
+		plan, err := h.PlanReencrypt(a.ctx, o)
+		if err != nil {
+			return err
+		}
+		if plan.Version == 2 {
+			o.HotzoneSize = 1 << 20 // several steps even on a small image
+		}
+		var steps int
+		o.Progress = func(done, total uint64) { steps++ }
+		if err := h.Reencrypt(a.ctx, pass, o); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.out, "luks%d reencrypted in %d steps\n", plan.Version, steps)
+		return nil
 	case "volume-key":
 		pass, err := a.secret()
 		if err != nil {
