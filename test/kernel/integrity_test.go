@@ -31,6 +31,7 @@ type integrityVol struct {
 	sector     int
 	interleave int  // 0: default
 	bitmap     bool // written in bitmap mode
+	tagSize    int  // 0: the digest size
 	patOff     int64
 }
 
@@ -64,7 +65,7 @@ func (v integrityVol) guestArgs() string {
 }
 
 func (v integrityVol) opts() integrity.Options {
-	o := integrity.Options{Algorithm: v.alg}
+	o := integrity.Options{Algorithm: v.alg, TagSize: v.tagSize}
 	if v.key {
 		o.Key = integrityKey
 	}
@@ -113,6 +114,7 @@ func TestIntegrity(t *testing.T) {
 		{name: "ik-hmac-4k", alg: "hmac-sha256", key: true, jmac: true, sector: 4096, patOff: 2 << 16},
 		{name: "ik-crc32-512", alg: "crc32", sector: 512, interleave: 64, patOff: 3 << 16},
 		{name: "ik-bitmap", alg: "crc32c", sector: 4096, interleave: 128, bitmap: true, patOff: 11 << 16},
+		{name: "ik-sha256-t12", alg: "sha256", sector: 1024, tagSize: 12, patOff: 14 << 16}, // digest cut
 	}
 	ourVols := []integrityVol{
 		{name: "ib-crc32c-512", alg: "crc32c", sector: 512, patOff: 4 << 16},
@@ -120,6 +122,7 @@ func TestIntegrity(t *testing.T) {
 		{name: "ib-hmac-4k", alg: "hmac-sha256", key: true, jmac: true, sector: 4096, patOff: 6 << 16},
 		{name: "ib-crc32-512", alg: "crc32", sector: 512, interleave: 64, patOff: 7 << 16},
 		{name: "ib-bitmap", alg: "sha256", sector: 512, interleave: 256, bitmap: true, patOff: 12 << 16},
+		{name: "ib-crc32c-t8", alg: "crc32c", sector: 2048, tagSize: 8, patOff: 15 << 16}, // digest zero-padded
 	}
 	jrnl := integrityVol{name: "ib-journal", alg: "hmac-sha256", key: true, jmac: true, sector: 512, interleave: 256, patOff: 8 << 16}
 	tamper := integrityVol{name: "ib-tamper", alg: "crc32c", sector: 4096, interleave: 64, patOff: 9 << 16}
@@ -152,6 +155,9 @@ kt_sum() { h=$(sha256sum < /dev/mapper/$1 | cut -d' ' -f1); echo "@@R $1 $(block
 		if v.name == cut.name {
 			extra += " --journal-size 360448"
 		}
+		if v.tagSize != 0 {
+			extra += fmt.Sprintf(" --tag-size %d", v.tagSize) // format only: open reads it
+		}
 		openExtra := ""
 		if v.bitmap {
 			openExtra = " --integrity-bitmap-mode"
@@ -182,7 +188,7 @@ integritysetup dump /dev/disk/%s | sed 's/^/@@D %s /'
 		if v.name == jrnl.name {
 			js = 2048 // 23 sections
 		}
-		if _, err := integrity.Format(f, integrity.FormatOptions{Algorithm: v.alg, Key: o.Key, SectorSize: v.sector,
+		if _, err := integrity.Format(f, integrity.FormatOptions{Algorithm: v.alg, Key: o.Key, SectorSize: v.sector, TagSize: v.tagSize,
 			InterleaveSectors: uint64(v.interleave), JournalMAC: o.JournalMAC, JournalMACKey: o.JournalMACKey, JournalSectors: js}); err != nil {
 			t.Fatalf("%s: format: %v", v.name, err)
 		}
