@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/blkcrypt/blkcrypt/integrity"
 	"github.com/blkcrypt/blkcrypt/internal/powercut"
+	"github.com/blkcrypt/blkcrypt/internal/testenv"
 )
 
 // integrityVol is one standalone dm-integrity volume of the interop test.
@@ -102,10 +102,7 @@ func guestLines(console, prefix string) []string {
 // blkcrypt must replay.
 func TestIntegrity(t *testing.T) {
 	k := need(t)
-	isetup, err := exec.LookPath("integritysetup")
-	if err != nil {
-		t.Fatalf("integritysetup not found (Debian package cryptsetup-bin): %v", err)
-	}
+	isetup := testenv.Need(t, "integritysetup", "cryptsetup-bin")
 	dir := t.TempDir()
 	pat := integrityPattern()
 	kernelVols := []integrityVol{
