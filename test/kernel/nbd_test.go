@@ -148,6 +148,13 @@ fi
 // every file reported fsynced is there whole, and e2fsck -fn passes. The
 // bytes are judged by the kernel's ext4, e2fsck, dm-crypt with lvm2's
 // offsets (in the guest) and debugfs (on the host).
+//
+// Only the server's process dies: what it wrote to /dev/vda stays in the
+// guest's page cache. So the crash case proves that blkcrypt answers a
+// write or flush only once it is in its backend, and that the kernel's
+// flushes and FUA writes reach it in order; a power cut under the backend
+// is internal/powercut's part. Making the writer skip its fsyncs (and
+// still report them) fails this test: that was tried.
 func TestNBDImageStack(t *testing.T) {
 	k := need(t)
 	testenv.Need(t, "nbd-client", "nbd-client")
@@ -262,10 +269,16 @@ func TestNBDImageStack(t *testing.T) {
 		f := strings.Fields(l)
 		after[f[0]] = f[1] + " " + f[2]
 	}
+	lost := 0
 	for _, name := range sortedNames(fsynced) {
 		if after[name] != fsynced[name] {
-			t.Errorf("%s was fsynced (%s) before the kill; after the restart the kernel reads %q", name, fsynced[name], after[name])
+			if lost++; lost <= 3 {
+				t.Errorf("%s was fsynced (%s) before the kill; after the restart the kernel reads %q", name, fsynced[name], after[name])
+			}
 		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of the %d files fsynced before the kill are lost or differ after the restart", lost, len(fsynced))
 	}
 	if rc := one("@@SRVRC "); rc != "0" {
 		t.Errorf("the restarted server exited %s on SIGTERM", rc)
@@ -297,10 +310,7 @@ func TestNBDImageStack(t *testing.T) {
 		if o, err := exec.Command(debugfs, "-R", fmt.Sprintf("dump %s %s", path, out), lv).CombinedOutput(); err != nil {
 			t.Fatalf("debugfs dump %s: %v %s", path, err, o)
 		}
-		b, err := os.ReadFile(out)
-		if err != nil {
-			t.Errorf("debugfs dump %s: %v", path, err)
-		}
+		b, _ := os.ReadFile(out) // no file: debugfs found none (nil)
 		return b
 	}
 	for _, name := range sortedNames(files) {
@@ -312,12 +322,15 @@ func TestNBDImageStack(t *testing.T) {
 			t.Errorf("blkcrypt cat /kt/%s: %v, %d bytes, want %d", name, err, len(got), len(files[name]))
 		}
 	}
+	differ := 0
 	for _, name := range sortedNames(fsynced) {
 		got := dump("/stream/" + name)
-		sum := sha256.Sum256(got)
-		if fmt.Sprintf("%d %x", len(got), sum) != fsynced[name] {
-			t.Errorf("debugfs: /stream/%s differs from what was fsynced", name)
+		if sum := sha256.Sum256(got); fmt.Sprintf("%d %x", len(got), sum) != fsynced[name] {
+			differ++
 		}
+	}
+	if differ > 0 {
+		t.Errorf("debugfs: %d of the %d fsynced files in /stream differ from what was written", differ, len(fsynced))
 	}
 	log := dump("/stream/log.bin")
 	if len(log) < records*syncRecordSize {
