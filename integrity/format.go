@@ -30,6 +30,9 @@ type FormatOptions struct {
 	// JournalMAC/JournalMACKey give the journal a MAC.
 	JournalMAC    string
 	JournalMACKey []byte
+	// JournalCrypt/JournalCryptKey encrypt the journal (ctr(aes)).
+	JournalCrypt    string
+	JournalCryptKey []byte
 	// LegacyPadding and LegacyHMAC turn off the fix_padding and fix_hmac
 	// layouts integritysetup uses by default.
 	LegacyPadding, LegacyHMAC bool
@@ -153,7 +156,15 @@ func Format(dev Device, o FormatOptions) (*Superblock, error) {
 	sb.Log2BlocksPerBitmapBit = log2BlocksPerBitmapBit(sb, &g)
 	sb.setVersion(false)
 
-	v := &Volume{dev: dev, sb: sb, g: g}
+	v := &Volume{dev: dev, sb: sb, g: g, ids: &plainCommitIDs}
+	if o.JournalCrypt != "" {
+		jc, err := newJournalCrypt(o.JournalCrypt, o.JournalCryptKey, &g)
+		if err != nil {
+			return nil, err
+		}
+		v.dev = &cryptDev{Device: dev, c: jc}
+		v.ids = &jc.ids
+	}
 	if jspec != nil {
 		v.jmacKey = jspec
 		v.jmac = sectionMAC(jspec, sb, &v.g)

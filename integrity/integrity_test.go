@@ -38,10 +38,12 @@ func TestRoundTrip(t *testing.T) {
 		{Algorithm: "hmac-sha256", Key: []byte("0123456789abcdef0123456789abcdef"), JournalMAC: "hmac(sha256)", JournalMACKey: []byte("journal key")},
 		{Algorithm: "crc32c", TagSize: 11, InterleaveSectors: 8},
 		{Algorithm: "sha512", TagSize: 100, SectorSize: 4096},
+		{Algorithm: "sha256", JournalCrypt: "ctr-aes", JournalCryptKey: make([]byte, 32), JournalMAC: "hmac(sha256)", JournalMACKey: []byte("j")},
 	} {
 		t.Run(tc.Algorithm, func(t *testing.T) {
 			dev, sb := formatMem(t, 3<<20, tc)
-			opts := Options{Algorithm: tc.Algorithm, Key: tc.Key, JournalMAC: tc.JournalMAC, JournalMACKey: tc.JournalMACKey}
+			opts := Options{Algorithm: tc.Algorithm, Key: tc.Key, JournalMAC: tc.JournalMAC, JournalMACKey: tc.JournalMACKey,
+				JournalCrypt: tc.JournalCrypt, JournalCryptKey: tc.JournalCryptKey}
 			v, err := Open(dev, opts)
 			if err != nil {
 				t.Fatal(err)

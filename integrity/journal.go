@@ -20,10 +20,14 @@ import (
 
 const nCommitIDs = 4
 
-var commitBase = [nCommitIDs]uint64{0x1111111111111111, 0x2222222222222222, 0x3333333333333333, 0x4444444444444444}
+// commitIDs are the four constants (an encrypted journal's are
+// encrypted, see journalCrypt).
+type commitIDs [nCommitIDs]uint64
 
-func commitID(section, sector int, seq int) uint64 {
-	return commitBase[seq] ^ (uint64(section)<<32 ^ uint64(sector))
+var plainCommitIDs = commitIDs{0x1111111111111111, 0x2222222222222222, 0x3333333333333333, 0x4444444444444444}
+
+func (ids *commitIDs) id(section, sector int, seq int) uint64 {
+	return ids[seq] ^ (uint64(section)<<32 ^ uint64(sector))
 }
 
 func prevSeq(s int) int { return (s + nCommitIDs - 1) % nCommitIDs }
@@ -68,7 +72,7 @@ type journalState struct {
 // (the device) and decides, exactly as the kernel's replay_journal, which
 // sections hold committed entries and where writing continues. mac, when
 // the volume has a journal MAC, checks every replayed section.
-func analyzeJournal(r io.ReaderAt, g *Geometry, macFn func(section int, meta []byte) []byte) (*journalState, error) {
+func analyzeJournal(r io.ReaderAt, g *Geometry, ids *commitIDs, macFn func(section int, meta []byte) []byte) (*journalState, error) {
 	n := g.JournalSections
 	if uint64(n)*uint64(g.SectionSectors)*512 > maxJournalBytes {
 		return nil, fmt.Errorf("%w: %d sections of %d sectors exceed the %d MiB this package reads", ErrJournal, n, g.SectionSectors, maxJournalBytes>>20)
@@ -87,7 +91,7 @@ func analyzeJournal(r io.ReaderAt, g *Geometry, macFn func(section int, meta []b
 			id := binary.LittleEndian.Uint64(secBuf[j*512+journalSectorData:])
 			k := -1
 			for s := 0; s < nCommitIDs; s++ {
-				if commitID(i, j, s) == id {
+				if ids.id(i, j, s) == id {
 					k = s
 					break
 				}
@@ -262,7 +266,7 @@ func sectionMAC(spec *hashSpec, sb *Superblock, g *Geometry) func(section int, m
 // buildSection fills buf (SectionSectors·512 bytes) with a section
 // holding the given blocks (at most SectionEntries; the rest of the slots
 // unused), commit ids for seq, and the MAC.
-func buildSection(buf []byte, g *Geometry, section, seq int, sectors []uint64, data, tags []byte, macFn func(int, []byte) []byte) {
+func buildSection(buf []byte, g *Geometry, ids *commitIDs, section, seq int, sectors []uint64, data, tags []byte, macFn func(int, []byte) []byte) {
 	clear(buf)
 	bs := g.BlockSize()
 	meta := buf[:journalBlockSecs*512]
@@ -287,6 +291,6 @@ func buildSection(buf []byte, g *Geometry, section, seq int, sectors []uint64, d
 		}
 	}
 	for j := 0; j < g.SectionSectors; j++ {
-		binary.LittleEndian.PutUint64(buf[j*512+journalSectorData:], commitID(section, j, seq))
+		binary.LittleEndian.PutUint64(buf[j*512+journalSectorData:], ids.id(section, j, seq))
 	}
 }

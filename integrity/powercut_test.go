@@ -124,7 +124,8 @@ func sweepBase(t *testing.T, o FormatOptions, size int64) ([]byte, Options) {
 	if _, err := Format(dev, o); err != nil {
 		t.Fatal(err)
 	}
-	opts := Options{Algorithm: o.Algorithm, Key: o.Key, JournalMAC: o.JournalMAC, JournalMACKey: o.JournalMACKey}
+	opts := Options{Algorithm: o.Algorithm, Key: o.Key, JournalMAC: o.JournalMAC, JournalMACKey: o.JournalMACKey,
+		JournalCrypt: o.JournalCrypt, JournalCryptKey: o.JournalCryptKey}
 	v, err := Open(dev, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +146,7 @@ func TestPowerCutJournal(t *testing.T) {
 	for _, o := range []FormatOptions{
 		{Algorithm: "crc32c", JournalSectors: 3 * 176, InterleaveSectors: 64},
 		{Algorithm: "hmac-sha256", Key: []byte("key"), JournalMAC: "hmac(sha256)", JournalMACKey: []byte("jkey"), SectorSize: 4096, JournalSectors: 4 * 40},
+		{Algorithm: "crc32", JournalCrypt: "ctr(aes)", JournalCryptKey: make([]byte, 16), SectorSize: 1024, JournalSectors: 3 * 176},
 	} {
 		t.Run(o.Algorithm, func(t *testing.T) {
 			base, opts := sweepBase(t, o, 1<<20)

@@ -52,9 +52,12 @@ type Options struct {
 	// when the volume has one (integritysetup --journal-integrity).
 	JournalMAC    string
 	JournalMACKey []byte
-	// JournalCrypt names a journal cipher (integritysetup
-	// --journal-crypt): not implemented, refused with ErrUnsupported.
-	JournalCrypt string
+	// JournalCrypt and JournalCryptKey decrypt (and encrypt) the journal
+	// of a volume made with integritysetup --journal-crypt. Stream
+	// ciphers the kernel xors the journal with: ctr(aes) (ctr-aes);
+	// others are refused with ErrUnsupported.
+	JournalCrypt    string
+	JournalCryptKey []byte
 	// Mode of writes; ignored when ReadOnly.
 	Mode     Mode
 	ReadOnly bool
@@ -93,6 +96,7 @@ type Volume struct {
 	opts Options
 
 	hash    *hashSpec
+	ids     *commitIDs
 	jmac    func(int, []byte) []byte
 	jmacKey *hashSpec
 
@@ -136,11 +140,19 @@ func Open(dev Device, opts Options) (*Volume, error) {
 	if opts.SectorSize != 0 && opts.SectorSize != sb.SectorSize() {
 		return nil, fmt.Errorf("integrity: sector size %d does not match the superblock's %d", opts.SectorSize, sb.SectorSize())
 	}
+	v := &Volume{dev: dev, sb: sb, g: g, opts: opts, ids: &plainCommitIDs}
+	v.opts.Key, v.opts.JournalMACKey, v.opts.JournalCryptKey = nil, nil, nil
 	if opts.JournalCrypt != "" {
-		return nil, fmt.Errorf("%w: journal encryption (%s)", ErrUnsupported, opts.JournalCrypt)
+		if sb.Flags&FlagDirtyBitmap != 0 || opts.Mode == ModeBitmap && !opts.ReadOnly {
+			return nil, fmt.Errorf("%w: bitmap mode with an encrypted journal", ErrUnsupported)
+		}
+		jc, err := newJournalCrypt(opts.JournalCrypt, opts.JournalCryptKey, &g)
+		if err != nil {
+			return nil, err
+		}
+		v.dev = &cryptDev{Device: dev, c: jc}
+		v.ids = &jc.ids
 	}
-	v := &Volume{dev: dev, sb: sb, g: g, opts: opts}
-	v.opts.Key, v.opts.JournalMACKey = nil, nil
 	if opts.Algorithm != "" {
 		if v.hash, err = newHashSpec(opts.Algorithm, opts.Key); err != nil {
 			return nil, err
@@ -217,7 +229,7 @@ func (v *Volume) activate() error {
 		}
 		return v.recalcDirty()
 	}
-	st, err := analyzeJournal(v.dev, &v.g, v.jmac)
+	st, err := analyzeJournal(v.dev, &v.g, v.ids, v.jmac)
 	if err != nil {
 		return err
 	}
@@ -305,7 +317,7 @@ func (v *Volume) initJournal(start, seq int) error {
 	buf := make([]byte, v.g.SectionSectors*512)
 	for k := 0; k < n; k++ {
 		i := (start + k) % n
-		buildSection(buf, &v.g, i, seq, nil, nil, nil, v.jmac)
+		buildSection(buf, &v.g, v.ids, i, seq, nil, nil, nil, v.jmac)
 		if _, err := v.dev.WriteAt(buf, journalOffset(&v.g, i)); err != nil {
 			return fmt.Errorf("integrity: writing journal: %w", err)
 		}
@@ -507,7 +519,7 @@ func (v *Volume) commit(src, tags []byte, first uint64) error {
 		for k := 0; k < m; k++ {
 			sectors = append(sectors, (first+uint64(i+k))*spb)
 		}
-		buildSection(buf, g, sec, seq, sectors, src[i*bs:(i+m)*bs], tags[i*ts:(i+m)*ts], v.jmac)
+		buildSection(buf, g, v.ids, sec, seq, sectors, src[i*bs:(i+m)*bs], tags[i*ts:(i+m)*ts], v.jmac)
 		if _, err := v.dev.WriteAt(buf, journalOffset(g, sec)); err != nil {
 			return fmt.Errorf("integrity: writing journal: %w", err)
 		}
@@ -683,7 +695,7 @@ func (v *Volume) emptyJournal() error {
 		if i < v.nextSec {
 			seq = nextSeq(v.seq)
 		}
-		buildSection(buf, &v.g, i, seq, nil, nil, nil, v.jmac)
+		buildSection(buf, &v.g, v.ids, i, seq, nil, nil, nil, v.jmac)
 		if _, err := v.dev.WriteAt(buf, journalOffset(&v.g, i)); err != nil {
 			return fmt.Errorf("integrity: writing journal: %w", err)
 		}
