@@ -1,220 +1,44 @@
 package cli
 
-import (
-	"errors"
-	"fmt"
-	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
-)
+import "github.com/blkcrypt/blkcrypt/internal/outfile"
 
 // commandInputs lists the files the command reads: DEVICE, --header and the
 // key files. An output that is one of them would be destroyed by the
 // plaintext written over it.
-func commandInputs(p *parsed, dev string) []input {
-	in := []input{{"device", dev}}
+func commandInputs(p *parsed, dev string) []outfile.Input {
+	in := []outfile.Input{{What: "device", Path: dev}}
 	for _, f := range []struct{ what, flag string }{
 		{"header", "header"}, {"key file", "key-file"}, {"volume key file", "volume-key-file"},
 	} {
 		if v := p.str(f.flag); v != "" && v != "-" {
-			in = append(in, input{f.what, v})
+			in = append(in, outfile.Input{What: f.what, Path: v})
 		}
 	}
 	return in
 }
 
-type input struct{ what, path string }
-
-// precious reports whether writing over the file loses data: a regular file
-// or a block device. Writing to /dev/null or a terminal that is also an
-// input destroys nothing.
-func precious(st fs.FileInfo) bool {
-	return st.Mode().IsRegular() || st.Mode()&fs.ModeDevice != 0 && st.Mode()&fs.ModeCharDevice == 0
-}
-
-// checkOutput refuses an output that is the same file (same device and
-// inode, through any symlink or hard link) as one of the inputs. It runs
-// before anything is opened for writing. stdout counts too when it is a
-// file: `read img >> img` would append plaintext to the image.
-func checkOutput(env *Env, out string, inputs []input) error {
-	var ost fs.FileInfo
-	name := out
-	if out == "" || out == "-" {
-		f, ok := env.Stdout.(*os.File)
-		if !ok {
-			return nil
-		}
-		st, err := f.Stat()
-		if err != nil {
-			return nil
-		}
-		ost, name = st, "stdout"
-	} else {
-		st, err := os.Stat(out)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return usageErr("cannot use output %s: %w", out, err)
-		}
-		if st.IsDir() {
-			return usageErr("output %s is a directory", out)
-		}
-		ost = st
-	}
-	if !precious(ost) {
-		return nil
-	}
-	for _, in := range inputs {
-		st, err := os.Stat(in.path)
-		if err != nil {
-			continue // the verb reports a missing input itself
-		}
-		if os.SameFile(ost, st) || sameBlockDevice(ost, st) {
-			return usageErr("output %s is the %s %s (the same file); refusing to overwrite it", name, in.what, in.path)
-		}
+// checkOutput is outfile.Check of --output (or stdout), a wrong parameter
+// when refused.
+func checkOutput(env *Env, out string, inputs []outfile.Input) error {
+	if err := outfile.Check(out, env.Stdout, inputs); err != nil {
+		return usageErr("%v", err)
 	}
 	return nil
 }
 
-// outFile is where `read` writes. A regular file is written to a temporary
-// file beside it and renamed into place by commit, so a failed or
-// interrupted read leaves the old file as it was. Pipes, character and
-// block devices are written in place; they cannot be renamed over.
-type outFile struct {
-	w     io.Writer
-	f     *os.File // nil when writing to env.Stdout
-	tmp   string   // the temporary file, renamed to final by commit
-	final string
-	// inPlace: an existing regular file written without truncating (its
-	// directory does not let us create the temporary file); commit cuts it
-	// to the bytes written.
-	inPlace bool
-	n       int64
-}
+// outFile is where `read` writes (outfile.File): renamed into place by
+// commit, dropped by abort.
+type outFile struct{ *outfile.File }
 
-func (o *outFile) Write(b []byte) (int, error) {
-	n, err := o.w.Write(b)
-	o.n += int64(n)
-	return n, err
-}
+func (o outFile) commit() error { return o.Commit() }
+func (o outFile) abort()        { o.Abort() }
 
-// stdoutAliases name the process's own stdout: write to it as stdout, not
-// as a file to replace (the shell may have opened it for appending).
-var stdoutAliases = map[string]bool{"-": true, "/dev/stdout": true, "/dev/fd/1": true, "/proc/self/fd/1": true}
-
-// fdPath reports whether path names an open file descriptor, which the
-// caller's shell opened: renaming over its target would detach it.
-func fdPath(path string) bool {
-	if strings.HasPrefix(path, "/dev/fd/") || path == "/dev/stderr" {
-		return true
-	}
-	rest, ok := strings.CutPrefix(path, "/proc/")
-	if !ok {
-		return false
-	}
-	_, fd, ok := strings.Cut(rest, "/")
-	return ok && strings.HasPrefix(fd, "fd/")
-}
-
-// createOutput opens out for writing (stdout for "" and "-"). Call
-// checkOutput first.
-func createOutput(env *Env, out string) (*outFile, error) {
-	if out == "" || stdoutAliases[out] {
-		return &outFile{w: env.Stdout}, nil
-	}
-	st, err := os.Stat(out)
-	exists := err == nil
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, usageErr("cannot create output: %w", err)
-	}
-	if exists && (!st.Mode().IsRegular() || fdPath(out)) {
-		// A device, a FIFO or an open descriptor (/dev/fd/N): written in
-		// place, never truncated or replaced.
-		f, err := os.OpenFile(out, os.O_WRONLY, 0)
-		if err != nil {
-			return nil, usageErr("cannot open output: %w", err)
-		}
-		return &outFile{w: f, f: f}, nil
-	}
-	// Replace the file a symlink points to, not the symlink.
-	final := out
-	if exists {
-		if final, err = filepath.EvalSymlinks(out); err != nil {
-			return nil, usageErr("cannot create output: %w", err)
-		}
-	}
-	// Decrypted data: a new file is private (0600) until its owner says
-	// otherwise; an existing one keeps its mode.
-	tmp, err := os.CreateTemp(filepath.Dir(final), "."+filepath.Base(final)+".blkcrypt-*")
+// createOutput opens --output (stdout for "" and "-"); call checkOutput
+// first.
+func createOutput(env *Env, out string) (outFile, error) {
+	f, err := outfile.Create(out, env.Stdout)
 	if err != nil {
-		if !exists {
-			return nil, usageErr("cannot create output: %w", err)
-		}
-		f, err := os.OpenFile(final, os.O_WRONLY, 0)
-		if err != nil {
-			return nil, usageErr("cannot open output: %w", err)
-		}
-		return &outFile{w: f, f: f, final: final, inPlace: true}, nil
+		return outFile{}, usageErr("%v", err)
 	}
-	if exists {
-		if err := tmp.Chmod(st.Mode().Perm()); err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-			return nil, usageErr("cannot create output: %w", err)
-		}
-	}
-	return &outFile{w: tmp, f: tmp, tmp: tmp.Name(), final: final}, nil
-}
-
-// commit makes the written bytes the output: the temporary file is synced
-// and renamed over the target.
-func (o *outFile) commit() error {
-	if o.f == nil {
-		return nil
-	}
-	if o.inPlace {
-		if err := o.f.Truncate(o.n); err != nil {
-			o.f.Close()
-			return fmt.Errorf("truncating output: %w", err)
-		}
-	}
-	if o.tmp != "" || o.inPlace {
-		if err := o.f.Sync(); err != nil {
-			o.abort()
-			return fmt.Errorf("syncing output: %w", err)
-		}
-	}
-	if err := o.f.Close(); err != nil {
-		o.abort()
-		return fmt.Errorf("closing output: %w", err)
-	}
-	if o.tmp == "" {
-		return nil
-	}
-	if err := os.Rename(o.tmp, o.final); err != nil {
-		os.Remove(o.tmp)
-		return fmt.Errorf("replacing output: %w", err)
-	}
-	o.tmp = ""
-	// The rename is durable only once the directory is synced.
-	if d, err := os.Open(filepath.Dir(o.final)); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
-}
-
-// abort drops a temporary file; the target is left as it was. Safe after
-// commit.
-func (o *outFile) abort() {
-	if o.f != nil {
-		o.f.Close()
-	}
-	if o.tmp != "" {
-		os.Remove(o.tmp)
-		o.tmp = ""
-	}
+	return outFile{f}, nil
 }
