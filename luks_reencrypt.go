@@ -147,7 +147,7 @@ func (h *LUKS) planReencrypt(ctx context.Context, o LUKSReencryptOptions) (Reenc
 		}
 		p := ReencryptPlan{Version: 1, UUID: uuid, Log: luks1Log(o.Dir, uuid)}
 		if _, err := os.Stat(p.Log); err != nil {
-			return p, fmt.Errorf("%w: no %s to resume from", ErrLUKS1ReencryptInProgress, p.Log)
+			return p, fmt.Errorf("%w: no %q to resume from", ErrLUKS1ReencryptInProgress, p.Log)
 		}
 		p.Resume = true
 		return p, nil
