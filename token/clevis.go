@@ -245,6 +245,44 @@ func (o ClevisOptions) decrypt(ctx context.Context, jwe string, depth int) ([]by
 	return nil, fmt.Errorf("%w: clevis pin %q is not built in (tang, tpm2 and sss are)", ErrUnsupported, h.Clevis.Pin)
 }
 
+// CheckClevis checks a clevis JWE (compact serialization) as far as it
+// can without a TPM or the network: its protected header, each pin's
+// fields (the tang advertisement and keys, the tpm2 blobs and policy,
+// the sss threshold and field), through nested sss pins. Decryption may
+// still fail; a JWE that fails here cannot decrypt.
+func CheckClevis(jwe string) error { return checkClevis(jwe, 0) }
+
+func checkClevis(jwe string, depth int) error {
+	if depth > maxClevisDepth {
+		return fmt.Errorf("%w: sss pins nested deeper than %d", ErrBadToken, maxClevisDepth)
+	}
+	if len(jwe) > maxJWE {
+		return fmt.Errorf("%w: a JWE of %d bytes", ErrBadToken, len(jwe))
+	}
+	h, err := parseProtected(jwe)
+	if err != nil {
+		return err
+	}
+	switch h.Clevis.Pin {
+	case "tang":
+		_, err = prepareTang(h)
+	case "tpm2":
+		_, err = prepareTPM2(h)
+	case "sss":
+		var s *sssHeader
+		if s, _, _, err = prepareSSS(h); err == nil {
+			for i, child := range s.JWE {
+				if err := checkClevis(child, depth+1); err != nil {
+					return fmt.Errorf("sss share %d: %w", i+1, err)
+				}
+			}
+		}
+	default:
+		err = fmt.Errorf("%w: clevis pin %q is not built in (tang, tpm2 and sss are)", ErrUnsupported, h.Clevis.Pin)
+	}
+	return err
+}
+
 // contentEncryptions are the JWE "enc" values accepted; clevis writes
 // A256GCM.
 var contentEncryptions = []jose.ContentEncryption{

@@ -35,32 +35,44 @@ type shareResult struct {
 	err error
 }
 
-func (o ClevisOptions) decryptSSS(ctx context.Context, jwe string, h *clevisHeader, depth int) ([]byte, error) {
-	s := h.Clevis.SSS
+// prepareSSS checks an sss JWE's header offline: the field's prime (as
+// its bytes' length, the shares' half length) and the threshold.
+func prepareSSS(h *clevisHeader) (s *sssHeader, p *big.Int, pl int, err error) {
+	s = h.Clevis.SSS
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: sss pin: "+format, append([]any{ErrBadToken}, a...)...)
 	}
 	if s == nil {
-		return nil, bad("header clevis.sss missing")
+		return nil, nil, 0, bad("header clevis.sss missing")
 	}
 	if h.Alg != string(jose.DIRECT) {
-		return nil, fmt.Errorf("%w: sss pin: key algorithm %q (clevis writes dir)", ErrUnsupported, h.Alg)
+		return nil, nil, 0, fmt.Errorf("%w: sss pin: key algorithm %q (clevis writes dir)", ErrUnsupported, h.Alg)
 	}
 	if len(s.JWE) == 0 || len(s.JWE) > maxShares {
-		return nil, bad("%d shares (1 to %d are allowed)", len(s.JWE), maxShares)
+		return nil, nil, 0, bad("%d shares (1 to %d are allowed)", len(s.JWE), maxShares)
 	}
 	if s.T < 1 || s.T > int64(len(s.JWE)) {
-		return nil, bad("threshold %d of %d shares", s.T, len(s.JWE))
+		return nil, nil, 0, bad("threshold %d of %d shares", s.T, len(s.JWE))
 	}
 	pb, err := base64.RawURLEncoding.DecodeString(s.P)
 	if err != nil || len(pb) == 0 || len(pb) > 512 {
-		return nil, bad("p is not a base64url number of at most 4096 bits")
+		return nil, nil, 0, bad("p is not a base64url number of at most 4096 bits")
 	}
-	p := new(big.Int).SetBytes(pb)
+	p = new(big.Int).SetBytes(pb)
 	if p.Cmp(big.NewInt(2)) < 0 {
-		return nil, bad("p is not a prime")
+		return nil, nil, 0, bad("p is not a prime")
 	}
-	pl := len(pb)
+	return s, p, len(pb), nil
+}
+
+func (o ClevisOptions) decryptSSS(ctx context.Context, jwe string, h *clevisHeader, depth int) ([]byte, error) {
+	s, p, pl, err := prepareSSS(h)
+	if err != nil {
+		return nil, err
+	}
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: sss pin: "+format, append([]any{ErrBadToken}, a...)...)
+	}
 	t := int(s.T)
 
 	// The children run at once (as clevis's sss does), each bounded by

@@ -156,19 +156,29 @@ func parseJWKS(raw []byte) ([]ecJWK, error) {
 	return out, nil
 }
 
-// decryptTang recovers the content key through the tang server and
-// decrypts the JWE with it.
-func (o ClevisOptions) decryptTang(ctx context.Context, jwe string, h *clevisHeader) ([]byte, error) {
+// tangPrep is a tang JWE's header, checked: everything the exchange
+// needs, found without the network.
+type tangPrep struct {
+	where, rec string // "tang URL" for messages; the recovery URL
+	epk, srv   *point
+	crv        string
+	enc        string
+	keyLen     int
+	apu, apv   []byte
+}
+
+// prepareTang checks a tang JWE's header offline.
+func prepareTang(h *clevisHeader) (*tangPrep, error) {
 	t := h.Clevis.Tang
 	if t == nil || t.URL == "" {
 		return nil, fmt.Errorf("%w: tang pin: header clevis.tang.url missing", ErrBadToken)
 	}
-	where := "tang " + t.URL
+	p := &tangPrep{where: "tang " + t.URL, enc: h.Enc}
 	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: %s: "+format, append([]any{ErrBadToken, where}, a...)...)
+		return fmt.Errorf("%w: %s: "+format, append([]any{ErrBadToken, p.where}, a...)...)
 	}
 	if h.Alg != string(jose.ECDH_ES) {
-		return nil, fmt.Errorf("%w: %s: key algorithm %q (clevis writes ECDH-ES)", ErrUnsupported, where, h.Alg)
+		return nil, fmt.Errorf("%w: %s: key algorithm %q (clevis writes ECDH-ES)", ErrUnsupported, p.where, h.Alg)
 	}
 	if h.Kid == "" || !isB64URL(h.Kid) {
 		return nil, bad("header kid missing or not a thumbprint")
@@ -177,10 +187,11 @@ func (o ClevisOptions) decryptTang(ctx context.Context, jwe string, h *clevisHea
 	if len(h.Epk) == 0 || json.Unmarshal(h.Epk, &epkJWK) != nil {
 		return nil, bad("header epk missing or not a JWK")
 	}
-	epk, err := epkJWK.point()
-	if err != nil {
+	var err error
+	if p.epk, err = epkJWK.point(); err != nil {
 		return nil, bad("header epk: %v", err)
 	}
+	p.crv = epkJWK.Crv
 	if len(t.Adv) == 0 {
 		return nil, bad("header clevis.tang.adv missing")
 	}
@@ -188,81 +199,110 @@ func (o ClevisOptions) decryptTang(ctx context.Context, jwe string, h *clevisHea
 	if err != nil {
 		return nil, bad("header clevis.tang.adv: %v", err)
 	}
-	var srv *point
 	for i := range adv {
 		if adv[i].matches(h.Kid) {
-			if srv, err = adv[i].point(); err != nil {
+			if p.srv, err = adv[i].point(); err != nil {
 				return nil, bad("the advertised key %s: %v", h.Kid, err)
 			}
 			break
 		}
 	}
-	if srv == nil {
+	if p.srv == nil {
 		return nil, bad("no key in clevis.tang.adv has the thumbprint %s", h.Kid)
 	}
-	if srv.c != epk.c {
-		return nil, bad("the server key is on %s, the JWE's epk on %s", srv.c.Params().Name, epk.c.Params().Name)
+	if p.srv.c != p.epk.c {
+		return nil, bad("the server key is on %s, the JWE's epk on %s", p.srv.c.Params().Name, p.epk.c.Params().Name)
 	}
-	keyLen, ok := encKeyLen(h.Enc)
-	if !ok {
-		return nil, fmt.Errorf("%w: %s: content encryption %q", ErrUnsupported, where, h.Enc)
+	var ok bool
+	if p.keyLen, ok = encKeyLen(h.Enc); !ok {
+		return nil, fmt.Errorf("%w: %s: content encryption %q", ErrUnsupported, p.where, h.Enc)
 	}
-	apu, errU := base64.RawURLEncoding.DecodeString(h.Apu)
-	apv, errV := base64.RawURLEncoding.DecodeString(h.Apv)
+	var errU, errV error
+	p.apu, errU = base64.RawURLEncoding.DecodeString(h.Apu)
+	p.apv, errV = base64.RawURLEncoding.DecodeString(h.Apv)
 	if errU != nil || errV != nil {
 		return nil, bad("header apu or apv is not base64url")
 	}
-
-	u, err := tangURL(t.URL, "rec", h.Kid)
-	if err != nil {
+	if p.rec, err = tangURL(t.URL, "rec", h.Kid); err != nil {
 		return nil, bad("%v", err)
 	}
-	_, ec, _ := curveByName(epk.c.Params().Name)
+	return p, nil
+}
+
+// answer parses and checks the server's answer: a public point on the
+// JWE's curve.
+func (p *tangPrep) answer(body []byte) (*point, error) {
+	var rep ecJWK
+	if err := json.Unmarshal(body, &rep); err != nil {
+		return nil, fmt.Errorf("%w: %s: the answer is not a JWK", ErrTangAnswer, p.where)
+	}
+	if rep.Crv != p.crv {
+		return nil, fmt.Errorf("%w: %s: the answer is a key on %q, not %s", ErrTangAnswer, p.where, rep.Crv, p.crv)
+	}
+	y, err := rep.point()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: the answer: %v", ErrTangAnswer, p.where, err)
+	}
+	return y, nil
+}
+
+// key finishes the exchange: Y − t·S is the shared point s·E, and the
+// Concat KDF of its x coordinate is the content key.
+func (p *tangPrep) key(y *point, scalar []byte) ([]byte, error) {
+	c := p.srv.c
+	tsx, tsy := c.ScalarMult(p.srv.x, p.srv.y, scalar)
+	negY := new(big.Int).Sub(c.Params().P, tsy)
+	negY.Mod(negY, c.Params().P)
+	zx, zy := c.Add(y.x, y.y, tsx, negY)
+	if zx.Sign() == 0 && zy.Sign() == 0 {
+		return nil, fmt.Errorf("%w: %s: the answer gives the point at infinity", ErrTangAnswer, p.where)
+	}
+	z := zx.FillBytes(make([]byte, coordLen(c)))
+	defer wipe(z)
+	return concatKDF(z, p.enc, p.apu, p.apv, p.keyLen), nil
+}
+
+// decryptTang recovers the content key through the tang server and
+// decrypts the JWE with it.
+func (o ClevisOptions) decryptTang(ctx context.Context, jwe string, h *clevisHeader) ([]byte, error) {
+	p, err := prepareTang(h)
+	if err != nil {
+		return nil, err
+	}
+	_, ec, _ := curveByName(p.crv)
 	eph, err := ec.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, err
 	}
 	tp := eph.PublicKey().Bytes() // 04 || x || y
-	n := coordLen(epk.c)
+	n := coordLen(p.epk.c)
 	// crypto/elliptic's point arithmetic is deprecated for ECDH, which
 	// crypto/ecdh does; the exchange needs point addition, which only
-	// it offers (constant time on these curves since Go 1.19).
-	xx, xy := epk.c.Add(epk.x, epk.y, new(big.Int).SetBytes(tp[1:1+n]), new(big.Int).SetBytes(tp[1+n:]))
-	req, err := (&point{epk.c, xx, xy}).jwk()
+	// it offers (constant time on these curves since Go 1.19). Every
+	// point it is given was checked to be on the curve.
+	xx, xy := p.epk.c.Add(p.epk.x, p.epk.y, new(big.Int).SetBytes(tp[1:1+n]), new(big.Int).SetBytes(tp[1+n:]))
+	req, err := (&point{p.epk.c, xx, xy}).jwk()
 	if err != nil {
 		return nil, err
 	}
-	body, err := o.tangExchange(ctx, http.MethodPost, u, req, where)
+	body, err := o.tangExchange(ctx, http.MethodPost, p.rec, req, p.where)
 	if err != nil {
 		return nil, err
 	}
-	var repJWK ecJWK
-	if err := json.Unmarshal(body, &repJWK); err != nil {
-		return nil, fmt.Errorf("%w: %s: the answer is not a JWK", ErrTangAnswer, where)
-	}
-	if repJWK.Crv != epkJWK.Crv {
-		return nil, fmt.Errorf("%w: %s: the answer is a key on %q, not %s", ErrTangAnswer, where, repJWK.Crv, epkJWK.Crv)
-	}
-	rep, err := repJWK.point()
+	y, err := p.answer(body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: the answer: %v", ErrTangAnswer, where, err)
+		return nil, err
 	}
 	scalar := eph.Bytes()
 	defer wipe(scalar)
-	tsx, tsy := srv.c.ScalarMult(srv.x, srv.y, scalar)
-	negY := new(big.Int).Sub(srv.c.Params().P, tsy)
-	negY.Mod(negY, srv.c.Params().P)
-	zx, zy := srv.c.Add(rep.x, rep.y, tsx, negY)
-	if zx.Sign() == 0 && zy.Sign() == 0 {
-		return nil, fmt.Errorf("%w: %s: the answer gives the point at infinity", ErrTangAnswer, where)
+	cek, err := p.key(y, scalar)
+	if err != nil {
+		return nil, err
 	}
-	z := zx.FillBytes(make([]byte, n))
-	defer wipe(z)
-	cek := concatKDF(z, h.Enc, apu, apv, keyLen)
 	defer wipe(cek)
 	pt, err := openJWE(jwe, jose.ECDH_ES, cekDecrypter{cek})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: its key does not decrypt the JWE (another server, or rotated keys)", ErrTangAnswer, where)
+		return nil, fmt.Errorf("%w: %s: its key does not decrypt the JWE (another server, or rotated keys)", ErrTangAnswer, p.where)
 	}
 	return pt, nil
 }

@@ -97,7 +97,17 @@ func tpm2B(b []byte) ([]byte, bool) {
 	return b[2:], true
 }
 
-func (o ClevisOptions) decryptTPM2(ctx context.Context, jwe string, h *clevisHeader) ([]byte, error) {
+// tpm2Prep is a tpm2 JWE's header, checked offline.
+type tpm2Prep struct {
+	hash  tpm2.TPMIAlgHash
+	key   string
+	bank  string
+	pcrs  []int
+	pub   tpm2.TPM2BPublic
+	privB []byte
+}
+
+func prepareTPM2(h *clevisHeader) (*tpm2Prep, error) {
 	th := h.Clevis.TPM2
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: tpm2 pin: "+format, append([]any{ErrBadToken}, a...)...)
@@ -115,10 +125,10 @@ func (o ClevisOptions) decryptTPM2(ctx context.Context, jwe string, h *clevisHea
 	if th.Key != "ecc" && th.Key != "rsa" {
 		return nil, fmt.Errorf("%w: tpm2 pin: key %q (ecc and rsa are)", ErrUnsupported, th.Key)
 	}
-	var pcrs []int
+	p := &tpm2Prep{hash: hash, key: th.Key, bank: th.PCRBank}
 	if th.PCRIDs != "" {
 		var err error
-		if pcrs, err = parsePCRIDs(th.PCRIDs); err != nil {
+		if p.pcrs, err = parsePCRIDs(th.PCRIDs); err != nil {
 			return nil, bad("pcr_ids: %v", err)
 		}
 		if th.PCRBank != "sha1" && th.PCRBank != "sha256" {
@@ -135,14 +145,28 @@ func (o ClevisOptions) decryptTPM2(ctx context.Context, jwe string, h *clevisHea
 	if !ok1 || !ok2 {
 		return nil, bad("jwk_pub or jwk_priv is not one TPM2B")
 	}
-	pub := tpm2.BytesAs2B[tpm2.TPMTPublic](slices.Clone(pubB))
-	pc, err := pub.Contents()
+	p.privB = privB
+	p.pub = tpm2.BytesAs2B[tpm2.TPMTPublic](slices.Clone(pubB))
+	pc, err := p.pub.Contents()
 	if err != nil || !bytes.Equal(tpm2.Marshal(pc), pubB) {
 		return nil, bad("jwk_pub is not one well-formed TPMT_PUBLIC")
 	}
 	if pc.Type != tpm2.TPMAlgKeyedHash {
 		return nil, bad("the sealed object's type is %#x, not a keyed hash", uint16(pc.Type))
 	}
+	return p, nil
+}
+
+func (o ClevisOptions) decryptTPM2(ctx context.Context, jwe string, h *clevisHeader) ([]byte, error) {
+	pp, err := prepareTPM2(h)
+	if err != nil {
+		return nil, err
+	}
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: tpm2 pin: "+format, append([]any{ErrBadToken}, a...)...)
+	}
+	hash, pcrs, th := pp.hash, pp.pcrs, struct{ Key, PCRBank string }{pp.key, pp.bank}
+	pub, privB := pp.pub, pp.privB
 
 	t, err := openTPM(ctx, o.TPM2Device)
 	if err != nil {
