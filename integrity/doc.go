@@ -13,7 +13,7 @@
 // The contract:
 //   - Open(dev, Options) on a writable volume does what the kernel does on
 //     activation: it replays a journal left by a crash (commit ids, the
-//     ring's wrap-around, the journal MAC) and recomputes the tags of the
+//     ring's wrap-around, the journal MAC, an encrypted journal) and recomputes the tags of the
 //     regions a crash left dirty in bitmap mode. A read-only Open writes
 //     nothing and serves committed journal entries from the journal.
 //   - Volume.ReadSectors(dst, tags, first) reads whole blocks. With a tag
@@ -40,10 +40,17 @@
 //     it refuses a device with data at its start unless Force). Dump
 //     prints integritysetup dump's text.
 //
-// Not implemented: journal encryption (--journal-crypt: Open refuses
-// with ErrUnsupported), a separate metadata device, inline tags (version
-// 6), and the kernel's background recalculation (a volume marked
-// recalculating stays so; its blocks past the point read unchecked).
+// An encrypted journal (integritysetup --journal-crypt) is read and
+// written with the kernel's stream-cipher scheme for ctr(aes)
+// (Options.JournalCrypt and JournalCryptKey; the journal is the
+// plaintext xored with the keystream, the commit ids encrypted too).
+//
+// Not implemented: journal encryption with block ciphers (cbc(aes) and
+// the like; refused with ErrUnsupported) and with other stream ciphers,
+// bitmap mode with an encrypted journal, a separate metadata device,
+// inline tags (version 6), and the kernel's background recalculation (a
+// volume marked recalculating stays so; its blocks past the point read
+// unchecked).
 //
 // Errors: ErrNotIntegrity (no superblock), ErrUnsupported, ErrIntegrity
 // (inside *SectorError), ErrJournal (a journal that cannot be replayed),

@@ -32,12 +32,14 @@ type integrityVol struct {
 	interleave int  // 0: default
 	bitmap     bool // written in bitmap mode
 	tagSize    int  // 0: the digest size
+	jcrypt     bool // journal encrypted with ctr(aes), key /kt/ckey
 	patOff     int64
 }
 
 var (
 	integrityKey  = bytes.Repeat([]byte("k3y!"), 8)
 	integrityJKey = bytes.Repeat([]byte("jmac"), 8)
+	integrityCKey = bytes.Repeat([]byte("ctr!"), 8)
 )
 
 const integrityImg = 2 << 20
@@ -61,6 +63,9 @@ func (v integrityVol) guestArgs() string {
 	if v.jmac {
 		a = append(a, "--journal-integrity", "hmac-sha256", "--journal-integrity-key-file", "/kt/jkey", "--journal-integrity-key-size", "32")
 	}
+	if v.jcrypt {
+		a = append(a, "--journal-crypt", "ctr-aes", "--journal-crypt-key-file", "/kt/ckey", "--journal-crypt-key-size", "32")
+	}
 	return strings.Join(a, " ")
 }
 
@@ -71,6 +76,9 @@ func (v integrityVol) opts() integrity.Options {
 	}
 	if v.jmac {
 		o.JournalMAC, o.JournalMACKey = "hmac-sha256", integrityJKey
+	}
+	if v.jcrypt {
+		o.JournalCrypt, o.JournalCryptKey = "ctr-aes", integrityCKey
 	}
 	return o
 }
@@ -122,6 +130,8 @@ func TestIntegrity(t *testing.T) {
 		{name: "ib-crc32c-t8", alg: "crc32c", sector: 2048, tagSize: 8, patOff: 15 << 16}, // digest zero-padded
 	}
 	jrnl := integrityVol{name: "ib-journal", alg: "hmac-sha256", key: true, jmac: true, sector: 512, interleave: 256, patOff: 8 << 16}
+	jcrypt := integrityVol{name: "ib-jcrypt", alg: "crc32c", jcrypt: true, sector: 4096, interleave: 256, patOff: 16 << 16}
+	ccut := integrityVol{name: "ik-ccut", alg: "sha256", jcrypt: true, sector: 512, patOff: 17 << 16}
 	tamper := integrityVol{name: "ib-tamper", alg: "crc32c", sector: 4096, interleave: 64, patOff: 9 << 16}
 	cut := integrityVol{name: "ik-cut", alg: "crc32c", sector: 512, patOff: 10 << 16}
 	bcut := integrityVol{name: "ik-bcut", alg: "crc32c", sector: 512, interleave: 512, patOff: 13 << 16}
@@ -143,13 +153,13 @@ func TestIntegrity(t *testing.T) {
 kt_sum() { h=$(sha256sum < /dev/mapper/$1 | cut -d' ' -f1); echo "@@R $1 $(blockdev --getsize64 /dev/mapper/$1) $h"; }
 `)
 	// The kernel makes and fills these.
-	for _, v := range append(kernelVols, cut, bcut) {
+	for _, v := range append(kernelVols, cut, bcut, ccut) {
 		newImg(v.name, integrityImg)
 		extra := ""
 		if v.interleave != 0 {
 			extra = fmt.Sprintf(" --interleave-sectors %d", v.interleave)
 		}
-		if v.name == cut.name {
+		if v.name == cut.name || v.name == ccut.name {
 			extra += " --journal-size 360448"
 		}
 		if v.tagSize != 0 {
@@ -170,7 +180,7 @@ integritysetup dump /dev/disk/%s | sed 's/^/@@D %s /'
 	}
 	// blkcrypt makes and fills these; the kernel reads them.
 	want := map[string]string{}
-	for _, v := range append(ourVols, jrnl, tamper) {
+	for _, v := range append(ourVols, jrnl, jcrypt, tamper) {
 		size := int64(integrityImg)
 		if v.name == tamper.name {
 			size = 1 << 20 // fewer blocks for the guest to read one by one
@@ -182,11 +192,12 @@ integritysetup dump /dev/disk/%s | sed 's/^/@@D %s /'
 		}
 		o := v.opts()
 		var js uint64
-		if v.name == jrnl.name {
-			js = 2048 // 23 sections
+		if v.name == jrnl.name || v.name == jcrypt.name {
+			js = 2048 // many sections
 		}
 		if _, err := integrity.Format(f, integrity.FormatOptions{Algorithm: v.alg, Key: o.Key, SectorSize: v.sector, TagSize: v.tagSize,
-			InterleaveSectors: uint64(v.interleave), JournalMAC: o.JournalMAC, JournalMACKey: o.JournalMACKey, JournalSectors: js}); err != nil {
+			InterleaveSectors: uint64(v.interleave), JournalMAC: o.JournalMAC, JournalMACKey: o.JournalMACKey,
+			JournalCrypt: o.JournalCrypt, JournalCryptKey: o.JournalCryptKey, JournalSectors: js}); err != nil {
 			t.Fatalf("%s: format: %v", v.name, err)
 		}
 		if v.bitmap {
@@ -209,7 +220,7 @@ integritysetup dump /dev/disk/%s | sed 's/^/@@D %s /'
 	// ib-journal: two more writes, the second wrapping around the end of
 	// the journal ring, cut after its journal commit was synced and before
 	// anything of it reached its place: only the journal has it.
-	{
+	for _, jrnl := range []integrityVol{jrnl, jcrypt} {
 		p := filepath.Join(dir, jrnl.name+".img")
 		img, err := os.ReadFile(p)
 		if err != nil {
@@ -309,7 +320,7 @@ while [ $i -lt $n ]; do dd if=/dev/mapper/%s of=/dev/null bs=4096 skip=$i count=
 integritysetup close %s
 `, tamper.guestArgs(), tamper.name, tamper.name, tamper.name, tamper.name, tamper.name, tamper.name, tamper.name, tamper.name)
 	}
-	for _, v := range append(ourVols, jrnl) {
+	for _, v := range append(ourVols, jrnl, jcrypt) {
 		fmt.Fprintf(&script, `integritysetup open %s /dev/disk/%s %s 2>/tmp/err || echo "@@E %s open: $(cat /tmp/err)"
 kt_sum %s
 integritysetup close %s
@@ -322,10 +333,12 @@ dd if=/kt/pat of=/dev/mapper/cut2 bs=4096 skip=%d seek=10 count=5 conv=fsync 2>/
 dd if=/kt/pat of=/dev/mapper/cut2 bs=4096 skip=%d seek=300 count=3 conv=fsync 2>/dev/null || echo "@@E cut2 dd2"
 integritysetup open %s --integrity-bitmap-mode --bitmap-flush-time 600000 /dev/disk/%s bcut2 2>/tmp/err || echo "@@E bcut2 open: $(cat /tmp/err)"
 dd if=/kt/pat of=/dev/mapper/bcut2 bs=4096 skip=%d seek=7 count=9 conv=fsync 2>/dev/null || echo "@@E bcut2 dd"
+integritysetup open %s --journal-watermark 90 --journal-commit-time 600000 /dev/disk/%s ccut2 2>/tmp/err || echo "@@E ccut2 open: $(cat /tmp/err)"
+dd if=/kt/pat of=/dev/mapper/ccut2 bs=4096 skip=%d seek=50 count=6 conv=fsync 2>/dev/null || echo "@@E ccut2 dd"
 echo "@@I power-off"
 echo o > /proc/sysrq-trigger
 sleep 10
-`, cut.guestArgs(), cut.name, (2<<20)/4096, (3<<20)/4096, bcut.guestArgs(), bcut.name, (4<<20)/4096)
+`, cut.guestArgs(), cut.name, (2<<20)/4096, (3<<20)/4096, bcut.guestArgs(), bcut.name, (4<<20)/4096, ccut.guestArgs(), ccut.name, (5<<20)/4096)
 
 	isetupData, err := os.ReadFile(isetup)
 	if err != nil || len(isetupData) == 0 {
@@ -333,7 +346,7 @@ sleep 10
 	}
 	r, err := k.Run(context.Background(), Boot{
 		Script:      script.String(),
-		Files:       map[string][]byte{"/kt/pat": pat, "/kt/ikey": integrityKey, "/kt/jkey": integrityJKey},
+		Files:       map[string][]byte{"/kt/pat": pat, "/kt/ikey": integrityKey, "/kt/jkey": integrityJKey, "/kt/ckey": integrityCKey},
 		Executables: map[string]string{"/sbin/integritysetup": isetup},
 		Disks:       disks,
 		Timeout:     6 * time.Minute,
@@ -408,7 +421,7 @@ sleep 10
 		f.Close()
 	}
 	// blkcrypt's volumes, read by the kernel.
-	for _, v := range append(ourVols, jrnl) {
+	for _, v := range append(ourVols, jrnl, jcrypt) {
 		if got[v.name] != want[v.name] {
 			t.Errorf("%s: the kernel reads %q, blkcrypt wrote %q", v.name, got[v.name], want[v.name])
 		}
@@ -451,15 +464,21 @@ sleep 10
 		}
 	}
 	// The power cut: blkcrypt replays what the guest had flushed.
-	{
+	for _, cut := range []integrityVol{cut, ccut} {
 		p := filepath.Join(dir, cut.name+".img")
 		img, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		full := append([]byte(nil), pat[cut.patOff:]...)
-		copy(full[10*4096:], pat[2<<20:][:5*4096])
-		copy(full[300*4096:], pat[3<<20:][:3*4096])
+		firstNew := 10 * 4096
+		if cut.name == ccut.name {
+			copy(full[50*4096:], pat[5<<20:][:6*4096])
+			firstNew = 50 * 4096
+		} else {
+			copy(full[10*4096:], pat[2<<20:][:5*4096])
+			copy(full[300*4096:], pat[3<<20:][:3*4096])
+		}
 		for _, ro := range []bool{true, false} {
 			o := cut.opts()
 			o.ReadOnly = ro
@@ -475,7 +494,7 @@ sleep 10
 				t.Errorf("%s: after the power cut blkcrypt does not read what the guest flushed (read-only %v)", cut.name, ro)
 			}
 			g := vol.Geometry()
-			if ro && bytes.Equal(img[int64(g.DataSector(10*8))<<9:][:4096], pat[2<<20:][:4096]) {
+			if ro && bytes.Equal(img[int64(g.DataSector(uint64(firstNew/512)))<<9:][:4096], full[firstNew:][:4096]) {
 				t.Errorf("%s: the guest had written the data in place: the test did not exercise a replay", cut.name)
 			}
 		}
