@@ -57,6 +57,7 @@ command -v socat      >/dev/null || need+=(socat)
 command -v jose       >/dev/null || need+=(jose)
 compgen -G '/usr/lib/*/libtss2-tcti-swtpm.so*' >/dev/null || need+=(libtss2-tcti-swtpm0)
 command -v python3    >/dev/null || need+=(python3)
+command -v qemu-aarch64-static >/dev/null || need+=(qemu-user-static)  # the arm64 kernels under qemu-user (internal/aes ce)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing: ${need[*]}"
   if [ "$(id -u)" = 0 ]; then
@@ -145,6 +146,21 @@ echo "== generated S-box circuits (the searches of internal/serpent/_asm)"
 BLKCRYPT_SLOW_GENERATORS=1 go test -count=1 -run '^TestGeneratedCircuits$' ./internal/serpent/
 echo "== go test -tags purego (generic fallbacks)"
 go test -count=1 -tags purego ./internal/aes/... ./internal/serpent/... ./internal/adiantum/... ./capi/... ./sector/...
+echo "== arm64 under qemu-user (internal/aes ce kernels, and the purego fallback)"
+# No arm64 machine: the ce kernels run under qemu-aarch64-static through
+# the same conformance suite, testmgr vectors and fuzz seeds as the amd64
+# ones. BLKCRYPT_TEST_AES_IMPLS makes TestImplSelection fail if the
+# implementation list is not the expected one (ce missing would pass every
+# test by skipping it). sector's longest tests are left to the amd64 run.
+GOARCH=arm64 go vet ./...
+GOOS=darwin GOARCH=arm64 go build ./...
+arm64_test() { GOARCH=arm64 go test -exec qemu-aarch64-static -short -count=1 "$@"; }
+sector_run='^(TestOpenSSLOracle|TestCryptsetupSectorIV|TestBadInput|TestKeyCount)$'
+BLKCRYPT_TEST_AES_IMPLS=ce,generic arm64_test ./internal/aes/... ./capi/...
+BLKCRYPT_TEST_AES_IMPLS=ce,generic arm64_test -run "$sector_run" ./sector/...
+GODEBUG=cpu.pmull=off BLKCRYPT_TEST_AES_IMPLS=generic arm64_test -run '^(TestImplSelection|TestXTS|TestCBC)$' ./internal/aes/
+BLKCRYPT_TEST_AES_IMPLS=generic arm64_test -tags purego ./internal/aes/... ./capi/...
+BLKCRYPT_TEST_AES_IMPLS=generic arm64_test -tags purego -run '^(TestCryptsetupSectorIV|TestBadInput|TestKeyCount)$' ./sector/...
 echo "== go test -race (concurrent packages)"
 go test -count=1 -race -timeout 15m ./sector/... ./nbd/... .
 
