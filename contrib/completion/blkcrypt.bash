@@ -83,8 +83,8 @@ _blkcrypt() {
         valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --lv --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
         fileopts="--header --key-file -d --tcrypt-keyfiles --volume-key-file" ;;
     mount)
-        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --fvault2-read-write --hash -h --header --help --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --read-only -r --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
-        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
+        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --fvault2-read-write --hash -h --header --help --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --lv --offset --partition --read-only -r --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
+        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --lv --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
         fileopts="--header --key-file -d --tcrypt-keyfiles --volume-key-file" ;;
     probe)
         opts="--batch-mode -q --help --json --key-file -d --keyfile-offset --keyfile-size -l --volume-key-file"

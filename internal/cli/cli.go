@@ -103,6 +103,7 @@ func verbTable() []command {
 		legacyVerb("fvault2-dump", []string{"fvault2Dump"}, "DEVICE — dump --type fvault2", typedDump("fvault2")),
 		typed("convert", []string{"luksConvert"}, "DEVICE --type luks1|luks2 — convert the header in place", runConvert),
 		typed("resize", nil, "IMAGE — grow or shrink the data area (--size SECTORS or --device-size BYTES)", runResize),
+		typed("reencrypt", nil, "DEVICE — new volume key/cipher in place, offline (LUKS2: --resilience, --hotzone-size, --resume-only, --init-only, --encrypt, --decrypt; LUKS1: cryptsetup's legacy files in the current directory, --block-size, --keep-key)", runReencrypt),
 	}
 }
 

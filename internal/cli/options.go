@@ -76,17 +76,6 @@ var verbOptions = map[string][]opt{
 	"tcrypt-dump":     typedDumpOpts,
 	"bitlk-dump":      cat(typedDumpOpts),
 	"fvault2-dump":    cat(typedDumpOpts),
-	"reencrypt": cat([]opt{luksTypeOpt, o("header", "DEVICE itself"), o("key-file", "the terminal, or stdin"),
-		o("keyfile-offset", "0"), o("keyfile-size", "all of it"),
-		opt{name: "key-slot", def: "the only keyslot", help: "the keyslot to keep; the others are removed at the end", kind: -1},
-		o("cipher", "the current cipher"), o("key-size", "the current key size"), o("sector-size", "the current sector size"),
-		opt{name: "hash", def: "sha256", help: "the checksum hash of --resilience checksum", kind: -1},
-		o("resilience", "checksum"), o("hotzone-size", "32M (2M with --resilience none)"), o("init-only", ""), o("resume-only", ""),
-		o("encrypt", ""), o("decrypt", ""), o("force-offline-reencrypt", ""),
-		opt{name: "reduce-device-size", def: "0 (needs --header)", help: "--encrypt: room for the header at the start of the device (twice the data shift); the plaintext must have been shrunk by it", kind: -1},
-		opt{name: "offset", def: "half of --reduce-device-size; 0 with --header", help: "--encrypt: the data offset in 512-byte sectors", kind: -1},
-		opt{name: "uuid", def: "random", help: "--encrypt: the new volume's UUID", kind: -1},
-		opt{name: "label", def: "", help: "--encrypt: the new volume's label", kind: -1}}, pbkdfOpts, progressOpts),
 }
 
 // optFor is verb's declaration of flag name, if it has one: from its

@@ -5,76 +5,97 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 
 	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/luks2"
 )
 
-func init() {
-	extraVerbs = append(extraVerbs,
-		verb{"reencrypt", nil, runReencrypt, "DEVICE — new volume key/cipher in place, offline (LUKS2: --resilience, --hotzone-size, --resume-only, --init-only, --encrypt, --decrypt; LUKS1: cryptsetup's legacy files in the current directory, --block-size, --keep-key)"},
-	)
+// reencSizeFlags are the new geometry of a reencryption (serve
+// --reencrypt takes them too).
+type reencSizeFlags struct {
+	KeySize     *int64 `flag:"key-size" short:"s" help:"key size in bits" def:"the current key size"`
+	SectorSize  *int64 `flag:"sector-size" help:"encryption sector size in bytes" def:"the current sector size"`
+	HotzoneSize string `flag:"hotzone-size" help:"bytes per step (units k, m, g)" def:"32M (2M with --resilience none)"`
 }
 
-func runReencrypt(ctx context.Context, env *Env, p *parsed) error {
-	path, err := oneDevice(p)
+type reencryptOptions struct {
+	luksFlags
+	keyFileFlags
+	KeySlot    *int64 `flag:"key-slot" short:"S" help:"the keyslot to keep; the others are removed at the end" def:"the only keyslot"`
+	Cipher     string `flag:"cipher" short:"c" help:"cipher specification, e.g. aes-xts-plain64" def:"the current cipher"`
+	Hash       string `flag:"hash" short:"h" help:"the checksum hash of --resilience checksum" def:"sha256"`
+	Resilience string `flag:"resilience" help:"checksum, journal or none; datashift with --reduce-device-size" def:"checksum"`
+	reencSizeFlags
+	InitOnly   bool `flag:"init-only" help:"write the reencryption metadata and stop"`
+	ResumeOnly bool `flag:"resume-only" help:"only resume a reencryption in progress"`
+	Encrypt    bool `flag:"encrypt" help:"encrypt a plaintext device in place (LUKS2)"`
+	Decrypt    bool `flag:"decrypt" help:"decrypt the device in place (LUKS2 with --header)"`
+	Offline    bool `flag:"force-offline-reencrypt" help:"accepted for cryptsetup compatibility (the reencrypt verb works offline; serve --reencrypt online)"`
+	// --encrypt's new volume.
+	ReduceDeviceSize *byteSize `flag:"reduce-device-size" help:"--encrypt: room for the header at the start of the device (twice the data shift); the plaintext must have been shrunk by it" def:"0 (needs --header)"`
+	Offset           *int64    `flag:"offset" help:"--encrypt: the data offset in 512-byte sectors" def:"half of --reduce-device-size; 0 with --header"`
+	UUID             string    `flag:"uuid" help:"--encrypt: the new volume's UUID" def:"random"`
+	Label            string    `flag:"label" help:"--encrypt: the new volume's label"`
+	pbkdfFlags
+	progressFlags
+	batchFlag
+	luks1ReencryptFlags
+}
+
+func runReencrypt(ctx context.Context, env *Env, opts *reencryptOptions, args []string) error {
+	path, err := oneArg(args)
 	if err != nil {
 		return err
 	}
 	switch {
-	case p.bool("encrypt") && p.bool("decrypt"):
+	case opts.Encrypt && opts.Decrypt:
 		return usageErr("--encrypt and --decrypt contradict each other")
-	case p.bool("init-only") && p.bool("resume-only"):
+	case opts.InitOnly && opts.ResumeOnly:
 		return usageErr("--init-only and --resume-only contradict each other")
 	}
 	// The library tells the version; LUKS1 has no detached reencryption,
 	// so the device itself says whether it is LUKS1.
 	v1 := !blkcrypt.IsURI(path) && isLUKS1(ctx, path)
-	switch t := p.str("type"); {
-	case t == "luks1" && !v1 && !p.bool("encrypt"):
+	switch t := opts.Type; {
+	case t == "luks1" && !v1 && !opts.Encrypt:
 		return usageErr("device %s is not a LUKS1 device", path)
 	case t == "luks2" && v1:
 		return usageErr("device %s holds LUKS1, not luks2", path)
 	case v1:
-		return runReencryptLUKS1(ctx, env, p, path)
-	case p.bool("encrypt"):
-		return runEncrypt(ctx, env, p, path)
+		return runReencryptLUKS1(ctx, env, opts, path)
+	case opts.Encrypt:
+		return runEncrypt(ctx, env, opts, path)
 	case t != "" && t != "luks2" && t != "luks":
 		return usageErr("reencrypt supports LUKS1 and LUKS2 only")
-	case p.bool("decrypt"):
-		return runDecrypt(ctx, env, p, path)
-	case p.has("reduce-device-size"):
+	case opts.Decrypt:
+		return runDecrypt(ctx, env, opts, path)
+	case opts.ReduceDeviceSize != nil:
 		return usageErr("--reduce-device-size is only for --encrypt")
 	}
 	o := blkcrypt.LUKSReencryptOptions{
-		Cipher:     p.str("cipher"),
-		Resilience: p.str("resilience"),
-		Hash:       p.str("hash"),
-		InitOnly:   p.bool("init-only"),
-		ResumeOnly: p.bool("resume-only"),
+		Cipher:     opts.Cipher,
+		Resilience: opts.Resilience,
+		Hash:       opts.Hash,
+		InitOnly:   opts.InitOnly,
+		ResumeOnly: opts.ResumeOnly,
 	}
-	if p.has("key-slot") {
-		s := slotOpt(p)
-		if s < 0 || s >= luks2.MaxKeyslots {
-			return usageErr("invalid --key-slot %d", s)
-		}
-		o.Keyslot = &s
-	}
-	if err := checkResilience(p, o.Resilience, o.Hash, o.ResumeOnly); err != nil {
+	if o.Keyslot, err = reencSlot(opts.KeySlot, luks2.MaxKeyslots); err != nil {
 		return err
 	}
-	if o.KeySize, o.SectorSize, o.HotzoneSize, err = reencSizes(p); err != nil {
+	if err := checkResilience(o.Resilience, o.Hash, o.ResumeOnly, false); err != nil {
+		return err
+	}
+	if o.KeySize, o.SectorSize, o.HotzoneSize, err = opts.sizes(); err != nil {
 		return err
 	}
 	if o.ResumeOnly && (o.Cipher != "" || o.KeySize != 0 || o.SectorSize != 0) {
 		return usageErr("--resume-only takes the cipher, key size and sector size from the reencryption in progress")
 	}
-	if o.PBKDF, err = pbkdfOptions(p); err != nil {
+	// --hash is the checksum hash here, as in cryptsetup reencrypt.
+	if o.PBKDF, err = opts.pbkdfFlags.options(""); err != nil {
 		return err
 	}
-	o.PBKDF.Hash = "" // --hash is the checksum hash here, as in cryptsetup reencrypt
-	h, err := blkcrypt.OpenLUKS(ctx, path, blkcrypt.LUKSOptions{Header: p.str("header")})
+	h, err := blkcrypt.OpenLUKS(ctx, path, blkcrypt.LUKSOptions{Header: opts.Header})
 	if err != nil {
 		return err
 	}
@@ -84,10 +105,21 @@ func runReencrypt(ctx context.Context, env *Env, p *parsed) error {
 	if _, err := h.PlanReencrypt(ctx, o); err != nil {
 		return reencErr(ctx, err)
 	}
-	return withPassphrase(ctx, env, p, path, func(pass []byte, progress func(done, total uint64)) error {
+	return withPassphrase(ctx, env, opts, path, func(pass []byte, progress func(done, total uint64)) error {
 		o.Progress = progress
 		return h.Reencrypt(ctx, pass, o)
 	})
+}
+
+// reencSlot is --key-slot, checked against the version's keyslot count.
+func reencSlot(n *int64, max int) (*int, error) {
+	if n == nil {
+		return nil, nil
+	}
+	if *n < 0 || *n >= int64(max) {
+		return nil, usageErr("invalid --key-slot %d", *n)
+	}
+	return blkcrypt.Slot(int(*n)), nil
 }
 
 // isLUKS1 reports whether path holds a LUKS1 header, or one marked by a
@@ -104,13 +136,13 @@ func isLUKS1(ctx context.Context, path string) bool {
 
 // withPassphrase reads the passphrase and runs do with it and a progress
 // callback; the error is mapped as reencErr maps it.
-func withPassphrase(ctx context.Context, env *Env, p *parsed, path string, do func(pass []byte, progress func(done, total uint64)) error) error {
-	pass, _, err := readSecret(env, p, "Enter passphrase for "+path+": ")
+func withPassphrase(ctx context.Context, env *Env, opts *reencryptOptions, path string, do func(pass []byte, progress func(done, total uint64)) error) error {
+	pass, _, err := opts.keyFileFlags.read(env, false, "Enter passphrase for "+path+": ")
 	if err != nil {
 		return err
 	}
 	defer clear(pass)
-	progress, finish := reencProgress(env, p, path)
+	progress, finish := opts.reencProgress(env, path)
 	if err = do(pass, progress); err == nil {
 		finish()
 	}
@@ -133,12 +165,13 @@ func reencErr(ctx context.Context, err error) error {
 }
 
 // checkResilience checks --resilience and --hash; datashift is what
-// --encrypt with --reduce-device-size uses, and a resumed run may name it.
-func checkResilience(p *parsed, res, hash string, resume bool) error {
+// --encrypt with --reduce-device-size (reduce) uses, and a resumed run may
+// name it.
+func checkResilience(res, hash string, resume, reduce bool) error {
 	switch res {
 	case "", "checksum", "journal", "none":
 	case "datashift":
-		if !resume && !p.has("reduce-device-size") {
+		if !resume && !reduce {
 			return usageErr("--resilience datashift is only for --encrypt with --reduce-device-size")
 		}
 	default:
@@ -150,24 +183,30 @@ func checkResilience(p *parsed, res, hash string, resume bool) error {
 	return nil
 }
 
-// reencSizes reads --key-size (bytes returned), --sector-size and
-// --hotzone-size.
+// reencSizes is reencSizeFlags.sizes for serve --reencrypt, which reads
+// *parsed.
 func reencSizes(p *parsed) (keySize, sectorSize int, hotzone uint64, err error) {
-	if p.has("key-size") {
-		bits := p.int("key-size", 0)
+	return fromParsed[reencSizeFlags](p).sizes()
+}
+
+// sizes reads --key-size (bytes returned), --sector-size and
+// --hotzone-size.
+func (f reencSizeFlags) sizes() (keySize, sectorSize int, hotzone uint64, err error) {
+	if f.KeySize != nil {
+		bits := *f.KeySize
 		if bits <= 0 || bits%8 != 0 || bits > 4096 {
 			return 0, 0, 0, usageErr("invalid --key-size %d (bits, a multiple of 8)", bits)
 		}
 		keySize = int(bits / 8)
 	}
-	if p.has("sector-size") {
-		ss := p.int("sector-size", 0)
+	if f.SectorSize != nil {
+		ss := *f.SectorSize
 		if ss < 512 || ss > 4096 || ss&(ss-1) != 0 {
 			return 0, 0, 0, usageErr("invalid --sector-size %d (512, 1024, 2048 or 4096)", ss)
 		}
 		sectorSize = int(ss)
 	}
-	if hz := p.str("hotzone-size"); hz != "" {
+	if hz := f.HotzoneSize; hz != "" {
 		if hotzone, err = parseSize(hz); err != nil {
 			return 0, 0, 0, usageErr("--hotzone-size: %v", err)
 		}
@@ -180,12 +219,12 @@ func reencSizes(p *parsed) (keySize, sectorSize int, hotzone uint64, err error) 
 
 // reencProgress is the progress callback of a run: the line starts with
 // the first hotzone, when the data size is known.
-func reencProgress(env *Env, p *parsed, path string) (func(done, total uint64), func()) {
+func (opts *reencryptOptions) reencProgress(env *Env, path string) (func(done, total uint64), func()) {
 	var pr *progress
 	var last uint64
 	return func(done, total uint64) {
 			if pr == nil {
-				pr = newProgress(env, p, path, "reencrypted", int64(total))
+				pr = opts.progressFlags.start(env, opts.Batch, path, "reencrypted", int64(total))
 				last = 0
 			}
 			pr.add(int64(done - last))
@@ -198,32 +237,30 @@ func reencProgress(env *Env, p *parsed, path string) (func(done, total uint64), 
 // runEncrypt is reencrypt --encrypt: a plaintext device becomes LUKS2 in
 // place, with the header at its start (--reduce-device-size, datashift) or
 // in --header FILE (created when missing); a run in progress is resumed.
-func runEncrypt(ctx context.Context, env *Env, p *parsed, path string) error {
-	if t := p.str("type"); t != "" && t != "luks2" {
+func runEncrypt(ctx context.Context, env *Env, opts *reencryptOptions, path string) error {
+	if t := opts.Type; t != "" && t != "luks2" {
 		return usageErr("reencrypt --encrypt supports --type luks2 only (LUKS1 encryption is not supported yet)")
 	}
-	hpath := p.str("header")
+	hpath := opts.Header
 	o := blkcrypt.EncryptOptions{
-		Cipher:     p.str("cipher"),
-		Resilience: p.str("resilience"),
-		Hash:       p.str("hash"),
-		UUID:       p.str("uuid"),
-		Label:      p.str("label"),
+		Cipher:     opts.Cipher,
+		Resilience: opts.Resilience,
+		Hash:       opts.Hash,
+		UUID:       opts.UUID,
+		Label:      opts.Label,
 		Header:     hpath,
-		InitOnly:   p.bool("init-only"),
-		ResumeOnly: p.bool("resume-only"),
+		InitOnly:   opts.InitOnly,
+		ResumeOnly: opts.ResumeOnly,
 	}
-	if err := checkResilience(p, o.Resilience, o.Hash, o.ResumeOnly); err != nil {
+	if err := checkResilience(o.Resilience, o.Hash, o.ResumeOnly, opts.ReduceDeviceSize != nil); err != nil {
 		return err
 	}
 	var err error
-	if o.KeySize, o.SectorSize, o.HotzoneSize, err = reencSizes(p); err != nil {
+	if o.KeySize, o.SectorSize, o.HotzoneSize, err = opts.sizes(); err != nil {
 		return err
 	}
-	if p.has("reduce-device-size") {
-		if o.ReduceDeviceSize, err = strconv.ParseUint(p.str("reduce-device-size"), 10, 64); err != nil {
-			return usageErr("invalid --reduce-device-size")
-		}
+	if opts.ReduceDeviceSize != nil {
+		o.ReduceDeviceSize = uint64(*opts.ReduceDeviceSize)
 		if hpath != "" {
 			return usageErr("--reduce-device-size with --header (a backward data shift with a detached header) is not supported")
 		}
@@ -231,24 +268,18 @@ func runEncrypt(ctx context.Context, env *Env, p *parsed, path string) error {
 	if hpath == "" && o.ReduceDeviceSize == 0 {
 		return usageErr("encryption without detached header (--header) is not possible without data device size reduction (--reduce-device-size)")
 	}
-	if p.has("offset") {
-		sec := p.int("offset", -1)
-		if sec < 0 {
+	if opts.Offset != nil {
+		if *opts.Offset < 0 {
 			return usageErr("invalid --offset")
 		}
-		o.Offset = uint64(sec)
+		o.Offset = uint64(*opts.Offset)
 	}
-	if p.has("key-slot") {
-		s := slotOpt(p)
-		if s < 0 || s >= luks2.MaxKeyslots {
-			return usageErr("invalid --key-slot %d", s)
-		}
-		o.Keyslot = &s
-	}
-	if o.PBKDF, err = pbkdfOptions(p); err != nil {
+	if o.Keyslot, err = reencSlot(opts.KeySlot, luks2.MaxKeyslots); err != nil {
 		return err
 	}
-	o.PBKDF.Hash = ""
+	if o.PBKDF, err = opts.pbkdfFlags.options(""); err != nil {
+		return err
+	}
 	if hpath != "" && o.ResumeOnly {
 		if _, err := os.Stat(hpath); errors.Is(err, os.ErrNotExist) {
 			return deviceErr(fmt.Errorf("header %s does not exist", hpath))
@@ -264,16 +295,16 @@ func runEncrypt(ctx context.Context, env *Env, p *parsed, path string) error {
 	}
 	var pass []byte
 	if plan.Resume {
-		pass, _, err = readSecret(env, p, "Enter passphrase for "+path+": ")
+		pass, _, err = opts.keyFileFlags.read(env, false, "Enter passphrase for "+path+": ")
 	} else {
-		pass, err = newPassphrase(env, p, "", p.str("key-file") != "")
+		pass, err = newSecret(env, opts.keyFileFlags, newKeyFlags{}, "", opts.KeyFile != "")
 	}
 	if err != nil {
 		return err
 	}
 	defer clear(pass)
 	var finish func()
-	o.Progress, finish = reencProgress(env, p, path)
+	o.Progress, finish = opts.reencProgress(env, path)
 	err = blkcrypt.Encrypt(ctx, path, pass, o)
 	if err == nil {
 		finish()
@@ -292,44 +323,42 @@ func encryptErr(ctx context.Context, path string, err error) error {
 
 // runDecrypt is reencrypt --decrypt: the data of a LUKS2 volume with a
 // detached header becomes plaintext in place.
-func runDecrypt(ctx context.Context, env *Env, p *parsed, path string) error {
-	if p.has("reduce-device-size") {
+func runDecrypt(ctx context.Context, env *Env, opts *reencryptOptions, path string) error {
+	if opts.ReduceDeviceSize != nil {
 		return usageErr("--reduce-device-size is only for --encrypt")
 	}
-	hpath := p.str("header")
+	hpath := opts.Header
 	if hpath == "" {
 		return usageErr("LUKS2 decryption requires --header option")
 	}
 	o := blkcrypt.DecryptOptions{
-		Resilience: p.str("resilience"),
-		Hash:       p.str("hash"),
-		InitOnly:   p.bool("init-only"),
-		ResumeOnly: p.bool("resume-only"),
+		Resilience: opts.Resilience,
+		Hash:       opts.Hash,
+		InitOnly:   opts.InitOnly,
+		ResumeOnly: opts.ResumeOnly,
 	}
-	if p.has("key-slot") {
-		s := slotOpt(p)
-		o.Keyslot = &s
+	if opts.KeySlot != nil {
+		o.Keyslot = blkcrypt.Slot(int(*opts.KeySlot))
 	}
 	if o.Resilience == "datashift" {
 		return usageErr("--resilience datashift is only for --encrypt with --reduce-device-size")
 	}
-	if err := checkResilience(p, o.Resilience, o.Hash, o.ResumeOnly); err != nil {
+	if err := checkResilience(o.Resilience, o.Hash, o.ResumeOnly, false); err != nil {
 		return err
 	}
-	ks, ss, hz, err := reencSizes(p)
+	ks, ss, hz, err := opts.sizes()
 	if err != nil {
 		return err
 	}
-	if ks != 0 || ss != 0 || p.str("cipher") != "" {
+	if ks != 0 || ss != 0 || opts.Cipher != "" {
 		return usageErr("--decrypt takes no --cipher, --key-size or --sector-size")
 	}
 	o.HotzoneSize = hz
-	if o.PBKDF, err = pbkdfOptions(p); err != nil {
+	if o.PBKDF, err = opts.pbkdfFlags.options(""); err != nil {
 		return err
 	}
-	o.PBKDF.Hash = ""
 	if _, err := os.Stat(hpath); errors.Is(err, os.ErrNotExist) {
-		return runDecryptExport(ctx, env, p, path, hpath, o)
+		return runDecryptExport(ctx, env, opts, path, hpath, o)
 	}
 	h, err := blkcrypt.OpenLUKS(ctx, path, blkcrypt.LUKSOptions{Header: hpath})
 	if err != nil {
@@ -341,7 +370,7 @@ func runDecrypt(ctx context.Context, env *Env, p *parsed, path string) error {
 	if _, err := h.PlanDecrypt(ctx, o); err != nil {
 		return decryptErr(ctx, err)
 	}
-	return withPassphrase(ctx, env, p, path, func(pass []byte, progress func(done, total uint64)) error {
+	return withPassphrase(ctx, env, opts, path, func(pass []byte, progress func(done, total uint64)) error {
 		o.Progress = progress
 		return h.Decrypt(ctx, pass, o)
 	})
@@ -363,7 +392,7 @@ func decryptErr(ctx context.Context, err error) error {
 // not exist and DEVICE holds the header: as cryptsetup 2.6 does, the
 // header is exported to FILE and the data is moved to the start of the
 // device as it is decrypted.
-func runDecryptExport(ctx context.Context, env *Env, p *parsed, path, hpath string, o blkcrypt.DecryptOptions) error {
+func runDecryptExport(ctx context.Context, env *Env, opts *reencryptOptions, path, hpath string, o blkcrypt.DecryptOptions) error {
 	if o.ResumeOnly {
 		return deviceErr(fmt.Errorf("header %s does not exist", hpath))
 	}
@@ -386,10 +415,10 @@ func runDecryptExport(ctx context.Context, env *Env, p *parsed, path, hpath stri
 	case err != nil:
 		return noHeader
 	}
-	if err := confirm(env, p, fmt.Sprintf("Header file %s does not exist. Do you want to initialize LUKS2 decryption of device %s and export LUKS2 header to file %s?", hpath, path, hpath), ExitUsage, "Operation aborted."); err != nil {
+	if err := opts.confirm(env, fmt.Sprintf("Header file %s does not exist. Do you want to initialize LUKS2 decryption of device %s and export LUKS2 header to file %s?", hpath, path, hpath), ExitUsage, "Operation aborted."); err != nil {
 		return err
 	}
-	return withPassphrase(ctx, env, p, path, func(pass []byte, progress func(done, total uint64)) error {
+	return withPassphrase(ctx, env, opts, path, func(pass []byte, progress func(done, total uint64)) error {
 		o.Progress = progress
 		return h.Decrypt(ctx, pass, o)
 	})

@@ -15,89 +15,60 @@ import (
 // LUKS1 reencryption: cryptsetup 2.6's legacy offline reencryption, whose
 // log and header files live in the current directory (luks1.Reencrypt).
 
-func init() {
-	addFlags(
-		flagDef{"keep-key", 0, kindBool, "reencrypt (LUKS1): rewrite the header and keyslots only; keep the volume key and the data"},
-		flagDef{"block-size", 'B', kindInt, "reencrypt (LUKS1): MiB reencrypted per step (1-64)"},
-		flagDef{"use-fsync", 0, kindBool, "reencrypt (LUKS1): accepted for cryptsetup compatibility (blkcrypt syncs after every block)"},
-		flagDef{"write-log", 0, kindBool, "reencrypt (LUKS1): accepted for cryptsetup compatibility (blkcrypt updates the log after every block)"},
-		flagDef{"use-directio", 0, kindBool, "reencrypt (LUKS1): accepted for cryptsetup compatibility (blkcrypt syncs its writes instead)"},
-	)
-	verbOptions["reencrypt"] = append(verbOptions["reencrypt"],
-		opt{name: "keep-key", help: "LUKS1: new header and keyslots, same volume key; the data is not touched", kind: -1},
-		o("block-size", "4"), o("use-fsync", ""), o("write-log", ""), o("use-directio", ""))
+// luks1ReencryptFlags are the flags of LUKS1's legacy reencryption.
+type luks1ReencryptFlags struct {
+	KeepKey   bool   `flag:"keep-key" help:"LUKS1: new header and keyslots, same volume key; the data is not touched"`
+	BlockSize *int64 `flag:"block-size" short:"B" help:"LUKS1: MiB reencrypted per step (1-64)" def:"4"`
+	// Accepted for cryptsetup's command lines; blkcrypt always logs and
+	// syncs after every block (docs/security.md, "Crash safety").
+	UseFsync    bool `flag:"use-fsync" help:"accepted for cryptsetup compatibility (blkcrypt syncs after every block)"`
+	WriteLog    bool `flag:"write-log" help:"accepted for cryptsetup compatibility (blkcrypt updates the log after every block)"`
+	UseDirectIO bool `flag:"use-directio" help:"accepted for cryptsetup compatibility (blkcrypt syncs its writes instead)"`
 }
 
-// luks1InProgressErr names a device (or --header) that a LUKS1
-// reencryption has marked, for the verbs that would open it.
-func luks1InProgressErr(p *parsed, path string) error {
-	hp := path
-	if h := p.str("header"); h != "" {
-		hp = h
-	}
-	if blkcrypt.IsURI(hp) {
-		return nil
-	}
-	h, err := blkcrypt.OpenLUKS(context.Background(), hp, blkcrypt.LUKSOptions{ReadOnly: true})
-	if err != nil {
-		return nil
-	}
-	defer h.Close()
-	if _, err := h.Header(context.Background()); errors.Is(err, blkcrypt.ErrLUKS1ReencryptInProgress) {
-		return fmt.Errorf("device %s: %w", hp, err)
-	}
-	return nil
-}
-
-func runReencryptLUKS1(ctx context.Context, env *Env, p *parsed, path string) error {
+func runReencryptLUKS1(ctx context.Context, env *Env, opts *reencryptOptions, path string) error {
 	switch {
-	case p.bool("encrypt"), p.bool("decrypt"):
+	case opts.Encrypt, opts.Decrypt:
 		// cryptsetup 2.6 runs these through dm-crypt devices over a
 		// cipher_null header; not done here.
 		return usageErr("reencrypt --encrypt/--decrypt of LUKS1 is not supported (convert to LUKS2 first)")
-	case p.str("header") != "":
+	case opts.Header != "":
 		return usageErr("reencrypt of a LUKS1 volume with a detached --header is not supported")
-	case p.bool("init-only"):
+	case opts.InitOnly:
 		return usageErr("--init-only is for LUKS2 only")
-	case p.str("resilience") != "" || p.str("hotzone-size") != "":
+	case opts.Resilience != "" || opts.HotzoneSize != "":
 		return usageErr("--resilience and --hotzone-size are for LUKS2 only; LUKS1 uses --block-size")
-	case p.has("sector-size") && p.int("sector-size", 0) != 512:
+	case opts.SectorSize != nil && *opts.SectorSize != 512:
 		return usageErr("LUKS1 has 512-byte sectors only")
 	}
-	o := blkcrypt.LUKSReencryptOptions{Cipher: p.str("cipher"), Hash: p.str("hash"), KeepKey: p.bool("keep-key"), ResumeOnly: p.bool("resume-only")}
-	if p.has("key-size") {
-		bits := p.int("key-size", 0)
+	o := blkcrypt.LUKSReencryptOptions{Cipher: opts.Cipher, Hash: opts.Hash, KeepKey: opts.KeepKey, ResumeOnly: opts.ResumeOnly}
+	if opts.KeySize != nil {
+		bits := *opts.KeySize
 		if bits <= 0 || bits%8 != 0 || bits > 4096 {
 			return usageErr("invalid --key-size %d (bits, a multiple of 8)", bits)
 		}
 		o.KeySize = int(bits / 8)
 	}
-	if p.has("block-size") {
-		mb := p.int("block-size", 0)
+	if opts.BlockSize != nil {
+		mb := *opts.BlockSize
 		if mb < 1 || mb > 64 {
 			return usageErr("only values between 1 MiB and 64 MiB allowed for reencryption block size")
 		}
 		o.BlockSize = int(mb) << 20
 	}
-	// Accepted for cryptsetup's command lines; blkcrypt always logs and
-	// syncs after every block (docs/security.md, "Crash safety").
-	p.bool("use-fsync")
-	p.bool("write-log")
-	p.bool("use-directio")
 	var err error
-	if o.PBKDF, err = pbkdfOptions(p); err != nil {
+	if o.PBKDF, err = opts.pbkdfFlags.options(""); err != nil {
 		return err
 	}
 	if o.PBKDF.Type != "" && o.PBKDF.Type != kdf.PBKDF2 {
 		return usageErr("LUKS1 keyslots use pbkdf2 only")
 	}
-	o.PBKDF.Hash = ""
-	if p.has("key-slot") {
-		slot := slotOpt(p)
+	if opts.KeySlot != nil {
+		slot := *opts.KeySlot
 		if slot < 0 || slot >= luks1.NumKeyslots {
 			return usageErr("key slot %d is invalid (LUKS1 has keyslots 0-7)", slot)
 		}
-		o.Keyslot = &slot
+		o.Keyslot = blkcrypt.Slot(int(slot))
 	}
 
 	if f, err := openDevice(path, false); err != nil {
@@ -131,12 +102,12 @@ func runReencryptLUKS1(ctx context.Context, env *Env, p *parsed, path string) er
 		}
 	}()
 	switch {
-	case p.str("key-file") != "" || plan.Resume || o.Keyslot != nil:
+	case opts.KeyFile != "" || plan.Resume || o.Keyslot != nil:
 		prompt := "Enter any existing passphrase: "
 		if o.Keyslot != nil {
 			prompt = fmt.Sprintf("Enter passphrase for key slot %d: ", *o.Keyslot)
 		}
-		if pass, _, err = readSecret(env, p, prompt); err != nil {
+		if pass, _, err = opts.keyFileFlags.read(env, false, prompt); err != nil {
 			return err
 		}
 	default:
@@ -145,7 +116,7 @@ func runReencryptLUKS1(ctx context.Context, env *Env, p *parsed, path string) er
 		e := *env
 		e.Stdin = oneByteReader{env.Stdin}
 		for _, s := range plan.Keyslots {
-			pass, _, err := readSecret(&e, p, fmt.Sprintf("Enter passphrase for key slot %d: ", s))
+			pass, _, err := opts.keyFileFlags.read(&e, false, fmt.Sprintf("Enter passphrase for key slot %d: ", s))
 			if err != nil {
 				return err
 			}
@@ -157,7 +128,7 @@ func runReencryptLUKS1(ctx context.Context, env *Env, p *parsed, path string) er
 	var last uint64
 	o.Progress = func(done, total uint64) {
 		if pr == nil {
-			pr = newProgress(env, p, path, "reencrypted", int64(total))
+			pr = opts.progressFlags.start(env, opts.Batch, path, "reencrypted", int64(total))
 			last = done
 		}
 		pr.add(int64(done - last))
