@@ -245,7 +245,9 @@ func openErr(ctx context.Context, path string, part *diskPartition, named, prepa
 		case errors.Is(err, blkcrypt.ErrBusy), errors.Is(err, blkcrypt.ErrInvalidOptions),
 			errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
 			return err
-		case ctx.Err() != nil:
+		case ctx.Err() != nil, blkcrypt.IsURI(path):
+			// exitCode sorts a URI's errors: a malformed one is a usage
+			// error, a device that fails the wrong device.
 			return fmt.Errorf("device %s: %w", path, err)
 		}
 		// The header could not be read (an I/O error): the device's fault.

@@ -88,3 +88,29 @@ func TestDetectionAgrees(t *testing.T) {
 		})
 	}
 }
+
+// TestTypeBindingsCoverRegistry: every format of the library's registry
+// has its flag binding on the command line (and "luks", either version),
+// and every format the registry dumps, LUKS aside (runDump's own path
+// through the LUKS handle), has its dumper; nothing else does.
+func TestTypeBindingsCoverRegistry(t *testing.T) {
+	want := map[string]bool{"luks": true}
+	for _, vt := range blkcrypt.VolumeTypes() {
+		want[vt.Name] = true
+		if _, ok := typeBindings[vt.Name]; !ok {
+			t.Errorf("--type %s has no flag binding", vt.Name)
+		}
+		_, dumps := typeDumpers[vt.Name]
+		if isLUKS := strings.HasPrefix(vt.Name, "luks"); dumps != (vt.Dump && !isLUKS) {
+			t.Errorf("%s: dumper %v, registry dump %v", vt.Name, dumps, vt.Dump)
+		}
+	}
+	for name := range typeBindings {
+		if !want[name] {
+			t.Errorf("binding for %q, which the registry does not know", name)
+		}
+	}
+	if err := checkType("truecrypt"); err == nil {
+		t.Error("--type truecrypt accepted")
+	}
+}
