@@ -19,8 +19,6 @@ import (
 // of the library's LUKS handle (blkcrypt.OpenLUKS), which owns the lock,
 // the crash ordering and the checks.
 
-const anySlot = -1
-
 // headerFlag is a detached LUKS header.
 type headerFlag struct {
 	Header string `flag:"header" help:"detached header file" def:"DEVICE itself"`
@@ -75,9 +73,6 @@ func (f luksFlags) path(dev string) (string, error) {
 	return hpath, nil
 }
 
-// luksPath is luksFlags.path for the verbs that read *parsed.
-func luksPath(p *parsed, path string) (string, error) { return fromParsed[luksFlags](p).path(path) }
-
 // open opens the LUKS handle on the header device (see path), inside
 // partition part when given; a --type that names the other version is
 // refused. Each method of the handle takes the lock the library takes
@@ -122,13 +117,6 @@ func (f luksFlags) open(ctx context.Context, dev string, part *string, readOnly 
 // openLUKS is luksFlags.open for the verbs that read *parsed.
 func openLUKS(ctx context.Context, p *parsed, path string, readOnly bool) (*blkcrypt.LUKS, error) {
 	return fromParsed[luksFlags](p).open(ctx, path, fromParsed[partitionFlag](p).Partition, readOnly)
-}
-
-func slotOpt(p *parsed) int {
-	if p.has("key-slot") {
-		return int(p.int("key-slot", -1))
-	}
-	return anySlot
 }
 
 // slotPtr is an optional --key-slot for the handle: nil when absent.
@@ -215,12 +203,6 @@ func uintFlag(name string, v *int64, max uint64) (uint64, error) {
 		return 0, usageErr("invalid numeric value for --%s: %d", name, *v)
 	}
 	return uint64(*v), nil
-}
-
-// newPassphrase is newSecret for the verbs that read *parsed (no
-// NEW_KEY_FILE argument there).
-func newPassphrase(env *Env, p *parsed, newFile string, useKeyFile bool) ([]byte, error) {
-	return newSecret(env, fromParsed[keyFileFlags](p), fromParsed[newKeyFlags](p), newFile, useKeyFile)
 }
 
 // newSecret reads the passphrase for a new keyslot: from the file named

@@ -28,11 +28,6 @@ func (b batchFlag) confirm(env *Env, warning string, code int, aborted string) e
 	return nil
 }
 
-// confirm is batchFlag.confirm for the verbs that read *parsed.
-func confirm(env *Env, p *parsed, warning string, code int, aborted string) error {
-	return fromParsed[batchFlag](p).confirm(env, warning, code, aborted)
-}
-
 // readAnswer reads one line a byte at a time, so that nothing after the
 // newline (a passphrase typed ahead) is taken from the terminal's input.
 func readAnswer(r io.Reader) (string, error) {
