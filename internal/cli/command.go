@@ -34,13 +34,18 @@ package cli
 //
 // Converting a verb that still reads *parsed (p.str("x"), p.has("x")):
 // write its options struct from the verb's verbOptions entry (options.go)
-// and the flags' flagDefs lines (reuse keyFileFlags, pbkdfFlags, headerFlag,
-// luksFlags, batchFlag, verboseFlag), change runX to take it, replace its
-// init() registration (extraVerbs, addFlags, verbOptions, typeDumpers) by
-// one typed(...) entry in verbTable, delete its verbOptions entry and the
-// flagDefs lines no verb reads any more, and run go generate ./internal/cli.
-// Helpers shared with legacy verbs take the typed group and keep a *parsed
-// wrapper (readSecret → readKey) until their last legacy caller is gone.
+// and the flags' flagDefs lines (reuse the groups: keyFileFlags, newKeyFlags,
+// pbkdfFlags, headerFlag, luksFlags, partitionFlag, progressFlags,
+// reencSizeFlags, batchFlag, verboseFlag), change runX to take it, replace
+// its init() registration (extraVerbs, addFlags, verbOptions) by one
+// typed(...) entry in verbTable, delete its verbOptions entry and the
+// flagDefs lines no verb reads any more, and run go generate ./internal/cli
+// (TestVerbHelp, TestOptionsTable and TestOptionsUsed say what is missing).
+// A helper shared with legacy verbs takes the typed group, and a one-line
+// *parsed wrapper built with fromParsed stays until its last legacy caller
+// is gone (readSecret wraps keyFileFlags.read, newProgress
+// progressFlags.start, pbkdfOptions pbkdfFlags.options). reencrypt.go is a
+// converted verb to copy from.
 
 import (
 	"context"
