@@ -435,3 +435,46 @@ func FuzzDetectType(f *testing.F) {
 		}
 	})
 }
+
+// TestDumpVolumeDevice: the dump of a device in memory is the dump of the
+// file, and cryptsetup's luksDump of it.
+func TestDumpVolumeDevice(t *testing.T) {
+	cs := testenv.Need(t, "cryptsetup", "cryptsetup-bin")
+	ctx := context.Background()
+	img := fastFormat(t, "luks2")
+	raw, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mem, file bytes.Buffer
+	if err := blkcrypt.DumpVolumeDevice(ctx, bytes.NewReader(raw), &mem, blkcrypt.DumpVolumeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := blkcrypt.DumpVolume(ctx, img, &file, blkcrypt.DumpVolumeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := exec.Command(cs, "luksDump", img).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mem.String() != file.String() || file.String() != string(ref) {
+		t.Errorf("memory:\n%s--- file:\n%s--- cryptsetup:\n%s", mem.String(), file.String(), ref)
+	}
+	if err := blkcrypt.DumpVolumeDevice(ctx, bytes.NewReader(make([]byte, 1<<20)), io.Discard, blkcrypt.DumpVolumeOptions{}); !errors.Is(err, blkcrypt.ErrNoHeader) {
+		t.Errorf("zeros: %v, want ErrNoHeader", err)
+	}
+}
+
+func ExampleVolumeTypes() {
+	for _, t := range blkcrypt.VolumeTypes() {
+		fmt.Printf("%-8s %-20s detected: %-5v read-only: %v\n", t.Name, t.Description, t.Signature, t.ReadOnlyByDefault)
+	}
+	// Output:
+	// luks1    LUKS1                detected: true  read-only: false
+	// luks2    LUKS2                detected: true  read-only: false
+	// plain    plain dm-crypt       detected: false read-only: false
+	// loopaes  loop-AES             detected: false read-only: false
+	// tcrypt   TrueCrypt/VeraCrypt  detected: false read-only: true
+	// bitlk    BitLocker            detected: true  read-only: true
+	// fvault2  FileVault 2          detected: true  read-only: true
+}
