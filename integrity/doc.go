@@ -40,14 +40,14 @@
 //     it refuses a device with data at its start unless Force). Dump
 //     prints integritysetup dump's text.
 //
-// An encrypted journal (integritysetup --journal-crypt) is read and
-// written with the kernel's stream-cipher scheme for ctr(aes)
-// (Options.JournalCrypt and JournalCryptKey; the journal is the
-// plaintext xored with the keystream, the commit ids encrypted too).
+// An encrypted journal (integritysetup --journal-crypt; Options.
+// JournalCrypt and JournalCryptKey) is read and written as the kernel
+// keeps it: ctr(aes) and chacha20 xor the journal with one keystream and
+// encrypt the commit ids; cbc(aes) encrypts each section under an IV
+// derived from its number.
 //
-// Not implemented: journal encryption with block ciphers (cbc(aes) and
-// the like; refused with ErrUnsupported) and with other stream ciphers,
-// bitmap mode with an encrypted journal, a separate metadata device,
+// Not implemented: other journal ciphers (xts(aes) and the like; refused
+// with ErrUnsupported), bitmap mode with an encrypted journal, a separate metadata device,
 // inline tags (version 6), and the kernel's background recalculation (a
 // volume marked recalculating stays so; its blocks past the point read
 // unchecked).

@@ -162,7 +162,7 @@ func Format(dev Device, o FormatOptions) (*Superblock, error) {
 		if err != nil {
 			return nil, err
 		}
-		v.dev = &cryptDev{Device: dev, c: jc}
+		v.dev = newCryptDev(dev, jc)
 		v.ids = &jc.ids
 	}
 	if jspec != nil {

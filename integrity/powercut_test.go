@@ -147,6 +147,8 @@ func TestPowerCutJournal(t *testing.T) {
 		{Algorithm: "crc32c", JournalSectors: 3 * 176, InterleaveSectors: 64},
 		{Algorithm: "hmac-sha256", Key: []byte("key"), JournalMAC: "hmac(sha256)", JournalMACKey: []byte("jkey"), SectorSize: 4096, JournalSectors: 4 * 40},
 		{Algorithm: "crc32", JournalCrypt: "ctr(aes)", JournalCryptKey: make([]byte, 16), SectorSize: 1024, JournalSectors: 3 * 176},
+		{Algorithm: "sha1", JournalCrypt: "cbc-aes", JournalCryptKey: make([]byte, 32), JournalSectors: 3 * 104, InterleaveSectors: 64},
+		{Algorithm: "crc32c", JournalCrypt: "chacha20", JournalCryptKey: make([]byte, 32), SectorSize: 2048, JournalSectors: 3 * 176},
 	} {
 		t.Run(o.Algorithm, func(t *testing.T) {
 			base, opts := sweepBase(t, o, 1<<20)

@@ -33,7 +33,7 @@ func TestRefusals(t *testing.T) {
 		{"too big", mod(func(b []byte) { b[16+3] = 1 }), Options{Algorithm: "crc32c"}, "smaller than the layout", nil},
 		{"wrong tag size", img, Options{Algorithm: "crc32c", TagSize: 8}, "does not match", nil},
 		{"wrong sector size", img, Options{Algorithm: "crc32c", SectorSize: 4096}, "does not match", nil},
-		{"journal crypt", img, Options{Algorithm: "crc32c", JournalCrypt: "cbc(aes)", JournalCryptKey: make([]byte, 32)}, "journal encryption", ErrUnsupported},
+		{"journal crypt", img, Options{Algorithm: "crc32c", JournalCrypt: "xts(aes)", JournalCryptKey: make([]byte, 32)}, "journal encryption", ErrUnsupported},
 		{"journal mac not there", img, Options{Algorithm: "crc32c", JournalMAC: "hmac(sha256)", JournalMACKey: []byte("k")}, "no journal MAC", nil},
 		{"unknown algorithm", img, Options{Algorithm: "md5"}, "md5", ErrUnsupported},
 		{"hmac without key", img, Options{Algorithm: "hmac-sha256"}, "needs a key", nil},

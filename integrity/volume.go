@@ -150,7 +150,7 @@ func Open(dev Device, opts Options) (*Volume, error) {
 		if err != nil {
 			return nil, err
 		}
-		v.dev = &cryptDev{Device: dev, c: jc}
+		v.dev = newCryptDev(dev, jc)
 		v.ids = &jc.ids
 	}
 	if opts.Algorithm != "" {

@@ -29,10 +29,10 @@ type integrityVol struct {
 	key        bool   // hmac: the key file /kt/ikey (32 bytes)
 	jmac       bool   // journal MAC hmac-sha256 with /kt/jkey
 	sector     int
-	interleave int  // 0: default
-	bitmap     bool // written in bitmap mode
-	tagSize    int  // 0: the digest size
-	jcrypt     bool // journal encrypted with ctr(aes), key /kt/ckey
+	interleave int    // 0: default
+	bitmap     bool   // written in bitmap mode
+	tagSize    int    // 0: the digest size
+	jcrypt     string // journal cipher (integritysetup's spelling), key /kt/ckey
 	patOff     int64
 }
 
@@ -63,8 +63,8 @@ func (v integrityVol) guestArgs() string {
 	if v.jmac {
 		a = append(a, "--journal-integrity", "hmac-sha256", "--journal-integrity-key-file", "/kt/jkey", "--journal-integrity-key-size", "32")
 	}
-	if v.jcrypt {
-		a = append(a, "--journal-crypt", "ctr-aes", "--journal-crypt-key-file", "/kt/ckey", "--journal-crypt-key-size", "32")
+	if v.jcrypt != "" {
+		a = append(a, "--journal-crypt", v.jcrypt, "--journal-crypt-key-file", "/kt/ckey", "--journal-crypt-key-size", "32")
 	}
 	return strings.Join(a, " ")
 }
@@ -77,8 +77,8 @@ func (v integrityVol) opts() integrity.Options {
 	if v.jmac {
 		o.JournalMAC, o.JournalMACKey = "hmac-sha256", integrityJKey
 	}
-	if v.jcrypt {
-		o.JournalCrypt, o.JournalCryptKey = "ctr-aes", integrityCKey
+	if v.jcrypt != "" {
+		o.JournalCrypt, o.JournalCryptKey = v.jcrypt, integrityCKey
 	}
 	return o
 }
@@ -130,8 +130,9 @@ func TestIntegrity(t *testing.T) {
 		{name: "ib-crc32c-t8", alg: "crc32c", sector: 2048, tagSize: 8, patOff: 15 << 16}, // digest zero-padded
 	}
 	jrnl := integrityVol{name: "ib-journal", alg: "hmac-sha256", key: true, jmac: true, sector: 512, interleave: 256, patOff: 8 << 16}
-	jcrypt := integrityVol{name: "ib-jcrypt", alg: "crc32c", jcrypt: true, sector: 4096, interleave: 256, patOff: 16 << 16}
-	ccut := integrityVol{name: "ik-ccut", alg: "sha256", jcrypt: true, sector: 512, patOff: 17 << 16}
+	jcrypt := integrityVol{name: "ib-jcrypt", alg: "crc32c", jcrypt: "ctr-aes", sector: 4096, interleave: 256, patOff: 16 << 16}
+	jchacha := integrityVol{name: "ib-jchacha", alg: "sha1", jcrypt: "chacha20", sector: 1024, interleave: 256, patOff: 18 << 16}
+	ccut := integrityVol{name: "ik-ccut", alg: "sha256", jcrypt: "cbc-aes", sector: 512, patOff: 17 << 16}
 	tamper := integrityVol{name: "ib-tamper", alg: "crc32c", sector: 4096, interleave: 64, patOff: 9 << 16}
 	cut := integrityVol{name: "ik-cut", alg: "crc32c", sector: 512, patOff: 10 << 16}
 	bcut := integrityVol{name: "ik-bcut", alg: "crc32c", sector: 512, interleave: 512, patOff: 13 << 16}
@@ -180,7 +181,7 @@ integritysetup dump /dev/disk/%s | sed 's/^/@@D %s /'
 	}
 	// blkcrypt makes and fills these; the kernel reads them.
 	want := map[string]string{}
-	for _, v := range append(ourVols, jrnl, jcrypt, tamper) {
+	for _, v := range append(ourVols, jrnl, jcrypt, jchacha, tamper) {
 		size := int64(integrityImg)
 		if v.name == tamper.name {
 			size = 1 << 20 // fewer blocks for the guest to read one by one
@@ -192,7 +193,7 @@ integritysetup dump /dev/disk/%s | sed 's/^/@@D %s /'
 		}
 		o := v.opts()
 		var js uint64
-		if v.name == jrnl.name || v.name == jcrypt.name {
+		if v.name == jrnl.name || v.name == jcrypt.name || v.name == jchacha.name {
 			js = 2048 // many sections
 		}
 		if _, err := integrity.Format(f, integrity.FormatOptions{Algorithm: v.alg, Key: o.Key, SectorSize: v.sector, TagSize: v.tagSize,
@@ -220,7 +221,7 @@ integritysetup dump /dev/disk/%s | sed 's/^/@@D %s /'
 	// ib-journal: two more writes, the second wrapping around the end of
 	// the journal ring, cut after its journal commit was synced and before
 	// anything of it reached its place: only the journal has it.
-	for _, jrnl := range []integrityVol{jrnl, jcrypt} {
+	for _, jrnl := range []integrityVol{jrnl, jcrypt, jchacha} {
 		p := filepath.Join(dir, jrnl.name+".img")
 		img, err := os.ReadFile(p)
 		if err != nil {
@@ -320,7 +321,7 @@ while [ $i -lt $n ]; do dd if=/dev/mapper/%s of=/dev/null bs=4096 skip=$i count=
 integritysetup close %s
 `, tamper.guestArgs(), tamper.name, tamper.name, tamper.name, tamper.name, tamper.name, tamper.name, tamper.name, tamper.name)
 	}
-	for _, v := range append(ourVols, jrnl, jcrypt) {
+	for _, v := range append(ourVols, jrnl, jcrypt, jchacha) {
 		fmt.Fprintf(&script, `integritysetup open %s /dev/disk/%s %s 2>/tmp/err || echo "@@E %s open: $(cat /tmp/err)"
 kt_sum %s
 integritysetup close %s
@@ -421,7 +422,7 @@ sleep 10
 		f.Close()
 	}
 	// blkcrypt's volumes, read by the kernel.
-	for _, v := range append(ourVols, jrnl, jcrypt) {
+	for _, v := range append(ourVols, jrnl, jcrypt, jchacha) {
 		if got[v.name] != want[v.name] {
 			t.Errorf("%s: the kernel reads %q, blkcrypt wrote %q", v.name, got[v.name], want[v.name])
 		}
