@@ -24,6 +24,12 @@ var guestModules = []struct {
 	{"dm_mod", false},
 	{"dm_crypt", false},
 	{"dm_integrity", true}, // integrity_test.go (integritysetup)
+	{"authenc", true},      // aead_test.go: LUKS2 --integrity
+	{"gcm", true},
+	{"ghash_generic", true},
+	{"ghash_clmulni_intel", true},
+	{"chacha20poly1305", true},
+	{"aegis128", true},
 	{"hmac", true},
 	{"af_alg", false},
 	{"algif_skcipher", false},
