@@ -217,19 +217,24 @@ func (o ClevisOptions) decryptTPM2(ctx context.Context, jwe string, h *clevisHea
 	}
 	sealed := rsp.OutData.Buffer
 	defer wipe(sealed)
+	// k is kept as raw bytes (a string could not be wiped).
 	var jwk struct {
-		Kty string `json:"kty"`
-		K   string `json:"k"`
+		Kty string          `json:"kty"`
+		K   json.RawMessage `json:"k"`
 	}
-	if err := json.Unmarshal(bytes.TrimSpace(sealed), &jwk); err != nil || jwk.Kty != "oct" {
+	err = json.Unmarshal(bytes.TrimSpace(sealed), &jwk)
+	defer wipe(jwk.K)
+	if err != nil || jwk.Kty != "oct" || len(jwk.K) < 2 || jwk.K[0] != '"' || jwk.K[len(jwk.K)-1] != '"' {
 		return nil, bad("the unsealed data is not a symmetric JWK")
 	}
-	key, err := base64.RawURLEncoding.DecodeString(jwk.K)
-	jwk.K = ""
+	k64 := jwk.K[1 : len(jwk.K)-1]
+	key := make([]byte, base64.RawURLEncoding.DecodedLen(len(k64)))
+	defer wipe(key)
+	n, err := base64.RawURLEncoding.Decode(key, k64)
 	if err != nil {
 		return nil, bad("the unsealed JWK's k is not base64url")
 	}
-	defer wipe(key)
+	key = key[:n]
 	return openJWE(jwe, jose.DIRECT, key)
 }
 
