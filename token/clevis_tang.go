@@ -367,27 +367,28 @@ func (o ClevisOptions) tangExchange(ctx context.Context, method, u string, body 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/jwk+json")
 	}
-	fail := func(err error) error {
+	fail := func(why string) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s: %w", where, ctx.Err())
 		}
 		if rctx.Err() != nil {
 			return fmt.Errorf("%w: %s: no answer within %v", ErrTangUnreachable, where, o.tangTimeout())
 		}
-		return fmt.Errorf("%w: %s: %v", ErrTangUnreachable, where, oneLine(errors.Unwrap(err)))
+		return fmt.Errorf("%w: %s: %s", ErrTangUnreachable, where, why)
 	}
 	rsp, err := o.httpClient().Do(req)
 	if err != nil {
+		// The *url.Error's own text repeats the method and the URL.
 		var ue *url.Error
 		if errors.As(err, &ue) {
-			return nil, fail(ue)
+			err = ue.Err
 		}
-		return nil, fail(fmt.Errorf("%w", err))
+		return nil, fail(oneLine(err))
 	}
 	defer rsp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(rsp.Body, maxTangBody+1))
 	if err != nil {
-		return nil, fail(fmt.Errorf("reading the answer: %w", err))
+		return nil, fail("reading the answer: " + oneLine(err))
 	}
 	if rsp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%w: %s: answered %q", ErrTangAnswer, where, rsp.Status)
