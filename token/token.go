@@ -72,8 +72,8 @@ type Options struct {
 
 // Unlock tries the header's tokens and returns the passphrase the first
 // that works yields, and its id: first the tokens that need no
-// interaction (systemd-tpm2 without a PIN, clevis), then, when o.PIN is set, those
-// that need a PIN, each in id order. The passphrase is checked against the
+// interaction (systemd-tpm2 without a PIN, clevis), then, when o.PIN is
+// set, those that need a PIN, each in id order. The passphrase is checked against the
 // token's keyslots before it is returned; the caller wipes it. Tokens of
 // other types are skipped unless o.TokenID or o.TokenType name them; a
 // systemd-recovery token is typed, never unlocked. When none works the
@@ -133,7 +133,6 @@ func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte
 			}
 		}
 	}
-	slices.SortStableFunc(noPIN, func(a, b cand) int { return a.id - b.id })
 	try := func(c cand, pin []byte) ([]byte, error) {
 		var pass []byte
 		var err error
