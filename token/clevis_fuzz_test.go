@@ -12,10 +12,12 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/blkcrypt/blkcrypt"
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/google/go-tpm/tpm2"
 )
@@ -282,4 +284,70 @@ func FuzzSSSRecover(f *testing.F) {
 			t.Fatalf("a key of %d bytes for a %d-byte field", len(k), pl)
 		}
 	})
+}
+
+// TestClevisTangTrust: the ways a bind trusts an advertisement, as clevis
+// encrypt tang: an "adv" object or file (trusted as given), a "thp" that
+// signed the advertisement the server sends, or TrustTang; without them,
+// ErrUntrusted naming the signing key; an advertisement whose signature
+// does not verify is refused.
+func TestClevisTangTrust(t *testing.T) {
+	ft := newFakeTang(t)
+	srv := httptest.NewServer(ft)
+	defer srv.Close()
+	ctx := context.Background()
+	sigThp := (&ecJWK{Kty: "EC", Crv: "P-521", X: jwkOf(&ft.sig.PublicKey)["x"].(string), Y: jwkOf(&ft.sig.PublicKey)["y"].(string)}).thumbprint(crypto.SHA256)
+	file := t.TempDir() + "/adv.jws"
+	if err := os.WriteFile(file, ft.adv, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		cfg   string
+		trust bool
+		want  error
+	}{
+		"adv-object":   {string(ft.cfg(srv.URL)), false, nil},
+		"adv-file":     {`{"url":"` + srv.URL + `","adv":"` + file + `"}`, false, nil},
+		"thp":          {`{"url":"` + srv.URL + `","thp":"` + sigThp + `"}`, false, nil},
+		"trust":        {`{"url":"` + srv.URL + `"}`, true, nil},
+		"untrusted":    {`{"url":"` + srv.URL + `"}`, false, ErrUntrusted},
+		"no-url":       {`{"adv":"` + file + `"}`, false, blkcrypt.ErrInvalidOptions},
+		"missing-file": {`{"url":"` + srv.URL + `","adv":"` + file + `.gone"}`, false, blkcrypt.ErrInvalidOptions},
+		"bad-scheme":   {`{"url":"ftp://x","thp":"` + sigThp + `"}`, false, blkcrypt.ErrInvalidOptions},
+	} {
+		t.Run(name, func(t *testing.T) {
+			jwe, err := EncryptClevis(ctx, "tang", []byte(tc.cfg), []byte("v"), ClevisOptions{TrustTang: tc.trust})
+			if tc.want != nil {
+				if !errors.Is(err, tc.want) {
+					t.Fatalf("%v, want %v", err, tc.want)
+				}
+				if tc.want == ErrUntrusted && !strings.Contains(err.Error(), sigThp) {
+					t.Fatalf("the refusal does not name the signing key: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pt, err := DecryptClevis(ctx, jwe, ClevisOptions{}); err != nil || string(pt) != "v" {
+				t.Fatalf("%q, %v", pt, err)
+			}
+		})
+	}
+	// A signature over another payload: the keys no longer verify it.
+	var jws map[string]any
+	json.Unmarshal(ft.adv, &jws)
+	jws["payload"] = base64.RawURLEncoding.EncodeToString([]byte(`{"keys":[` + mustJSON(jwkOf(&ft.sig.PublicKey, "sign", "verify")) + `,` + mustJSON(jwkOf(&ft.sig.PublicKey, "deriveKey")) + `]}`))
+	forged := mustJSON(jws)
+	if _, err := EncryptClevis(ctx, "tang", []byte(`{"url":"`+srv.URL+`","adv":`+forged+`}`), []byte("v"), ClevisOptions{}); !errors.Is(err, ErrTangAnswer) {
+		t.Fatalf("a forged advertisement: %v", err)
+	}
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }
