@@ -25,6 +25,7 @@ var guestModules = []struct {
 	{"dm_crypt", false},
 	{"dm_integrity", true}, // integrity_test.go (integritysetup)
 	{"authenc", true},      // aead_test.go: LUKS2 --integrity
+	{"algif_aead", true},   // cryptsetup checks AEAD ciphers through AF_ALG
 	{"gcm", true},
 	{"ghash_generic", true},
 	{"ghash_clmulni_intel", true},
