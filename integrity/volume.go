@@ -186,6 +186,9 @@ func Open(dev Device, opts Options) (*Volume, error) {
 func (v *Volume) wipe() {
 	v.hash.wipe()
 	v.jmacKey.wipe()
+	if cd, ok := v.dev.(*cryptDev); ok {
+		clear(cd.c.chacha)
+	}
 }
 
 func deviceSize(dev Device) (int64, bool) {
