@@ -10,15 +10,30 @@ import (
 
 // fuzzVolume is a small volume with a two-section journal holding a
 // commit that spans both (the seed the journal fuzzer mutates).
-func fuzzVolume(f *testing.F) (img []byte, g Geometry) {
+func fuzzVolume(f *testing.F) (img []byte, g Geometry) { return fuzzVolumeCrypt(f, "") }
+
+// fuzzCiphers are the journal ciphers FuzzJournal picks from.
+var fuzzCiphers = []string{"", "ctr(aes)", "chacha20", "cbc(aes)"}
+
+func fuzzOpts(jc string) Options {
+	o := Options{Algorithm: "crc32c", JournalCrypt: jc}
+	if jc != "" {
+		o.JournalCryptKey = make([]byte, 32)
+	}
+	return o
+}
+
+func fuzzVolumeCrypt(f *testing.F, jc string) (img []byte, g Geometry) {
 	dev := powercut.New(make([]byte, 128<<10))
+	o := fuzzOpts(jc)
 	// 120-byte tags: 24 entries a section, so the journal is small (32 KiB).
-	sb, err := Format(dev, FormatOptions{Algorithm: "crc32c", TagSize: 120, JournalSectors: 2 * 32, InterleaveSectors: 8, LegacyHMAC: true})
+	sb, err := Format(dev, FormatOptions{Algorithm: "crc32c", TagSize: 120, JournalSectors: 2 * 32, InterleaveSectors: 8, LegacyHMAC: true,
+		JournalCrypt: o.JournalCrypt, JournalCryptKey: o.JournalCryptKey})
 	if err != nil {
 		f.Fatal(err)
 	}
 	g, _ = sb.Geometry()
-	v, err := Open(dev, Options{Algorithm: "crc32c"})
+	v, err := Open(dev, o)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -68,19 +83,30 @@ func FuzzSuperblock(f *testing.F) {
 	})
 }
 
-// FuzzJournal: any journal content replays or is refused with an error;
+// FuzzJournal: any journal content, plain or encrypted, replays or is
+// refused with an error;
 // reads afterwards return data that verifies or ErrIntegrity, never a
 // panic, and a writable open never writes outside the device.
 func FuzzJournal(f *testing.F) {
-	img, g := fuzzVolume(f)
+	var imgs [][]byte
+	var g Geometry
+	for _, jc := range fuzzCiphers {
+		img, gg := fuzzVolumeCrypt(f, jc)
+		imgs, g = append(imgs, img), gg
+	}
 	jlen := int(g.InitialSectors-8) << 9
-	f.Add(img[SuperblockArea : SuperblockArea+jlen])
-	f.Add(make([]byte, jlen))
-	f.Fuzz(func(t *testing.T, j []byte) {
-		dev := append([]byte(nil), img...)
+	for i, img := range imgs {
+		f.Add(img[SuperblockArea:SuperblockArea+jlen], uint8(i))
+	}
+	f.Add(make([]byte, jlen), uint8(0))
+	f.Fuzz(func(t *testing.T, j []byte, cipher uint8) {
+		c := int(cipher) % len(fuzzCiphers)
+		dev := append([]byte(nil), imgs[c]...)
 		copy(dev[SuperblockArea:SuperblockArea+jlen], j)
 		for _, ro := range []bool{true, false} {
-			v, err := Open(powercut.New(dev), Options{Algorithm: "crc32c", ReadOnly: ro})
+			o := fuzzOpts(fuzzCiphers[c])
+			o.ReadOnly = ro
+			v, err := Open(powercut.New(dev), o)
 			if err != nil {
 				continue
 			}
