@@ -173,6 +173,25 @@ func (f *fixture) clevisPass(t *testing.T, env []string, slot int) []byte {
 	return []byte(run(t, env, nil, tool, "luks", "pass", "-d", f.img, "-s", strconv.Itoa(slot)))
 }
 
+// sameListing: ListClevis's lines are clevis luks list's, line for line.
+func (f *fixture) sameListing(t *testing.T, env []string, h *blkcrypt.LUKS) {
+	t.Helper()
+	tool := testenv.Need(t, "clevis", "clevis")
+	theirs := strings.TrimSpace(run(t, env, nil, tool, "luks", "list", "-d", f.img))
+	bs, err := ListClevis(context.Background(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ours []string
+	for _, b := range bs {
+		ours = append(ours, b.String())
+	}
+	if got := strings.Join(ours, "\n"); got != theirs {
+		t.Fatalf("ListClevis:\n%s\nclevis luks list:\n%s", got, theirs)
+	}
+	t.Logf("clevis luks list:\n%s", theirs)
+}
+
 // cryptsetupAcceptsSlot: cryptsetup opens keyslot slot with pass.
 func (f *fixture) cryptsetupAcceptsSlot(t *testing.T, pass []byte, slot int) bool {
 	t.Helper()
@@ -260,6 +279,21 @@ func TestClevisTang(t *testing.T) {
 	if err != nil || id != ourID || !bytes.Equal(ours, theirs) {
 		t.Fatalf("Unlock of our binding: token %d, %v; same passphrase as clevis: %v", id, err, bytes.Equal(ours, theirs))
 	}
+
+	f.sameListing(t, nil, h)
+	if err := UnbindClevis(ctx, h, 0, false); !errors.Is(err, blkcrypt.ErrInvalidOptions) {
+		t.Fatalf("unbinding keyslot 0, which has no binding: %v", err)
+	}
+	if err := UnbindClevis(ctx, h, slot, false); err != nil {
+		t.Fatalf("UnbindClevis: %v", err)
+	}
+	if slices.Contains(f.activeSlots(t), slot) {
+		t.Fatalf("keyslot %d stays after UnbindClevis", slot)
+	}
+	if toks, _ := h.Tokens(ctx); toks[ourID] != nil {
+		t.Fatalf("token %d stays after UnbindClevis", ourID)
+	}
+	f.sameListing(t, nil, h)
 
 	// Tang stopped: a one-line error naming the token and the server,
 	// within the timeout.
@@ -413,6 +447,7 @@ func TestClevisTPM2(t *testing.T) {
 	if err != nil {
 		t.Fatalf("BindClevis tpm2 (rsa, no PCRs): %v", err)
 	}
+	f.sameListing(t, env, h)
 	for _, slot := range []int{ourPCR, ourPlain} {
 		theirs := f.clevisPass(t, env, slot)
 		if !f.cryptsetupAcceptsSlot(t, theirs, slot) {
@@ -456,6 +491,7 @@ func TestClevisSSS(t *testing.T) {
 	if !f.cryptsetupAcceptsSlot(t, clevisOurs, ours) {
 		t.Fatal("cryptsetup refuses what clevis luks pass prints for our sss binding")
 	}
+	f.sameListing(t, env, h)
 	theirID, _ := tokenFor(t, h, theirs)
 	clevisTheirs := f.clevisPass(t, env, theirs)
 	t1.stop()

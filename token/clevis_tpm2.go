@@ -34,6 +34,9 @@ type tpm2PinHeader struct {
 	PCRIDs  string `json:"pcr_ids"`
 	JWKPub  string `json:"jwk_pub"`
 	JWKPriv string `json:"jwk_priv"`
+	// PCRDigest is kept for clevis luks list; unsealing ignores it (the
+	// TPM checks the PCRs' values against the policy).
+	PCRDigest string `json:"pcr_digest"`
 }
 
 func hashByName(name string) (tpm2.TPMIAlgHash, bool) {
