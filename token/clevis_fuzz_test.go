@@ -222,6 +222,11 @@ func FuzzClevisJWE(f *testing.F) {
 		if err != nil && strings.Contains(err.Error(), "\n") {
 			t.Fatalf("a multi-line error: %q", err)
 		}
+		// clevis luks list's view of it: no panic, and valid JSON when
+		// the JWE checks out.
+		if _, cfg, err := ClevisConfig(jwe); err == nil && CheckClevis(jwe) == nil && !json.Valid([]byte(cfg)) {
+			t.Fatalf("ClevisConfig gives invalid JSON %q", cfg)
+		}
 	})
 }
 
