@@ -68,6 +68,7 @@ func FuzzSuperblock(f *testing.F) {
 			t.Fatalf("marshal round trip: %v", err)
 		}
 		Dump(io.Discard, sb, "fuzz")
+		sb.Geometry()
 		dev := make([]byte, len(img))
 		copy(dev, b)
 		copy(dev[SuperblockArea:], img[SuperblockArea:])

@@ -104,12 +104,15 @@ func (sb *Superblock) Validate() error {
 		return fmt.Errorf("integrity: superblock version %d (known: 1 to 6)", sb.Version)
 	case sb.Flags&^0x3f != 0:
 		return fmt.Errorf("integrity: unknown superblock flags %#x", sb.Flags&^0x3f)
-	case sb.Flags&FlagInline != 0:
-		return fmt.Errorf("%w: inline tags (superblock version 6) live in the disk's own metadata, out of userspace reach", ErrUnsupported)
 	case sb.Log2SectorsPerBlock > 3:
 		return fmt.Errorf("integrity: sector size %d (512 to 4096)", 512<<min(sb.Log2SectorsPerBlock, 20))
 	case sb.TagSize == 0 || int(sb.TagSize) > MaxTagSize:
 		return fmt.Errorf("integrity: tag size %d (1 to %d)", sb.TagSize, MaxTagSize)
+	case sb.Flags&FlagInline != 0:
+		// Version 6: the tags live in the disk's own metadata and there is
+		// no journal; the superblock is valid, the volume is out of reach
+		// (Open refuses it).
+		return nil
 	case sb.JournalSections == 0:
 		return errors.New("integrity: corrupted superblock: journal_sections is 0")
 	case sb.Log2InterleaveSectors < minLog2Interleave || sb.Log2InterleaveSectors > maxLog2Interleave:
@@ -194,6 +197,9 @@ func (sb *Superblock) Geometry() (Geometry, error) {
 }
 
 func geometryFor(log2spb uint8, tagSize int, flags, sections uint32, log2il uint8, provided uint64) (Geometry, error) {
+	if log2spb > 3 || log2il < minLog2Interleave || log2il > maxLog2Interleave || tagSize <= 0 || flags&FlagInline != 0 {
+		return Geometry{}, fmt.Errorf("integrity: no interleaved layout (sectors per block 2^%d, interleave 2^%d, tag size %d, flags %#x)", log2spb, log2il, tagSize, flags)
+	}
 	g := Geometry{
 		SectorsPerBlock:   1 << log2spb,
 		TagSize:           tagSize,

@@ -130,6 +130,9 @@ func Open(dev Device, opts Options) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
+	if sb.Flags&FlagInline != 0 {
+		return nil, fmt.Errorf("%w: inline tags (superblock version 6) live in the disk's own metadata, out of userspace reach", ErrUnsupported)
+	}
 	g, _ := sb.Geometry()
 	if size, ok := deviceSize(dev); ok && !g.fits(uint64(size)>>9) {
 		return nil, fmt.Errorf("integrity: the %d-byte device is smaller than the layout needs (%d sectors)", size, g.DeviceSectors())
