@@ -1,0 +1,303 @@
+//go:build linux
+
+package kernel
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/integrity"
+	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/luks2"
+)
+
+// aeadVol is one LUKS2 volume with --integrity of TestAEAD.
+type aeadVol struct {
+	name      string
+	cipher    string // cryptsetup --cipher
+	integ     string // cryptsetup --integrity
+	keyBits   int    // --key-size, 0: cryptsetup's default
+	sector    int
+	tamper    bool   // a copy gets flipped bits in data, tag and IV
+	needsAlg  string // a /proc/crypto name the guest must have, or ""
+	patOff    int64
+	metaIVOff int // where the IV starts in the metadata (0: no IV)
+}
+
+const aeadImg = 4 << 20
+
+// TestAEAD judges LUKS2 volumes with authenticated sectors (cryptsetup
+// luksFormat --integrity) by the kernel's dm-crypt over dm-integrity, in
+// two boots. The first: the guest formats and fills each volume, and
+// blkcrypt must read exactly what the kernel wrote. Then blkcrypt writes
+// copies (whole and partial sectors) and flips bits in the data, tag and
+// IV of chosen sectors of others; the second boot: the kernel must read
+// exactly what blkcrypt wrote, and refuse exactly the sectors blkcrypt
+// refuses.
+func TestAEAD(t *testing.T) {
+	k := need(t)
+	dir := t.TempDir()
+	pat := integrityPattern()
+	vols := []aeadVol{
+		{name: "a-gcm-4k", cipher: "aes-gcm-random", integ: "aead", keyBits: 256, sector: 4096, tamper: true, patOff: 0, metaIVOff: 16},
+		{name: "a-gcm-512", cipher: "aes-gcm-random", integ: "aead", keyBits: 128, sector: 512, patOff: 1 << 16, metaIVOff: 16},
+		{name: "a-chacha-4k", cipher: "chacha20-random", integ: "poly1305", keyBits: 256, sector: 4096, tamper: true, patOff: 2 << 16, metaIVOff: 16},
+		{name: "a-chacha-512", cipher: "chacha20-random", integ: "poly1305", keyBits: 256, sector: 512, patOff: 3 << 16, metaIVOff: 16},
+		{name: "a-hmac-4k", cipher: "aes-xts-plain64", integ: "hmac-sha256", keyBits: 512, sector: 4096, tamper: true, patOff: 4 << 16},
+		{name: "a-hmac-512", cipher: "aes-xts-plain64", integ: "hmac-sha256", keyBits: 256, sector: 512, patOff: 5 << 16},
+		{name: "a-hmac512-4k", cipher: "aes-xts-plain64", integ: "hmac-sha512", keyBits: 512, sector: 4096, patOff: 6 << 16},
+		{name: "a-aegis-4k", cipher: "aegis128-random", integ: "aead", keyBits: 128, sector: 4096, tamper: true, needsAlg: "aegis128", patOff: 7 << 16, metaIVOff: 16},
+		{name: "a-aegis-512", cipher: "aegis128-random", integ: "aead", keyBits: 128, sector: 512, needsAlg: "aegis128", patOff: 8 << 16, metaIVOff: 16},
+	}
+	img := func(name string) string { return filepath.Join(dir, name+".img") }
+	files := map[string][]byte{"/kt/pass": passphrase, "/kt/pat": pat}
+
+	// Boot 1: the kernel formats and fills.
+	var s1 strings.Builder
+	s1.WriteString(`set -u
+kt_asum() { h=$(sha256sum < /dev/mapper/$1 | cut -d' ' -f1); echo "@@R $1 $(blockdev --getsize64 /dev/mapper/$1) $h"; }
+`)
+	var disks1 []Disk
+	for _, v := range vols {
+		if err := os.WriteFile(img(v.name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(img(v.name), aeadImg); err != nil {
+			t.Fatal(err)
+		}
+		disks1 = append(disks1, Disk{Name: v.name, Path: img(v.name)})
+		guard := "true"
+		if v.needsAlg != "" {
+			guard = fmt.Sprintf(`grep -q "^name *: %s$" /proc/crypto || modprobe %s 2>/dev/null; grep -q "^name *: %s$" /proc/crypto || { echo "@@N %s"; false; }`, v.needsAlg, v.needsAlg, v.needsAlg, v.name)
+		}
+		fmt.Fprintf(&s1, `if %s; then
+cryptsetup luksFormat -q --type luks2 --cipher %s --integrity %s --key-size %d --sector-size %d --pbkdf pbkdf2 --pbkdf-force-iterations 1000 --luks2-metadata-size 16k --luks2-keyslots-size 1m /dev/disk/%s /kt/pass >/tmp/err 2>&1 || echo "@@E %s format: $(tr '\n' ' ' </tmp/err)"
+cryptsetup open --key-file /kt/pass /dev/disk/%s %s 2>/tmp/err || echo "@@E %s open: $(tr '\n' ' ' </tmp/err)"
+sz=$(blockdev --getsize64 /dev/mapper/%s)
+dd if=/kt/pat of=/dev/mapper/%s bs=4096 skip=%d count=$((sz / 4096)) conv=fsync 2>/dev/null || echo "@@E %s dd"
+kt_asum %s
+cryptsetup close %s
+fi
+`, guard, v.cipher, v.integ, v.keyBits, v.sector, v.name, v.name, v.name, v.name, v.name, v.name, v.name, v.patOff/4096, v.name, v.name, v.name)
+	}
+	r1 := aeadBoot(t, k, s1.String(), files, disks1)
+	skipped := map[string]bool{}
+	for _, l := range guestLines(r1.Console, "@@N ") {
+		skipped[l] = true
+		t.Logf("%s: the guest kernel has no aegis128; not judged", l)
+	}
+	got1 := aeadResults(r1.Console)
+
+	// blkcrypt reads the kernel's volumes, writes copies, tampers others.
+	open := func(p string, ro bool) *blkcrypt.Volume {
+		t.Helper()
+		v, err := blkcrypt.Open(context.Background(), p, blkcrypt.OpenOptions{Passphrase: passphrase, ReadOnly: ro, Type: "luks2"})
+		if err != nil {
+			t.Fatalf("%s: open: %v", filepath.Base(p), err)
+		}
+		return v
+	}
+	readAll := func(v *blkcrypt.Volume) []byte {
+		t.Helper()
+		b := make([]byte, v.Size())
+		if _, err := v.ReadAt(b, 0); err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		return b
+	}
+	var disks2 []Disk
+	var s2 strings.Builder
+	s2.WriteString("set -u\nkt_asum() { h=$(sha256sum < /dev/mapper/$1 | cut -d' ' -f1); echo \"@@R $1 $(blockdev --getsize64 /dev/mapper/$1) $h\"; }\n")
+	wantW := map[string]string{}
+	wantBad := map[string][]uint64{}
+	for _, v := range vols {
+		if skipped[v.name] {
+			continue
+		}
+		vol := open(img(v.name), true)
+		if a := vol.AEAD(); a == nil || a.Spec() != v.cipher {
+			t.Errorf("%s: opened without its AEAD (%v)", v.name, a)
+		}
+		data := readAll(vol)
+		vol.Close()
+		if s := fmt.Sprintf("%d %s", len(data), sha(data)); s != got1[v.name] {
+			t.Errorf("%s: blkcrypt reads %s, the kernel wrote %s", v.name, s, got1[v.name])
+			continue
+		}
+		n := len(data) / 4096 * 4096
+		if !bytes.Equal(data[:n], pat[v.patOff:v.patOff+int64(n)]) {
+			t.Errorf("%s: the data is not the pattern", v.name)
+		}
+		// A copy blkcrypt rewrites: everything, then a partial write.
+		w := v.name + "-w"
+		raw, err := os.ReadFile(img(v.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(img(w), raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		vw := open(img(w), false)
+		want := bytes.Clone(pat[(1<<20)+v.patOff:][:len(data)])
+		if _, err := vw.WriteAt(want, 0); err != nil {
+			t.Fatalf("%s: write: %v", w, err)
+		}
+		part := pat[3<<20:][:1000]
+		if _, err := vw.WriteAt(part, 777); err != nil {
+			t.Fatalf("%s: partial write: %v", w, err)
+		}
+		copy(want[777:], part)
+		if err := vw.Close(); err != nil {
+			t.Fatalf("%s: close: %v", w, err)
+		}
+		wantW[w] = fmt.Sprintf("%d %s", len(want), sha(want))
+		disks2 = append(disks2, Disk{Name: w, Path: img(w)})
+		fmt.Fprintf(&s2, `cryptsetup open --key-file /kt/pass /dev/disk/%s %s 2>/tmp/err || echo "@@E %s open: $(tr '\n' ' ' </tmp/err)"
+kt_asum %s
+cryptsetup close %s
+`, w, w, w, w, w)
+		if !v.tamper {
+			continue
+		}
+		tm := v.name + "-t"
+		if err := os.WriteFile(img(tm), raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		wantBad[tm] = aeadTamper(t, img(tm), v)
+		vt := open(img(tm), true)
+		var bad []uint64
+		buf := make([]byte, v.sector)
+		for i := int64(0); i < vt.Size()/int64(v.sector); i++ {
+			_, err := vt.ReadAt(buf, i*int64(v.sector))
+			var ie *blkcrypt.IntegrityError
+			switch {
+			case errors.As(err, &ie) && errors.Is(err, blkcrypt.ErrIntegrity):
+				if ie.Offset != i*int64(v.sector) {
+					t.Errorf("%s: sector %d fails naming offset %d", tm, i, ie.Offset)
+				}
+				bad = append(bad, uint64(i))
+			case err != nil && err != io.EOF:
+				t.Errorf("%s: sector %d: %v", tm, i, err)
+			}
+		}
+		vt.Close()
+		if !slices.Equal(bad, wantBad[tm]) {
+			t.Errorf("%s: blkcrypt refuses sectors %v, the bits were flipped in %v", tm, bad, wantBad[tm])
+		}
+		disks2 = append(disks2, Disk{Name: tm, Path: img(tm), ReadOnly: true})
+		fmt.Fprintf(&s2, `cryptsetup open --readonly --key-file /kt/pass /dev/disk/%s %s 2>/tmp/err || echo "@@E %s open: $(tr '\n' ' ' </tmp/err)"
+blockdev --setra 0 /dev/mapper/%s
+n=$(( $(blockdev --getsize64 /dev/mapper/%s) / %d )); i=0
+while [ $i -lt $n ]; do dd if=/dev/mapper/%s of=/dev/null bs=%d skip=$i count=1 2>/dev/null || echo "@@B %s $i"; i=$((i + 1)); done
+cryptsetup close %s
+`, tm, tm, tm, tm, tm, v.sector, tm, v.sector, tm, tm)
+	}
+	if len(disks2) == 0 {
+		t.Fatal("nothing for the second boot")
+	}
+
+	// Boot 2: the kernel reads what blkcrypt wrote and the tampered copies.
+	r2 := aeadBoot(t, k, s2.String(), map[string][]byte{"/kt/pass": passphrase}, disks2)
+	got2 := aeadResults(r2.Console)
+	for name, want := range wantW {
+		if got2[name] != want {
+			t.Errorf("%s: the kernel reads %q, blkcrypt wrote %q", name, got2[name], want)
+		}
+	}
+	kbad := map[string][]uint64{}
+	for _, l := range guestLines(r2.Console, "@@B ") {
+		var name string
+		var i uint64
+		if _, err := fmt.Sscanf(l, "%s %d", &name, &i); err == nil {
+			kbad[name] = append(kbad[name], i)
+		}
+	}
+	for name, want := range wantBad {
+		if !slices.Equal(kbad[name], want) {
+			t.Errorf("%s: the kernel refuses sectors %v, blkcrypt %v", name, kbad[name], want)
+		}
+	}
+}
+
+// aeadBoot runs one guest boot and fails the test on the guest's errors.
+func aeadBoot(t *testing.T, k *Kernel, script string, files map[string][]byte, disks []Disk) *Result {
+	t.Helper()
+	r, err := k.Run(context.Background(), Boot{Script: script + "echo @@I done\n", Files: files, Disks: disks, Timeout: 8 * time.Minute, MemoryMiB: 512})
+	if r == nil {
+		t.Fatal(err)
+	}
+	t.Logf("boot: %s, %v", r.Accel, r.Duration.Round(time.Millisecond))
+	if len(guestLines(r.Console, "@@I done")) != 1 {
+		t.Fatalf("the guest did not finish (%v):\n%s", err, tail(r.Console, 6000))
+	}
+	for _, e := range guestLines(r.Console, "@@E ") {
+		t.Errorf("guest: %s", e)
+	}
+	return r
+}
+
+func aeadResults(console string) map[string]string {
+	m := map[string]string{}
+	for _, l := range guestLines(console, "@@R ") {
+		if f := strings.Fields(l); len(f) == 3 {
+			m[f[0]] = f[1] + " " + f[2]
+		}
+	}
+	return m
+}
+
+// aeadTamper flips one bit in the data of sector 3, the tag of sector
+// 10, the IV of sector 20 (random modes; else the tag's last byte) and
+// the last byte of the last sector's data, through the dm-integrity
+// geometry under the LUKS2 data segment; it returns those sectors.
+func aeadTamper(t *testing.T, path string, v aeadVol) []uint64 {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h, err := luks2.Read(luksutil.File{File: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := h.DataOffset()
+	fi, _ := f.Stat()
+	iv, err := integrity.Open(&integrity.SectionDevice{Dev: f, Offset: off, Length: fi.Size() - off}, integrity.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := iv.Geometry()
+	spb := uint64(g.SectorsPerBlock)
+	last := iv.Blocks() - 1
+	iv.Close()
+	flip := func(at int64, bit byte) {
+		b := []byte{0}
+		if _, err := f.ReadAt(b, off+at); err != nil {
+			t.Fatal(err)
+		}
+		b[0] ^= bit
+		if _, err := f.WriteAt(b, off+at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flip(int64(g.DataSector(3*spb))<<9+100, 0x04)
+	flip(g.TagOffset(10*spb)+1, 0x80)
+	ivAt := int64(g.TagSize - 1)
+	if v.metaIVOff != 0 {
+		ivAt = int64(v.metaIVOff + 2)
+	}
+	flip(g.TagOffset(20*spb)+ivAt, 0x10)
+	flip(int64(g.DataSector(last*spb))<<9+int64(v.sector)-1, 0x01)
+	return []uint64{3, 10, 20, last}
+}
