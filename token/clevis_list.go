@@ -72,7 +72,14 @@ func clevisConfig(jwe string, depth int) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
-	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	q := func(s string) string {
+		// As clevis prints it: no HTML escaping of & < >.
+		var b strings.Builder
+		e := json.NewEncoder(&b)
+		e.SetEscapeHTML(false)
+		_ = e.Encode(s)
+		return strings.TrimSuffix(b.String(), "\n")
+	}
 	switch h.Clevis.Pin {
 	case "tang":
 		if h.Clevis.Tang == nil {
