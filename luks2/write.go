@@ -591,6 +591,11 @@ type FormatOptions struct {
 	Subsystem string
 	// Keyslot configures the first keyslot (KDF default argon2id).
 	Keyslot KeyslotOptions
+	// Integrity is the data segment's integrity type (IntegrityType's
+	// result: "aead", "poly1305", "hmac(sha256)", …) for authenticated
+	// encryption over dm-integrity, as cryptsetup --integrity; the caller
+	// formats the dm-integrity device in the data area (integrity.go).
+	Integrity string
 }
 
 // existingSeqID returns the highest sequence id of any LUKS2 binary
@@ -635,7 +640,11 @@ func FormatContext(ctx context.Context, dev Device, volumeKey, passphrase []byte
 	if cipher == "" {
 		cipher = DefaultCipher
 	}
-	if err := luksutil.CheckCipher(cipher, len(volumeKey)); err != nil {
+	checkCipher := luksutil.CheckCipher
+	if opts.Integrity != "" {
+		checkCipher = func(c string, n int) error { return checkIntegrityCipher(c, opts.Integrity, n) }
+	}
+	if err := checkCipher(cipher, len(volumeKey)); err != nil {
 		return nil, fmt.Errorf("%w: cipher %s with a %d-bit key: %w", ErrInvalidOptions, cipher, len(volumeKey)*8, err)
 	}
 	if err := opts.Keyslot.PBKDF.Check(kdf.Argon2id); err != nil {
@@ -724,6 +733,10 @@ func FormatContext(ctx context.Context, dev Device, volumeKey, passphrase []byte
 		jmember{"encryption", jstr(cipher)},
 		jmember{"sector_size", jint(int64(ss))},
 	)
+	if opts.Integrity != "" {
+		seg.set("integrity", jobj(jmember{"type", jstr(opts.Integrity)},
+			jmember{"journal_encryption", jstr("none")}, jmember{"journal_integrity", jstr("none")}))
+	}
 	root := jobj(
 		jmember{"keyslots", jobj()},
 		jmember{"tokens", jobj()},
