@@ -58,6 +58,14 @@ type FormatOptions struct {
 	// HeaderDevice is a detached header for FormatDevice, as Header is
 	// for Format.
 	HeaderDevice io.ReaderAt
+	// Integrity makes a LUKS2 volume with authenticated sectors, as
+	// cryptsetup luksFormat --integrity: "aead" (Cipher aes-gcm-random or
+	// aegis128-random), "poly1305" (chacha20-random), "hmac-sha256" (and
+	// hmac-sha1, hmac-sha512, with a plain-IV cipher such as
+	// aes-xts-plain64; KeySize then counts the cipher's key and the HMAC
+	// key). The data area becomes a dm-integrity device with every
+	// sector's tag written (volume_aead.go).
+	Integrity string
 }
 
 // Format creates a LUKS volume on the file or block device at path with one
@@ -202,10 +210,14 @@ func formatOn(ctx context.Context, dev luksutil.Device, detached bool, typ strin
 	}
 	ks := luksutil.KeyslotOptions{Slot: o.Keyslot, PBKDF: o.PBKDF}
 	if typ == "luks2" {
-		_, err = luks2.FormatContext(ctx, dev, key, passphrase, luks2.FormatOptions{
+		var h2 *luks2.Header
+		h2, err = luks2.FormatContext(ctx, dev, key, passphrase, luks2.FormatOptions{
 			Cipher: o.Cipher, SectorSize: o.SectorSize, UUID: o.UUID, Label: o.Label, Subsystem: o.Subsystem,
-			DataOffset: o.Offset * 512, Align: o.Align * 512, Detached: detached, Keyslot: ks,
+			DataOffset: o.Offset * 512, Align: o.Align * 512, Detached: detached, Keyslot: ks, Integrity: o.Integrity,
 		})
+		if err == nil && o.Integrity != "" {
+			err = formatIntegrity(dev, h2, key) // volume_aead.go
+		}
 	} else {
 		_, err = luks1.FormatContext(ctx, dev, key, passphrase, luks1.FormatOptions{
 			Cipher: o.Cipher, Hash: o.Hash, UUID: o.UUID, PayloadOffset: uint32(o.Offset), Align: uint32(o.Align),
@@ -245,7 +257,7 @@ func checkFormat(passphrase []byte, o *FormatOptions) (string, error) {
 	if o.VolumeKey != nil && len(o.VolumeKey) != o.KeySize {
 		return "", fmt.Errorf("%w: volume key of %d bytes for a %d-byte key size", ErrInvalidOptions, len(o.VolumeKey), o.KeySize)
 	}
-	if err := luksutil.CheckCipher(o.Cipher, o.KeySize); err != nil {
+	if err := checkFormatCipher(o, typ); err != nil { // volume_aead.go
 		return "", fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if o.PBKDF.Hash == "" {
