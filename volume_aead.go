@@ -6,6 +6,7 @@ import (
 
 	"github.com/blkcrypt/blkcrypt/integrity"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/luks2"
 	"github.com/blkcrypt/blkcrypt/sector"
 )
 
@@ -154,4 +155,67 @@ func aeadVolume(h luksutil.Header, integrityType string, data Device, devSize in
 		return nil, err
 	}
 	return v, nil
+}
+
+// checkFormatCipher checks Format's cipher and key size, and turns
+// o.Integrity (cryptsetup's spelling) into the segment's integrity type.
+func checkFormatCipher(o *FormatOptions, typ string) error {
+	if o.Integrity == "" {
+		return luksutil.CheckCipher(o.Cipher, o.KeySize)
+	}
+	if typ != "luks2" {
+		return errors.New("integrity needs LUKS2")
+	}
+	if o.Header != "" || o.HeaderDevice != nil {
+		return errors.New("integrity with a detached header is not supported")
+	}
+	it, err := luks2.IntegrityType(o.Integrity)
+	if err != nil {
+		return err
+	}
+	o.Integrity = it
+	a, err := sector.NewAEAD(o.Cipher, it, make([]byte, o.KeySize), 512, 0)
+	if err != nil {
+		return err
+	}
+	a.Wipe()
+	return nil
+}
+
+// formatIntegrity makes the data area of a freshly written LUKS2 header
+// with an integrity segment a dm-integrity device, as cryptsetup
+// luksFormat --integrity leaves it: the superblock (tags of the AEAD's
+// metadata size, the segment's sector size), then every sector written
+// with encrypted zeros and its tag (cryptsetup wipes the device through
+// dm-crypt so that every sector reads), written directly, without the
+// journal, as nothing on the volume can be lost yet.
+func formatIntegrity(dev luksutil.Device, h *luks2.Header, key []byte) error {
+	devSize, err := dev.Size()
+	if err != nil {
+		return err
+	}
+	a, err := sector.NewAEAD(h.Cipher(), h.IntegrityType(), key, h.SectorSize(), h.IVTweak())
+	if err != nil {
+		return err
+	}
+	defer a.Wipe()
+	off := h.DataOffset()
+	sec := &integrity.SectionDevice{Dev: dev, Offset: off, Length: h.DataSize(devSize)}
+	if _, err := integrity.Format(sec, integrity.FormatOptions{RawTags: true, TagSize: a.MetaSize(), SectorSize: a.SectorSize(), Force: true}); err != nil {
+		return fmt.Errorf("formatting the integrity device: %w", err)
+	}
+	iv, err := integrity.Open(sec, integrity.Options{Mode: integrity.ModeDirect, TagSize: a.MetaSize(), SectorSize: a.SectorSize()})
+	if err != nil {
+		return fmt.Errorf("opening the new integrity device: %w", err)
+	}
+	m := &aeadMap{a: a, iv: iv}
+	zero := make([]byte, chunkSize)
+	size := iv.Size() / int64(a.SectorSize()) * int64(a.SectorSize())
+	for at := int64(0); at < size; at += chunkSize {
+		if err := m.writeSectors(zero[:min(chunkSize, size-at)], at); err != nil {
+			iv.Close()
+			return fmt.Errorf("writing the sectors' tags: %w", err)
+		}
+	}
+	return iv.Close()
 }
