@@ -2,9 +2,7 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/blkcrypt/blkcrypt"
@@ -81,7 +79,7 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 		defer stopServing()
 		reencWait = startServeReencrypt(ctx, env, p, dev, v, stopServing)
 	}
-	err = serveUntil(ctx, srv, l)
+	err = srv.Run(ctx, l, 30*time.Second)
 	// The reencryption has seen ctx end (or failed and ended it).
 	if rerr := reencWait(); rerr != nil {
 		return rerr
@@ -90,36 +88,6 @@ func runServe(ctx context.Context, env *Env, p *parsed) error {
 		return err
 	}
 	return b.Flush()
-}
-
-// serveUntil serves l until ctx ends or the server fails, then shuts the
-// server down (in-flight requests answered, backends flushed; 30 s at
-// most). Serve returns only after that flush, so the backends may be
-// closed once serveUntil has returned.
-func serveUntil(ctx context.Context, srv *nbd.Server, l net.Listener) error {
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ctx, l) }()
-	var err error
-	serving := true
-	select {
-	case err = <-errc:
-		serving = false
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	serr := srv.Shutdown(sctx)
-	l.Close()
-	if serving {
-		err = <-errc
-	}
-	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, nbd.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-		return err
-	}
-	if serr != nil && !errors.Is(serr, context.Canceled) {
-		return serr
-	}
-	return nil
 }
 
 // describe is an export's NBD description: the cipher, and the layers of

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/blkcrypt/blkcrypt/nbd"
 )
@@ -137,7 +138,7 @@ func runGateway(ctx context.Context, env *Env, p *parsed) error {
 	}
 	fmt.Fprintf(env.Stderr, "blkcrypt: gateway serving %d exports on %s\n", len(table.Names()), l.Addr())
 	// The table is reloaded here while serving, and closed only after
-	// serveUntil (and this goroutine) ended.
+	// Run (and this goroutine) ended.
 	reloads := make(chan struct{})
 	sctx, stop := context.WithCancel(ctx)
 	go func() {
@@ -160,7 +161,7 @@ func runGateway(ctx context.Context, env *Env, p *parsed) error {
 			}
 		}
 	}()
-	err = serveUntil(ctx, srv, l)
+	err = srv.Run(ctx, l, 30*time.Second)
 	stop()
 	<-reloads
 	if err != nil {
