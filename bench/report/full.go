@@ -251,6 +251,7 @@ func runFull() error {
 		{"The whole path: a volume on tmpfs read and written end to end (issue #14 item 5)", "bench/path.sh", pathSize},
 		{"Reencryption: blkcrypt against cryptsetup (issue #15)", "bench/reencrypt.sh", reencSize},
 		{"The data path before and after, and files out of images (issues #25, #26)", "bench/datapath.sh", ""},
+		{"arm64: instructions per byte of AES-XTS counted under qemu-user, no arm64 timing (issue #27)", "bench/arm64-insn.sh", "2"},
 	} {
 		fmt.Fprintf(out, "## %s (`%s`)\n\n", sec.title, strings.TrimSpace(sec.script+" "+sec.size))
 		t0 = time.Now()
