@@ -96,6 +96,10 @@ func verbTable() []command {
 		typed("config", nil, "DEVICE — set LUKS2 --label/--subsystem, or --priority of --key-slot", runConfig),
 		typed("erase", []string{"luksErase"}, "DEVICE — wipe every keyslot (the data becomes unreadable)", runErase),
 		typed("token", nil, "add|remove|import|export DEVICE — LUKS2 tokens (--token-id, --json-file, --key-slot)", runToken),
+		typed("enroll", nil, "DEVICE — enroll a TPM2 token or a recovery key as systemd-cryptenroll does (--tpm2-device, --tpm2-pcrs, --tpm2-with-pin, --recovery-key, --wipe-slot)", runEnroll),
+		typed("bind", nil, "DEVICE PIN CONFIG — bind to a clevis pin (tang, tpm2, sss) as clevis luks bind does (-y, -k KEYFILE)", runBind),
+		typed("unbind", nil, "-s SLOT DEVICE — remove a clevis binding as clevis luks unbind does", runUnbind),
+		typed("list", nil, "DEVICE — list the clevis bindings as clevis luks list does", runList),
 		typed("repair", nil, "DEVICE — rewrite a LUKS2 header with one damaged metadata copy", runRepair),
 		// cryptsetup's per-format dump verbs are dump with the type named.
 		legacyVerb("tcrypt-dump", []string{"tcryptDump"}, "DEVICE — dump --type tcrypt", typedDump("tcrypt")),
@@ -184,6 +188,15 @@ var errorExitCodes = []struct {
 	{"ErrClosed", blkcrypt.ErrClosed, ExitUsage},
 	// A resume with no reencryption in progress: wrong parameters, as reencrypt --resume-only exits.
 	{"ErrNoReencryption", blkcrypt.ErrNoReencryption, ExitUsage},
+	// Another reencryption in progress is ErrBusy (exit 5); a LUKS1 header
+	// marked by one, encrypting LUKS, or decrypting with the header on the
+	// device and no header file to export to are wrong parameters (EINVAL).
+	{"ErrReencryptInProgress", blkcrypt.ErrReencryptInProgress, ExitBusy},
+	{"ErrLUKS1ReencryptInProgress", blkcrypt.ErrLUKS1ReencryptInProgress, ExitUsage},
+	{"ErrAlreadyLUKS", blkcrypt.ErrAlreadyLUKS, ExitUsage},
+	{"ErrDecryptAttached", blkcrypt.ErrDecryptAttached, ExitUsage},
+	// Sectors whose integrity tags do not match: the device is damaged.
+	{"ErrIntegrity", blkcrypt.ErrIntegrity, ExitDevice},
 	{"fs.ErrNotExist", fs.ErrNotExist, ExitDevice},
 	{"EISDIR", syscall.EISDIR, ExitDevice},
 	{"ENOTDIR", syscall.ENOTDIR, ExitDevice},
