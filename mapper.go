@@ -13,7 +13,8 @@ import (
 // …), a cascade of ciphers (TrueCrypt/VeraCrypt), and a LUKS2
 // reencryption in progress, which sends each sector to the old or the new
 // key by the reencryption boundary (reencrypt_online.go). Sectors with
-// per-sector metadata (dm-integrity, issue #29) will be a map too.
+// per-sector metadata (LUKS2 --integrity over dm-integrity) are a map that
+// also does its own I/O, sectorIO (volume_aead.go).
 //
 // start is the byte offset of the run in the volume, a multiple of the
 // sector size; split says the run may be shared with the sector engine's

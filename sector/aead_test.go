@@ -9,6 +9,7 @@ import (
 	"crypto/sha512"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash"
 	"math/rand/v2"
 	"testing"
@@ -208,7 +209,7 @@ func BenchmarkAEAD(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Run(c.spec+"+"+c.integ, func(b *testing.B) {
+		b.Run(fmt.Sprintf("%s+%s/key%d", c.spec, c.integ, c.keyLen*8), func(b *testing.B) {
 			const n = 16
 			buf := make([]byte, n*4096)
 			meta := make([]byte, n*a.MetaSize())

@@ -173,7 +173,9 @@ func ParseSpec(spec string) (*Spec, error) {
 			return nil, fmt.Errorf("%w: %q: IV mode %s takes no option", ErrInvalidSpec, spec, s.IVMode)
 		}
 		if s.IVMode == "random" {
-			return nil, fmt.Errorf("%w: %q: IV mode random needs integrity metadata (dm-integrity), which blkcrypt does not support", ErrUnsupported, spec)
+			// A random IV lives in per-sector metadata (dm-integrity): an
+			// AEAD (NewAEAD) over an integrity device, never a Cipher.
+			return nil, fmt.Errorf("%w: %q: IV mode random needs per-sector metadata: an authenticated cipher over dm-integrity (LUKS2 --integrity, NewAEAD)", ErrUnsupported, spec)
 		}
 		if s.IVMode == "essiv" {
 			if _, err := capi.ParseName(s.IVOpts); err != nil {
