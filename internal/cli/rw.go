@@ -189,6 +189,28 @@ func unlockOn(ctx context.Context, env *Env, p *parsed, path string, part *diskP
 			clear(b)
 		}
 	}()
+	// The token step (verbs_token.go), before the device is opened and
+	// locked: a passphrase a LUKS2 token yields is used instead of asking.
+	tf := fromParsed[tokenFlags](p)
+	var tokenPass []byte
+	switch {
+	case typ != "" && !strings.HasPrefix(typ, "luks"):
+		if tf.TokenOnly {
+			return nil, usageErr("--token-only: a --type %s volume has no tokens", typ)
+		}
+	case blkcrypt.IsURI(path) && !tf.asked():
+		// A URI device is not dialled twice for tokens nobody asked for.
+	default:
+		keyGiven := p.str("key-file") != "" || p.str("volume-key-file") != ""
+		pass, err := tokenPassphrase(ctx, env, tf, path, p.str("header"), part, keyGiven)
+		if err != nil {
+			return nil, err
+		}
+		if pass != nil {
+			tokenPass = pass
+			wipe = append(wipe, pass)
+		}
+	}
 	if typ != "" {
 		// Before the device is opened: a writable volume takes the
 		// exclusive lock.
@@ -204,6 +226,10 @@ func unlockOn(ctx context.Context, env *Env, p *parsed, path string, part *diskP
 			return usageErr("unknown or unsupported --type %q", t)
 		}
 		readWriteFlag(env, p, t, readOnly, q)
+		if tokenPass != nil && strings.HasPrefix(t, "luks") {
+			q.Passphrase = tokenPass
+			return nil
+		}
 		return bind(env, p, path, t, q, &wipe, false)
 	}
 	if adjust != nil {
