@@ -695,6 +695,9 @@ func dumpLUKS2(out io.Writer, h *luks2.Header) error {
 		}
 		if s.Type == "crypt" {
 			fmt.Fprintf(w, "\tcipher: %s\n\tsector: %d [bytes]\n", s.Encryption, s.SectorSize)
+			if s.Integrity {
+				fmt.Fprintf(w, "\tintegrity: %s\n", s.IntegrityType)
+			}
 		}
 		if len(s.Flags) > 0 {
 			fmt.Fprintf(w, "\tflags : %s\n", strings.Join(s.Flags, " "))
