@@ -154,7 +154,7 @@ func unlock(ctx context.Context, env *Env, p *parsed, h *blkcrypt.LUKS) ([]byte,
 	if len(hd.ActiveKeyslots()) == 0 {
 		return nil, -1, usageErr("no usable keyslot is available")
 	}
-	pass, _, err := readSecret(env, p, "Enter passphrase: ")
+	pass, err := tokenOrSecret(ctx, env, p, h) // verbs_token.go: a token first
 	if err != nil {
 		return nil, -1, err
 	}

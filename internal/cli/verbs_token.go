@@ -476,3 +476,19 @@ func runList(ctx context.Context, env *Env, o *listOptions, args []string) error
 	}
 	return nil
 }
+
+// tokenOrSecret is the passphrase of a verb over *parsed that unlocks a
+// LUKS handle (test-passphrase, dump --dump-volume-key): a token's, else
+// the one read per the key flags.
+func tokenOrSecret(ctx context.Context, env *Env, p *parsed, h *blkcrypt.LUKS) ([]byte, error) {
+	tf := fromParsed[tokenFlags](p)
+	if p.str("key-file") != "" {
+		if tf.TokenOnly {
+			return nil, usageErr("--token-only cannot be used with --key-file")
+		}
+	} else if pass, err := tf.unlockToken(ctx, env, h); err != nil || pass != nil {
+		return pass, err
+	}
+	pass, _, err := readSecret(env, p, "Enter passphrase: ")
+	return pass, err
+}
