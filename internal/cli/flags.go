@@ -77,6 +77,12 @@ var flagDefs = []flagDef{
 	{"progress-frequency", 0, kindInt, "print a progress line every N seconds, also when stderr is no terminal"},
 	{"progress-json", 0, kindBool, "print progress as JSON lines, as cryptsetup 2.6 does"},
 	{"dump-json-metadata", 0, kindBool, "dump: the LUKS2 JSON metadata as cryptsetup prints it"},
+	// The token step of the verbs that open a volume (tokenFlags, verbs_token.go).
+	{"token-only", 0, kindBool, "unlock with a LUKS2 token only, never ask for a passphrase"},
+	{"token-id", 0, kindInt, "try only this token (0-31)"},
+	{"token-type", 0, kindString, "try only tokens of this type (systemd-tpm2, clevis)"},
+	{"tpm2-device", 0, kindString, "TPM2 in systemd's spelling (device:/dev/tpmrm0, swtpm:host=H,port=P, swtpm:path=S)"},
+	{"tpm2-pin-file", 0, kindString, "read the TPM2 PIN from this file (one trailing newline dropped)"},
 }
 
 // parsed holds the flags and positional arguments of one command line:
