@@ -20,6 +20,7 @@ var (
 	unlockKeyOpts = []opt{
 		o("key-file", "the terminal, or stdin"), o("keyfile-offset", "0"), o("keyfile-size", "all of it"),
 		o("key-slot", "every slot"), o("volume-key-file", ""), o("header", "DEVICE itself"),
+		o("token-only", ""), o("token-id", "every token"), o("token-type", "every type"), o("tpm2-device", "/dev/tpmrm0"), o("tpm2-pin-file", "asked on a terminal"),
 	}
 	// The options of the other formats: plain and loop-AES geometry and
 	// cipher, TrueCrypt/VeraCrypt search, BitLocker/FileVault 2 writes.
