@@ -1,0 +1,283 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/blkcrypt/blkcrypt/internal/testenv"
+)
+
+// tokenTool runs a tool with env added, bounded, and returns its
+// combined output.
+func tokenTool(env []string, stdin []byte, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func mustTool(t *testing.T, env []string, stdin []byte, name string, args ...string) string {
+	t.Helper()
+	out, err := tokenTool(env, stdin, name, args...)
+	if err != nil {
+		t.Fatalf("%s %s: %v: %s", filepath.Base(name), strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// startTestSwtpm starts swtpm on free loopback ports (as package token's
+// tests do) and returns its TCTI in systemd's spelling.
+func startTestSwtpm(t *testing.T) string {
+	t.Helper()
+	bin := testenv.Need(t, "swtpm", "swtpm")
+	dir := t.TempDir()
+	for attempt := 0; attempt < 5; attempt++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1)); err != nil || p >= 65535 {
+			continue
+		} else {
+			l2.Close()
+		}
+		var out bytes.Buffer
+		cmd := exec.Command(bin, "socket", "--tpm2",
+			"--server", fmt.Sprintf("type=tcp,port=%d,bindaddr=127.0.0.1", p),
+			"--ctrl", fmt.Sprintf("type=tcp,port=%d,bindaddr=127.0.0.1", p+1),
+			"--flags", "not-need-init,startup-clear", "--tpmstate", "dir="+dir)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+		for deadline := time.Now().Add(time.Minute); ; {
+			select {
+			case <-exited:
+				goto retry // the port was taken meanwhile
+			default:
+			}
+			if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p), time.Second); err == nil {
+				c.Close()
+				return fmt.Sprintf("swtpm:host=127.0.0.1,port=%d", p)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("swtpm did not listen within a minute: %s", out.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	retry:
+	}
+	t.Fatal("swtpm could not start on a free port")
+	return ""
+}
+
+// extendPCR7 extends PCR 7 (sha256) with a random digest through tpm2-tools.
+func extendPCR7(t *testing.T, tcti string) {
+	t.Helper()
+	tool := testenv.Need(t, "tpm2_pcrextend", "tpm2-tools")
+	var d [32]byte
+	rand.Read(d[:])
+	mustTool(t, []string{"TPM2TOOLS_TCTI=" + tcti}, nil, tool, "7:sha256="+hex.EncodeToString(d[:]))
+}
+
+// startTestTang runs Debian's tangd under socat on loopback with fresh
+// keys and returns its URL; the whole process group is killed at the end.
+func startTestTang(t *testing.T) string {
+	t.Helper()
+	socat := testenv.Need(t, "socat", "socat")
+	const tangd = "/usr/libexec/tangd"
+	if _, err := os.Stat(tangd); err != nil {
+		testenv.Missing(t, "%s (apt package tang): %v", tangd, err)
+	}
+	dir := t.TempDir()
+	mustTool(t, nil, nil, "/usr/libexec/tangd-keygen", dir)
+	for attempt := 0; attempt < 5; attempt++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		var out bytes.Buffer
+		cmd := exec.Command(socat, fmt.Sprintf("TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork", port), "EXEC:"+tangd+" "+dir)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); <-exited })
+		url := fmt.Sprintf("http://127.0.0.1:%d", port)
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			select {
+			case <-exited:
+				goto retry
+			default:
+			}
+			if rsp, err := http.Get(url + "/adv"); err == nil {
+				rsp.Body.Close()
+				if rsp.StatusCode == 200 {
+					return url
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("tang did not answer within 30 s: %s", out.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	retry:
+	}
+	t.Fatal("tang could not start on a free port")
+	return ""
+}
+
+// runPrompt is run with a terminal whose prompt answers with answer and
+// counts how often it was asked.
+func runPrompt(t *testing.T, answer []byte, asked *int, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := &Env{Stdin: bytes.NewReader(nil), Stdout: &out, Stderr: &errb, StdinIsTerminal: true,
+		Prompt: func(string) ([]byte, error) { *asked++; return bytes.Clone(answer), nil }}
+	code := Main(context.Background(), args, env)
+	return code, out.String(), errb.String()
+}
+
+// tokenImage is a small LUKS2 image cryptsetup formatted (PBKDF2, 1000
+// iterations) with its passphrase in a key file and 1 MiB of random data
+// written through blkcrypt.
+func tokenImage(t *testing.T) (img, keyFile string, data []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	img = csFormat(t, dir, "tok.img", "luks2", 20<<20, "first passphrase")
+	keyFile = img + ".pass0"
+	data = randBytes(1 << 20)
+	in := writeFile(t, dir, "data", data)
+	mustRun(t, nil, "write", "--key-file", keyFile, "--input", in, img)
+	return img, keyFile, data
+}
+
+// TestTokenOnlyTPM2: a systemd-tpm2 token systemd-cryptenroll enrolls on
+// swtpm opens the volume through read --token-only with no prompt, to the
+// bytes the passphrase gives; after PCR 7 changes --token-only fails on
+// one line without asking, and without --token-only the passphrase is
+// asked for instead.
+func TestTokenOnlyTPM2(t *testing.T) {
+	tcti := startTestSwtpm(t)
+	enroll := testenv.Need(t, "systemd-cryptenroll", "systemd")
+	extendPCR7(t, tcti) // else systemd warns that PCR 7 is unset
+	img, kf, data := tokenImage(t)
+	mustTool(t, nil, nil, enroll, "--tpm2-device="+tcti, "--tpm2-pcrs=7", "--unlock-key-file="+kf, img)
+
+	asked := 0
+	code, out, errs := runPrompt(t, []byte("wrong"), &asked, "read", "--token-only", "--tpm2-device", tcti, "--length", "1M", img)
+	if code != 0 || asked != 0 {
+		t.Fatalf("read --token-only: exit %d, %d prompts: %s", code, asked, errs)
+	}
+	if !bytes.Equal([]byte(out), data) {
+		t.Fatal("read --token-only gave other bytes than were written with the passphrase")
+	}
+	// test-passphrase goes through the same token step.
+	if code, _, errs := runPrompt(t, []byte("wrong"), &asked, "test-passphrase", "--token-only", "--tpm2-device", tcti, img); code != 0 || asked != 0 {
+		t.Fatalf("test-passphrase --token-only: exit %d, %d prompts: %s", code, asked, errs)
+	}
+
+	extendPCR7(t, tcti)
+	code, out, errs = runPrompt(t, []byte("first passphrase"), &asked, "read", "--token-only", "--tpm2-device", tcti, "--length", "1M", img)
+	if code == 0 || asked != 0 || out != "" {
+		t.Fatalf("read --token-only after PCR 7 changed: exit %d, %d prompts, %d bytes out", code, asked, len(out))
+	}
+	if lines := strings.Count(strings.TrimSpace(errs), "\n"); lines != 0 || !strings.Contains(errs, "PCR") {
+		t.Errorf("want one line naming the PCR mismatch, got %q", errs)
+	}
+	// Without --token-only the token fails and the passphrase is asked for.
+	code, out, errs = runPrompt(t, []byte("first passphrase"), &asked, "read", "--tpm2-device", tcti, "--length", "1M", img)
+	if code != 0 || asked != 1 || !bytes.Equal([]byte(out), data) {
+		t.Fatalf("read falling back to a passphrase: exit %d, %d prompts: %s", code, asked, errs)
+	}
+}
+
+// TestBindTangCLI: blkcrypt bind IMAGE tang CONFIG -y -k K makes a binding
+// clevis luks pass decrypts to a passphrase cryptsetup accepts for the
+// keyslot; list prints clevis luks list's line, read --token-only opens
+// it, unbind removes it.
+func TestBindTangCLI(t *testing.T) {
+	url := startTestTang(t)
+	clevis := testenv.Need(t, "clevis", "clevis")
+	testenv.Need(t, "jose", "jose")
+	img, kf, data := tokenImage(t)
+	cfg := `{"url":"` + url + `"}`
+	mustRun(t, nil, "bind", img, "tang", cfg, "-y", "-k", kf)
+
+	listing := mustRun(t, nil, "list", img)
+	m := regexp.MustCompile(`^(\d+): tang '(.*)'\n$`).FindStringSubmatch(listing)
+	if m == nil || m[2] != cfg {
+		t.Fatalf("list: %q", listing)
+	}
+	slot := m[1]
+	if want := mustTool(t, nil, nil, clevis, "luks", "list", "-d", img); want != listing {
+		t.Errorf("list %q, clevis luks list %q", listing, want)
+	}
+	pass := mustTool(t, nil, nil, clevis, "luks", "pass", "-d", img, "-s", slot)
+	if pass == "" {
+		t.Fatal("clevis luks pass printed nothing")
+	}
+	mustCS(t, "open", "--test-passphrase", "--key-slot", slot, "--key-file", writeFile(t, t.TempDir(), "pass", []byte(pass)), img)
+
+	asked := 0
+	code, out, errs := runPrompt(t, nil, &asked, "read", "--token-only", "--length", "1M", img)
+	if code != 0 || asked != 0 || !bytes.Equal([]byte(out), data) {
+		t.Fatalf("read --token-only through tang: exit %d, %d prompts: %s", code, asked, errs)
+	}
+
+	mustRun(t, nil, "unbind", "-s", slot, img)
+	if l := mustRun(t, nil, "list", img); l != "" {
+		t.Errorf("list after unbind: %q", l)
+	}
+	if _, err := cryptsetup(t, "open", "--test-passphrase", "--key-slot", slot, "--key-file", writeFile(t, t.TempDir(), "pass", []byte(pass)), img); err == nil {
+		t.Error("cryptsetup still opens the unbound keyslot")
+	}
+}
+
+// TestEnrollRecoveryCLI: enroll --recovery-key prints a key cryptsetup
+// accepts, under a systemd-recovery token; --wipe-slot=password then
+// removes the passphrase's keyslot, and cryptsetup no longer takes it.
+func TestEnrollRecoveryCLI(t *testing.T) {
+	img, kf, _ := tokenImage(t)
+	out := mustRun(t, nil, "enroll", "--recovery-key", "--unlock-key-file", kf, "--wipe-slot", "password", img)
+	key := strings.TrimSpace(out)
+	if !regexp.MustCompile(`^[cbdefghijklnrtuv]{8}(-[cbdefghijklnrtuv]{8}){7}$`).MatchString(key) {
+		t.Fatalf("enroll --recovery-key printed %q", out)
+	}
+	dir := t.TempDir()
+	mustCS(t, "open", "--test-passphrase", "--key-file", writeFile(t, dir, "rk", []byte(key)), img)
+	if _, err := cryptsetup(t, "open", "--test-passphrase", "--key-file", kf, img); err == nil {
+		t.Error("--wipe-slot password left the passphrase's keyslot")
+	}
+	dump := mustCS(t, "luksDump", img)
+	if !strings.Contains(dump, "systemd-recovery") {
+		t.Errorf("no systemd-recovery token in cryptsetup's dump:\n%s", dump)
+	}
+}
