@@ -2,7 +2,7 @@
 _blkcrypt() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" opts="" valopts="" fileopts=""
     if [[ $COMP_CWORD -eq 1 ]]; then
-        COMPREPLY=($(compgen -W "--help add-key luksAddKey benchmark bitlk-dump bitlkDump cat change-key luksChangeKey config convert luksConvert cp crypto demo dump luksDump erase luksErase format luksFormat fvault2-dump fvault2Dump header-backup luksHeaderBackup header-restore luksHeaderRestore is-luks isLuks kill-slot luksKillSlot ls mount probe read reencrypt remove-key luksRemoveKey repair resize serve speed tcrypt-dump tcryptDump test-passphrase token uuid luksUUID write" -- "$cur"))
+        COMPREPLY=($(compgen -W "--help add-key luksAddKey benchmark bind bitlk-dump bitlkDump cat change-key luksChangeKey config convert luksConvert cp crypto demo dump luksDump enroll erase luksErase format luksFormat fvault2-dump fvault2Dump header-backup luksHeaderBackup header-restore luksHeaderRestore is-luks isLuks kill-slot luksKillSlot list ls mount probe read reencrypt remove-key luksRemoveKey repair resize serve speed tcrypt-dump tcryptDump test-passphrase token unbind uuid luksUUID write" -- "$cur"))
         return
     fi
     case "${COMP_WORDS[1]}" in
@@ -14,14 +14,18 @@ _blkcrypt() {
         opts="--batch-mode -q --cipher -c --help --iter-time -i --key-size -s --pbkdf-memory --pbkdf-parallel --sec --sector-size --threshold"
         valopts="--cipher -c --iter-time -i --key-size -s --pbkdf-memory --pbkdf-parallel --sec --sector-size --threshold"
         fileopts="" ;;
+    bind)
+        opts="--batch-mode -q --device --help --key-file -k --key-slot -s --token-id -t --tpm2-device --trust -y --verbose -v"
+        valopts="--device --key-file -k --key-slot -s --token-id -t --tpm2-device"
+        fileopts="--key-file -k" ;;
     bitlk-dump|bitlkDump)
-        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --dump-volume-key --fvault2-read-write --hash -h --header --help --iv-large-sectors --json --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
-        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
-        fileopts="--header --key-file -d --tcrypt-keyfiles --volume-key-file" ;;
+        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --dump-volume-key --fvault2-read-write --hash -h --header --help --iv-large-sectors --json --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --token-id --token-only --token-type --tpm2-device --tpm2-pin-file --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
+        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --token-id --token-type --tpm2-device --tpm2-pin-file --type --veracrypt-pim --volume-key-file"
+        fileopts="--header --key-file -d --tcrypt-keyfiles --tpm2-pin-file --volume-key-file" ;;
     cat)
-        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --fvault2-read-write --hash -h --header --help --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --lv --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
-        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --lv --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
-        fileopts="--header --key-file -d --tcrypt-keyfiles --volume-key-file" ;;
+        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --fvault2-read-write --hash -h --header --help --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --lv --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --token-id --token-only --token-type --tpm2-device --tpm2-pin-file --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
+        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --lv --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --token-id --token-type --tpm2-device --tpm2-pin-file --type --veracrypt-pim --volume-key-file"
+        fileopts="--header --key-file -d --tcrypt-keyfiles --tpm2-pin-file --volume-key-file" ;;
     change-key|luksChangeKey)
         opts="--batch-mode -q --hash -h --header --help --iter-time -i --key-file -d --key-slot -S --keyfile-offset --keyfile-size -l --new-keyfile-offset --new-keyfile-size --partition --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --type"
         valopts="--hash -h --header --iter-time -i --key-file -d --key-slot -S --keyfile-offset --keyfile-size -l --new-keyfile-offset --new-keyfile-size --partition --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --type"
@@ -35,9 +39,9 @@ _blkcrypt() {
         valopts="--header --type"
         fileopts="--header" ;;
     cp)
-        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --fvault2-read-write --hash -h --header --help --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --lv --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
-        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --lv --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
-        fileopts="--header --key-file -d --tcrypt-keyfiles --volume-key-file" ;;
+        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --fvault2-read-write --hash -h --header --help --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --lv --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --token-id --token-only --token-type --tpm2-device --tpm2-pin-file --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
+        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --lv --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --token-id --token-type --tpm2-device --tpm2-pin-file --type --veracrypt-pim --volume-key-file"
+        fileopts="--header --key-file -d --tcrypt-keyfiles --tpm2-pin-file --volume-key-file" ;;
     crypto)
         opts="--batch-mode -q --help"
         valopts=""
@@ -47,9 +51,13 @@ _blkcrypt() {
         valopts="--dir --sec"
         fileopts="--dir" ;;
     dump|luksDump)
-        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --dump-json-metadata --dump-volume-key --fvault2-read-write --hash -h --header --help --iv-large-sectors --json --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
-        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
-        fileopts="--header --key-file -d --tcrypt-keyfiles --volume-key-file" ;;
+        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --dump-json-metadata --dump-volume-key --fvault2-read-write --hash -h --header --help --iv-large-sectors --json --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --token-id --token-only --token-type --tpm2-device --tpm2-pin-file --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
+        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --token-id --token-type --tpm2-device --tpm2-pin-file --type --veracrypt-pim --volume-key-file"
+        fileopts="--header --key-file -d --tcrypt-keyfiles --tpm2-pin-file --volume-key-file" ;;
+    enroll)
+        opts="--batch-mode -q --help --recovery-key --tpm2-device --tpm2-pcrs --tpm2-pin-file --tpm2-with-pin --unlock-key-file --wipe-slot"
+        valopts="--tpm2-device --tpm2-pcrs --tpm2-pin-file --unlock-key-file --wipe-slot"
+        fileopts="--tpm2-pin-file --unlock-key-file" ;;
     erase|luksErase)
         opts="--batch-mode -q --header --help --type --verbose -v"
         valopts="--header --type"
@@ -59,9 +67,9 @@ _blkcrypt() {
         valopts="--align-payload --cipher -c --hash -h --header --iter-time -i --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --label --offset --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --sector-size --size -b --subsystem --type --uuid --volume-key-file"
         fileopts="--header --key-file -d --volume-key-file" ;;
     fvault2-dump|fvault2Dump)
-        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --dump-volume-key --fvault2-read-write --hash -h --header --help --iv-large-sectors --json --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
-        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
-        fileopts="--header --key-file -d --tcrypt-keyfiles --volume-key-file" ;;
+        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --dump-volume-key --fvault2-read-write --hash -h --header --help --iv-large-sectors --json --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --token-id --token-only --token-type --tpm2-device --tpm2-pin-file --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
+        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --token-id --token-type --tpm2-device --tpm2-pin-file --type --veracrypt-pim --volume-key-file"
+        fileopts="--header --key-file -d --tcrypt-keyfiles --tpm2-pin-file --volume-key-file" ;;
     header-backup|luksHeaderBackup)
         opts="--batch-mode -q --header --header-backup-file --help --type"
         valopts="--header --header-backup-file --type"
@@ -78,22 +86,26 @@ _blkcrypt() {
         opts="--batch-mode -q --header --help --key-file -d --keyfile-offset --keyfile-size -l --partition --type"
         valopts="--header --key-file -d --keyfile-offset --keyfile-size -l --partition --type"
         fileopts="--header --key-file -d" ;;
+    list)
+        opts="--batch-mode -q --device --help --key-slot -s"
+        valopts="--device --key-slot -s"
+        fileopts="" ;;
     ls)
-        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --fvault2-read-write --hash -h --header --help --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --lv --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
-        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --lv --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
-        fileopts="--header --key-file -d --tcrypt-keyfiles --volume-key-file" ;;
+        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --fvault2-read-write --hash -h --header --help --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --lv --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --token-id --token-only --token-type --tpm2-device --tpm2-pin-file --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
+        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --lv --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --token-id --token-type --tpm2-device --tpm2-pin-file --type --veracrypt-pim --volume-key-file"
+        fileopts="--header --key-file -d --tcrypt-keyfiles --tpm2-pin-file --volume-key-file" ;;
     mount)
-        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --fvault2-read-write --hash -h --header --help --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --lv --offset --partition --read-only -r --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
-        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --lv --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
-        fileopts="--header --key-file -d --tcrypt-keyfiles --volume-key-file" ;;
+        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --fvault2-read-write --hash -h --header --help --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --lv --offset --partition --read-only -r --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --token-id --token-only --token-type --tpm2-device --tpm2-pin-file --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
+        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --lv --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --token-id --token-type --tpm2-device --tpm2-pin-file --type --veracrypt-pim --volume-key-file"
+        fileopts="--header --key-file -d --tcrypt-keyfiles --tpm2-pin-file --volume-key-file" ;;
     probe)
         opts="--batch-mode -q --help --json --key-file -d --keyfile-offset --keyfile-size -l --volume-key-file"
         valopts="--key-file -d --keyfile-offset --keyfile-size -l --volume-key-file"
         fileopts="--key-file -d --volume-key-file" ;;
     read)
-        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --fvault2-read-write --hash -h --header --help --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --length --lv --offset --offset-bytes --output -o --partition --progress-frequency --progress-json --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
-        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --length --lv --offset --offset-bytes --output -o --partition --progress-frequency --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
-        fileopts="--header --key-file -d --output -o --tcrypt-keyfiles --volume-key-file" ;;
+        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --fvault2-read-write --hash -h --header --help --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --length --lv --offset --offset-bytes --output -o --partition --progress-frequency --progress-json --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --token-id --token-only --token-type --tpm2-device --tpm2-pin-file --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
+        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --length --lv --offset --offset-bytes --output -o --partition --progress-frequency --sector-size --size -b --skip -p --tcrypt-keyfiles --token-id --token-type --tpm2-device --tpm2-pin-file --type --veracrypt-pim --volume-key-file"
+        fileopts="--header --key-file -d --output -o --tcrypt-keyfiles --tpm2-pin-file --volume-key-file" ;;
     reencrypt)
         opts="--batch-mode -q --block-size -B --cipher -c --decrypt --encrypt --force-offline-reencrypt --hash -h --header --help --hotzone-size --init-only --iter-time -i --keep-key --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --label --offset --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --progress-frequency --progress-json --reduce-device-size --resilience --resume-only --sector-size --type --use-directio --use-fsync --uuid --write-log"
         valopts="--block-size -B --cipher -c --hash -h --header --hotzone-size --iter-time -i --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --label --offset --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --progress-frequency --reduce-device-size --resilience --sector-size --type --uuid"
@@ -111,33 +123,37 @@ _blkcrypt() {
         valopts="--device-size --header --size -b --type"
         fileopts="--header" ;;
     serve)
-        opts="--allow-discards --batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --export --export-name --exports --fvault2-read-write --hash -h --header --help --hotzone-size --idle-timeout --insecure --iter-time -i --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --listen --lv --max-connections --offset --partition --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --progress-frequency --progress-json --read-only -r --reencrypt --resilience --resume-only --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --tls-ca --tls-cert --tls-key --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
-        valopts="--cipher -c --export --export-name --exports --hash -h --header --hotzone-size --idle-timeout --iter-time -i --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --listen --lv --max-connections --offset --partition --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --progress-frequency --resilience --sector-size --size -b --skip -p --tcrypt-keyfiles --tls-ca --tls-cert --tls-key --type --veracrypt-pim --volume-key-file"
-        fileopts="--header --key-file -d --tcrypt-keyfiles --tls-ca --tls-cert --tls-key --volume-key-file" ;;
+        opts="--allow-discards --batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --export --export-name --exports --fvault2-read-write --hash -h --header --help --hotzone-size --idle-timeout --insecure --iter-time -i --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --listen --lv --max-connections --offset --partition --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --progress-frequency --progress-json --read-only -r --reencrypt --resilience --resume-only --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --tls-ca --tls-cert --tls-key --token-id --token-only --token-type --tpm2-device --tpm2-pin-file --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
+        valopts="--cipher -c --export --export-name --exports --hash -h --header --hotzone-size --idle-timeout --iter-time -i --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --listen --lv --max-connections --offset --partition --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --progress-frequency --resilience --sector-size --size -b --skip -p --tcrypt-keyfiles --tls-ca --tls-cert --tls-key --token-id --token-type --tpm2-device --tpm2-pin-file --type --veracrypt-pim --volume-key-file"
+        fileopts="--header --key-file -d --tcrypt-keyfiles --tls-ca --tls-cert --tls-key --tpm2-pin-file --volume-key-file" ;;
     speed)
         opts="--batch-mode -q --decrypt --driver --help --list-drivers --sec"
         valopts="--driver --sec"
         fileopts="" ;;
     tcrypt-dump|tcryptDump)
-        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --dump-volume-key --fvault2-read-write --hash -h --header --help --iv-large-sectors --json --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
-        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
-        fileopts="--header --key-file -d --tcrypt-keyfiles --volume-key-file" ;;
+        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --dump-volume-key --fvault2-read-write --hash -h --header --help --iv-large-sectors --json --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --token-id --token-only --token-type --tpm2-device --tpm2-pin-file --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
+        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --token-id --token-type --tpm2-device --tpm2-pin-file --type --veracrypt-pim --volume-key-file"
+        fileopts="--header --key-file -d --tcrypt-keyfiles --tpm2-pin-file --volume-key-file" ;;
     test-passphrase)
-        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --fvault2-read-write --hash -h --header --help --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
-        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
-        fileopts="--header --key-file -d --tcrypt-keyfiles --volume-key-file" ;;
+        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --fvault2-read-write --hash -h --header --help --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --token-id --token-only --token-type --tpm2-device --tpm2-pin-file --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
+        valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --token-id --token-type --tpm2-device --tpm2-pin-file --type --veracrypt-pim --volume-key-file"
+        fileopts="--header --key-file -d --tcrypt-keyfiles --tpm2-pin-file --volume-key-file" ;;
     token)
         opts="--batch-mode -q --header --help --json-file --key-description --key-slot -S --token-id --token-replace --type --verbose -v"
         valopts="--header --json-file --key-description --key-slot -S --token-id --type"
         fileopts="--header --json-file" ;;
+    unbind)
+        opts="--batch-mode -q --device --force -f --help --key-slot -s"
+        valopts="--device --key-slot -s"
+        fileopts="" ;;
     uuid|luksUUID)
         opts="--batch-mode -q --header --help --type --uuid --verbose -v"
         valopts="--header --type --uuid"
         fileopts="--header" ;;
     write)
-        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --fvault2-read-write --hash -h --header --help --input -i --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --length --lv --offset --offset-bytes --partition --progress-frequency --progress-json --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
-        valopts="--cipher -c --hash -h --header --input -i --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --length --lv --offset --offset-bytes --partition --progress-frequency --sector-size --size -b --skip -p --tcrypt-keyfiles --type --veracrypt-pim --volume-key-file"
-        fileopts="--header --input -i --key-file -d --tcrypt-keyfiles --volume-key-file" ;;
+        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --fvault2-read-write --hash -h --header --help --input -i --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --length --lv --offset --offset-bytes --partition --progress-frequency --progress-json --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --token-id --token-only --token-type --tpm2-device --tpm2-pin-file --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
+        valopts="--cipher -c --hash -h --header --input -i --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --length --lv --offset --offset-bytes --partition --progress-frequency --sector-size --size -b --skip -p --tcrypt-keyfiles --token-id --token-type --tpm2-device --tpm2-pin-file --type --veracrypt-pim --volume-key-file"
+        fileopts="--header --input -i --key-file -d --tcrypt-keyfiles --tpm2-pin-file --volume-key-file" ;;
     esac
     if [[ " $fileopts " == *" $prev "* ]]; then
         COMPREPLY=($(compgen -f -- "$cur"))
