@@ -281,3 +281,54 @@ func TestEnrollRecoveryCLI(t *testing.T) {
 		t.Errorf("no systemd-recovery token in cryptsetup's dump:\n%s", dump)
 	}
 }
+
+// TestEnrollTPM2CLI: what blkcrypt enroll --tpm2-device seals on swtpm
+// unseals with tpm2-tools alone (the shared judge) to a passphrase
+// cryptsetup accepts for the new keyslot, and opens through read
+// --token-only; a PIN token opens with --tpm2-pin-file and refuses a
+// wrong PIN without asking for a passphrase.
+func TestEnrollTPM2CLI(t *testing.T) {
+	tcti := startTestSwtpm(t)
+	extendPCR7(t, tcti)
+	img, kf, data := tokenImage(t)
+	code, _, errs := run(t, nil, "enroll", "--tpm2-device", tcti, "--tpm2-pcrs", "7", "--unlock-key-file", kf, img)
+	m := regexp.MustCompile(`key slot (\d+)\.`).FindStringSubmatch(errs)
+	if code != 0 || m == nil {
+		t.Fatalf("enroll --tpm2-device: exit %d: %s", code, errs)
+	}
+	slot := m[1]
+
+	testenv.Need(t, "tpm2_unseal", "tpm2-tools")
+	testenv.Need(t, "python3", "python3")
+	script := filepath.Join(testenv.ModuleRoot(t), "..", "shared", "judges", "tpm2-systemd-unlock.sh")
+	if _, err := os.Stat(script); err != nil {
+		testenv.Missing(t, "judge %s: %v", script, err)
+	}
+	pass := strings.TrimSpace(mustTool(t, nil, nil, "bash", script, img, "0", tcti))
+	mustCS(t, "open", "--test-passphrase", "--key-slot", slot, "--key-file", writeFile(t, t.TempDir(), "pass", []byte(pass)), img)
+
+	asked := 0
+	code, out, errs := runPrompt(t, nil, &asked, "read", "--token-only", "--tpm2-device", tcti, "--length", "1M", img)
+	if code != 0 || asked != 0 || !bytes.Equal([]byte(out), data) {
+		t.Fatalf("read --token-only: exit %d, %d prompts: %s", code, asked, errs)
+	}
+
+	// A PIN token beside it: the PIN from a file; a wrong one refused.
+	dir := t.TempDir()
+	pin := writeFile(t, dir, "pin", []byte("1234\n"))
+	mustRun(t, nil, "enroll", "--tpm2-device", tcti, "--tpm2-with-pin", "--tpm2-pin-file", pin, "--unlock-key-file", kf, img)
+	code, out, errs = runPrompt(t, nil, &asked, "read", "--token-only", "--token-id", "1", "--tpm2-device", tcti, "--tpm2-pin-file", pin, "--length", "1M", img)
+	if code != 0 || asked != 0 || !bytes.Equal([]byte(out), data) {
+		t.Fatalf("read --token-only with a PIN file: exit %d, %d prompts: %s", code, asked, errs)
+	}
+	bad := writeFile(t, dir, "bad", []byte("4321"))
+	code, _, errs = runPrompt(t, nil, &asked, "read", "--token-only", "--token-id", "1", "--tpm2-device", tcti, "--tpm2-pin-file", bad, "--length", "1M", img)
+	if code == 0 || asked != 0 || !strings.Contains(errs, "PIN") || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+		t.Fatalf("read --token-only with a wrong PIN: exit %d, %d prompts: %q", code, asked, errs)
+	}
+	// The PIN asked on the terminal when no file is given.
+	code, out, errs = runPrompt(t, []byte("1234"), &asked, "read", "--token-only", "--token-id", "1", "--tpm2-device", tcti, "--length", "1M", img)
+	if code != 0 || asked != 1 || !bytes.Equal([]byte(out), data) {
+		t.Fatalf("read --token-only with a PIN prompt: exit %d, %d prompts: %s", code, asked, errs)
+	}
+}
