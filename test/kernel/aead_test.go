@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/integrity"
 	"github.com/blkcrypt/blkcrypt/internal/luksutil"
+	"github.com/blkcrypt/blkcrypt/internal/testenv"
 	"github.com/blkcrypt/blkcrypt/luks2"
 )
 
@@ -48,8 +50,34 @@ const aeadImg = 4 << 20
 // of a run that fails).
 func TestAEAD(t *testing.T) {
 	k := need(t)
+	csBin := testenv.Need(t, "cryptsetup", "cryptsetup-bin")
 	dir := t.TempDir()
 	pat := integrityPattern()
+	// segmentsLike compares blkcrypt's luksDump of a volume with the
+	// host cryptsetup's, from "Data segments:" to "Keyslots:" (the
+	// integrity line included).
+	segmentsLike := func(name string) {
+		t.Helper()
+		out, err := exec.Command(csBin, "luksDump", img0(dir, name)).CombinedOutput()
+		if err != nil {
+			t.Errorf("%s: cryptsetup luksDump: %v\n%s", name, err, out)
+			return
+		}
+		h, err := blkcrypt.OpenLUKS(context.Background(), img0(dir, name), blkcrypt.LUKSOptions{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ours strings.Builder
+		err = h.Dump(context.Background(), &ours, blkcrypt.DumpOptions{})
+		h.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		theirs, mine := dumpSegments(string(out)), dumpSegments(ours.String())
+		if !strings.Contains(theirs, "integrity: ") || theirs != mine {
+			t.Errorf("%s: segments dump as\n%s\ncryptsetup's:\n%s", name, mine, theirs)
+		}
+	}
 	vols := []aeadVol{
 		{name: "a-gcm-4k", cipher: "aes-gcm-random", integ: "aead", keyBits: 256, sector: 4096, tamper: true, patOff: 0, metaIVOff: 16},
 		{name: "a-gcm-512", cipher: "aes-gcm-random", integ: "aead", keyBits: 128, sector: 512, patOff: 1 << 16, metaIVOff: 16},
@@ -61,7 +89,7 @@ func TestAEAD(t *testing.T) {
 		{name: "a-aegis-4k", cipher: "aegis128-random", integ: "aead", keyBits: 128, sector: 4096, tamper: true, needsAlg: "aegis128", patOff: 7 << 16, metaIVOff: 16},
 		{name: "a-aegis-512", cipher: "aegis128-random", integ: "aead", keyBits: 128, sector: 512, needsAlg: "aegis128", patOff: 8 << 16, metaIVOff: 16},
 	}
-	img := func(name string) string { return filepath.Join(dir, name+".img") }
+	img := func(name string) string { return img0(dir, name) }
 	files := map[string][]byte{"/kt/pass": passphrase, "/kt/pat": pat}
 
 	// Boot 1: the kernel formats and fills.
@@ -126,6 +154,7 @@ fi
 		if skipped[v.name] {
 			continue
 		}
+		segmentsLike(v.name)
 		vol := open(img(v.name), true)
 		if a := vol.AEAD(); a == nil || a.Spec() != v.cipher {
 			t.Errorf("%s: opened without its AEAD (%v)", v.name, a)
@@ -226,6 +255,7 @@ cryptsetup close %s
 			PBKDF: blkcrypt.PBKDFOptions{Type: "pbkdf2", Iterations: 1000}}); err != nil {
 			t.Fatalf("%s: format: %v", b, err)
 		}
+		segmentsLike(b)
 		vb := open(img(b), false)
 		want := make([]byte, vb.Size())
 		if got := readAll(vb); !bytes.Equal(got, want) {
@@ -345,4 +375,13 @@ func aeadTamper(t *testing.T, path string, v aeadVol) []uint64 {
 	flip(g.TagOffset(20*spb)+ivAt, 0x10)
 	flip(int64(g.DataSector(last*spb))<<9+int64(v.sector)-1, 0x01)
 	return []uint64{3, 10, 20, last}
+}
+
+func img0(dir, name string) string { return filepath.Join(dir, name+".img") }
+
+// dumpSegments is a luksDump's "Data segments:" section.
+func dumpSegments(d string) string {
+	_, rest, _ := strings.Cut(d, "Data segments:")
+	seg, _, _ := strings.Cut(rest, "Keyslots:")
+	return strings.TrimSpace(seg)
 }
