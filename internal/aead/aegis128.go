@@ -52,6 +52,7 @@ func xor(a, b words) words { return words{a[0] ^ b[0], a[1] ^ b[1], a[2] ^ b[2],
 type aegis128 struct {
 	key     words
 	tagSize int
+	generic bool // tests: the Go code even where AES-NI is used
 }
 
 // NewAEGIS128 returns AEGIS-128 under a 16-byte key with tagSize-byte
@@ -134,6 +135,10 @@ func (a *aegis128) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
 	s.ad(additionalData)
 	ret, out := sliceForAppend(dst, len(plaintext)+a.tagSize)
 	p, o := plaintext, out
+	if nb := len(p) / 16; nb > 0 && useAESNI && !a.generic {
+		aegisEncAESNI(s, &o[0], &p[0], nb)
+		p, o = p[nb*16:], o[nb*16:]
+	}
 	for len(p) >= 16 {
 		m := load(p)
 		store(o, xor(m, s.keystream()))
@@ -165,6 +170,10 @@ func (a *aegis128) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, 
 	s.ad(additionalData)
 	ret, out := sliceForAppend(dst, n)
 	c, o := ciphertext[:n], out
+	if nb := len(c) / 16; nb > 0 && useAESNI && !a.generic {
+		aegisDecAESNI(s, &o[0], &c[0], nb)
+		c, o = c[nb*16:], o[nb*16:]
+	}
 	for len(c) >= 16 {
 		m := xor(load(c), s.keystream())
 		store(o, m)

@@ -125,3 +125,57 @@ func TestSbox(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAEGIS128Kernels checks the AES-NI bulk loops against the Go code:
+// the same ciphertext and tag, the same plaintext back.
+func FuzzAEGIS128Kernels(f *testing.F) {
+	f.Add(make([]byte, 16), make([]byte, 16), []byte("ad"), make([]byte, 4096))
+	f.Add(make([]byte, 16), make([]byte, 16), []byte{}, []byte("seventeen bytes!!"))
+	f.Fuzz(func(t *testing.T, key, iv, ad, msg []byte) {
+		if len(key) != 16 || len(iv) != 16 {
+			return
+		}
+		if !useAESNI {
+			t.Skip("no AES-NI kernel on this machine")
+		}
+		fast := &aegis128{key: load(key), tagSize: 16}
+		slow := &aegis128{key: load(key), tagSize: 16, generic: true}
+		c1, c2 := fast.Seal(nil, iv, msg, ad), slow.Seal(nil, iv, msg, ad)
+		if !bytes.Equal(c1, c2) {
+			t.Fatalf("AES-NI seals %x, Go %x", c1, c2)
+		}
+		p1, err1 := fast.Open(nil, iv, c1, ad)
+		p2, err2 := slow.Open(nil, iv, c1, ad)
+		if err1 != nil || err2 != nil || !bytes.Equal(p1, msg) || !bytes.Equal(p2, msg) {
+			t.Fatalf("open: %v %v", err1, err2)
+		}
+	})
+}
+
+func TestAEGIS128KATGeneric(t *testing.T) {
+	for i, v := range aegisKAT {
+		a := &aegis128{key: load(unhex(t, v.key)), tagSize: 16, generic: true}
+		got := a.Seal(nil, unhex(t, v.iv), unhex(t, v.msg), unhex(t, v.ad))
+		if want := append(unhex(t, v.ct), unhex(t, v.tag)...); !bytes.Equal(got, want) {
+			t.Errorf("vector %d (Go code): %x, want %x", i, got, want)
+		}
+	}
+}
+
+func BenchmarkAEGIS128(b *testing.B) {
+	for _, generic := range []bool{false, true} {
+		a := &aegis128{tagSize: 16, generic: generic}
+		name := "aesni"
+		if generic || !useAESNI {
+			name = "generic"
+		}
+		b.Run(name, func(b *testing.B) {
+			buf := make([]byte, 4096, 4096+16)
+			iv := make([]byte, 16)
+			b.SetBytes(4096)
+			for b.Loop() {
+				a.Seal(buf[:0], iv, buf, iv)
+			}
+		})
+	}
+}
