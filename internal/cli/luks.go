@@ -308,6 +308,7 @@ type addKeyOptions struct {
 	Hash          string `flag:"hash" short:"h" help:"hash of the new keyslot's PBKDF" def:"sha256"`
 	pbkdfFlags
 	partitionFlag
+	tokenFlags // the existing passphrase from a token (verbs_token.go)
 }
 
 func runAddKey(ctx context.Context, env *Env, o *addKeyOptions, args []string) error {
@@ -343,7 +344,7 @@ func runAddKey(ctx context.Context, env *Env, o *addKeyOptions, args []string) e
 			return err
 		}
 	} else {
-		pass, _, err := o.keyFileFlags.read(env, false, "Enter any existing passphrase: ")
+		pass, err := o.tokenFlags.existing(ctx, env, h, o.keyFileFlags, "Enter any existing passphrase: ")
 		if err != nil {
 			return err
 		}
