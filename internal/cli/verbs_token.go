@@ -46,8 +46,8 @@ func (t tokenFlags) pin() ([]byte, error) {
 	return b, nil
 }
 
-// options are token.Unlock's options for the flags.
-func (t tokenFlags) options() (token.Options, error) {
+// unlockOptions are token.Unlock's options for the flags.
+func (t tokenFlags) unlockOptions() (token.Options, error) {
 	o := token.Options{TPM2Device: t.TPM2Device, TokenType: t.TokenType}
 	if t.TokenID != nil {
 		if *t.TokenID < 0 || *t.TokenID > 31 {
@@ -65,7 +65,7 @@ func (t tokenFlags) options() (token.Options, error) {
 // that is an error (exit 2). A token needing a PIN gets --tpm2-pin-file,
 // or a PIN asked on the terminal.
 func (t tokenFlags) unlockToken(ctx context.Context, env *Env, h *blkcrypt.LUKS) ([]byte, error) {
-	o, err := t.options()
+	o, err := t.unlockOptions()
 	if err != nil {
 		return nil, err
 	}
@@ -490,5 +490,19 @@ func tokenOrSecret(ctx context.Context, env *Env, p *parsed, h *blkcrypt.LUKS) (
 		return pass, err
 	}
 	pass, _, err := readSecret(env, p, "Enter passphrase: ")
+	return pass, err
+}
+
+// existing is the existing passphrase of a typed key verb (add-key): a
+// token's unless a key file is given, else the one k reads.
+func (t tokenFlags) existing(ctx context.Context, env *Env, h *blkcrypt.LUKS, k keyFileFlags, prompt string) ([]byte, error) {
+	if k.KeyFile != "" {
+		if t.TokenOnly {
+			return nil, usageErr("--token-only cannot be used with --key-file")
+		}
+	} else if pass, err := t.unlockToken(ctx, env, h); err != nil || pass != nil {
+		return pass, err
+	}
+	pass, _, err := k.read(env, false, prompt)
 	return pass, err
 }

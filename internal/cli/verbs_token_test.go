@@ -252,6 +252,13 @@ func TestBindTangCLI(t *testing.T) {
 		t.Fatalf("read --token-only through tang: exit %d, %d prompts: %s", code, asked, errs)
 	}
 
+	// add-key takes the existing passphrase from the token.
+	newKey := writeFile(t, t.TempDir(), "new", []byte("added through tang"))
+	if code, _, errs := runPrompt(t, nil, &asked, "add-key", "--token-only", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", img, newKey); code != 0 || asked != 0 {
+		t.Fatalf("add-key --token-only: exit %d, %d prompts: %s", code, asked, errs)
+	}
+	mustCS(t, "open", "--test-passphrase", "--key-file", newKey, img)
+
 	mustRun(t, nil, "unbind", "-s", slot, img)
 	if l := mustRun(t, nil, "list", img); l != "" {
 		t.Errorf("list after unbind: %q", l)
