@@ -7,9 +7,9 @@ _blkcrypt() {
     fi
     case "${COMP_WORDS[1]}" in
     add-key|luksAddKey)
-        opts="--batch-mode -q --hash -h --header --help --iter-time -i --key-file -d --key-slot -S --keyfile-offset --keyfile-size -l --new-keyfile-offset --new-keyfile-size --partition --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --type --volume-key-file"
-        valopts="--hash -h --header --iter-time -i --key-file -d --key-slot -S --keyfile-offset --keyfile-size -l --new-keyfile-offset --new-keyfile-size --partition --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --type --volume-key-file"
-        fileopts="--header --key-file -d --volume-key-file" ;;
+        opts="--batch-mode -q --hash -h --header --help --iter-time -i --key-file -d --key-slot -S --keyfile-offset --keyfile-size -l --new-keyfile-offset --new-keyfile-size --partition --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --token-id --token-only --token-type --tpm2-device --tpm2-pin-file --type --volume-key-file"
+        valopts="--hash -h --header --iter-time -i --key-file -d --key-slot -S --keyfile-offset --keyfile-size -l --new-keyfile-offset --new-keyfile-size --partition --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --token-id --token-type --tpm2-device --tpm2-pin-file --type --volume-key-file"
+        fileopts="--header --key-file -d --tpm2-pin-file --volume-key-file" ;;
     benchmark)
         opts="--batch-mode -q --cipher -c --help --iter-time -i --key-size -s --pbkdf-memory --pbkdf-parallel --sec --sector-size --threshold"
         valopts="--cipher -c --iter-time -i --key-size -s --pbkdf-memory --pbkdf-parallel --sec --sector-size --threshold"

@@ -69,6 +69,11 @@ complete -c blkcrypt -n '__fish_seen_subcommand_from add-key luksAddKey' -l pbkd
 complete -c blkcrypt -n '__fish_seen_subcommand_from add-key luksAddKey' -l pbkdf-force-iterations -r -d 'fixed PBKDF iterations / argon2 time cost'
 complete -c blkcrypt -n '__fish_seen_subcommand_from add-key luksAddKey' -l pbkdf-memory -r -d 'argon2 memory in KiB'
 complete -c blkcrypt -n '__fish_seen_subcommand_from add-key luksAddKey' -l pbkdf-parallel -r -d 'argon2 threads'
+complete -c blkcrypt -n '__fish_seen_subcommand_from add-key luksAddKey' -l token-id -r -d 'token id (0-31)'
+complete -c blkcrypt -n '__fish_seen_subcommand_from add-key luksAddKey' -l token-only -d 'unlock with a LUKS2 token only, never ask for a passphrase'
+complete -c blkcrypt -n '__fish_seen_subcommand_from add-key luksAddKey' -l token-type -r -d 'try only tokens of this type (systemd-tpm2, clevis)'
+complete -c blkcrypt -n '__fish_seen_subcommand_from add-key luksAddKey' -l tpm2-device -r -d 'TPM2 in systemd\'s spelling (device:/dev/tpmrm0, swtpm:host=H,port=P, swtpm:path=S)'
+complete -c blkcrypt -n '__fish_seen_subcommand_from add-key luksAddKey' -l tpm2-pin-file -r -F -d 'read the TPM2 PIN from this file (one trailing newline dropped)'
 complete -c blkcrypt -n '__fish_seen_subcommand_from add-key luksAddKey' -l type -r -d 'luks, luks1 or luks2; must match the header'
 complete -c blkcrypt -n '__fish_seen_subcommand_from add-key luksAddKey' -l volume-key-file -r -F -d 'authorise the new keyslot with a raw volume key from a file'
 complete -c blkcrypt -n '__fish_seen_subcommand_from benchmark' -F
