@@ -339,3 +339,43 @@ func TestEnrollTPM2CLI(t *testing.T) {
 		t.Fatalf("read --token-only with a PIN prompt: exit %d, %d prompts: %s", code, asked, errs)
 	}
 }
+
+// TestTokenFlagErrors: wrong uses of the token flags and verbs are one-line
+// errors with cryptsetup's exit codes, and change nothing.
+func TestTokenFlagErrors(t *testing.T) {
+	img, kf, _ := tokenImage(t)
+	before := fileSum(t, img)
+	dir := t.TempDir()
+	plainKey := writeFile(t, dir, "plain", randBytes(64))
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"read", "--token-only", "--key-file", kf, img}, ExitUsage, "--token-only"},
+		{[]string{"read", "--token-only", img}, ExitPermission, "no usable token"},
+		{[]string{"read", "--token-only", "--token-id", "40", img}, ExitUsage, "0..31"},
+		{[]string{"read", "--token-only", "--type", "plain", "--key-file", plainKey, img}, ExitUsage, "no tokens"},
+		{[]string{"test-passphrase", "--token-only", img}, ExitPermission, "no usable token"},
+		{[]string{"enroll", img}, ExitUsage, "nothing to do"},
+		{[]string{"enroll", "--tpm2-device", "swtpm:host=127.0.0.1,port=1", "--tpm2-pcrs", "7+99", "--unlock-key-file", kf, img}, ExitUsage, "PCR"},
+		{[]string{"enroll", "--recovery-key", "--unlock-key-file", writeFile(t, dir, "wrong", []byte("wrong")), img}, ExitPermission, ""},
+		{[]string{"enroll", "--wipe-slot", "9", "--unlock-key-file", kf, img}, ExitUsage, "wipe-slot"},
+		{[]string{"bind", img, "nosuchpin", "{}", "-k", kf}, 1, "nosuchpin"},
+		{[]string{"bind", img, "tang", "{not json", "-k", kf}, 1, ""},
+		{[]string{"bind", img, "tang"}, ExitUsage, "DEVICE PIN CONFIG"},
+		{[]string{"unbind", img}, ExitUsage, "-s SLOT"},
+		{[]string{"unbind", "-s", "0", img}, 1, "no clevis binding"},
+	} {
+		code, _, errs := run(t, nil, c.args...)
+		if code != c.code || !strings.Contains(errs, c.want) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+			t.Errorf("%v: exit %d (want %d), stderr %q (want one line with %q)", c.args, code, c.code, errs, c.want)
+		}
+	}
+	if fileSum(t, img) != before {
+		t.Error("a failed command changed the image")
+	}
+	if l := mustRun(t, nil, "list", img); l != "" {
+		t.Errorf("list of an image without bindings: %q", l)
+	}
+}
