@@ -103,8 +103,9 @@ func extendPCR7(t *testing.T, tcti string) {
 }
 
 // startTestTang runs Debian's tangd under socat on loopback with fresh
-// keys and returns its URL; the whole process group is killed at the end.
-func startTestTang(t *testing.T) string {
+// keys and returns its URL and a stop function; the whole process group
+// is killed at the end too.
+func startTestTang(t *testing.T) (string, func()) {
 	t.Helper()
 	socat := testenv.Need(t, "socat", "socat")
 	const tangd = "/usr/libexec/tangd"
@@ -129,7 +130,11 @@ func startTestTang(t *testing.T) string {
 		}
 		exited := make(chan struct{})
 		go func() { cmd.Wait(); close(exited) }()
-		t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); <-exited })
+		stop := func() {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+		t.Cleanup(stop)
 		url := fmt.Sprintf("http://127.0.0.1:%d", port)
 		for deadline := time.Now().Add(30 * time.Second); ; {
 			select {
@@ -140,7 +145,7 @@ func startTestTang(t *testing.T) string {
 			if rsp, err := http.Get(url + "/adv"); err == nil {
 				rsp.Body.Close()
 				if rsp.StatusCode == 200 {
-					return url
+					return url, stop
 				}
 			}
 			if time.Now().After(deadline) {
@@ -151,7 +156,7 @@ func startTestTang(t *testing.T) string {
 	retry:
 	}
 	t.Fatal("tang could not start on a free port")
-	return ""
+	return "", nil
 }
 
 // runPrompt is run with a terminal whose prompt answers with answer and
@@ -224,7 +229,7 @@ func TestTokenOnlyTPM2(t *testing.T) {
 // keyslot; list prints clevis luks list's line, read --token-only opens
 // it, unbind removes it.
 func TestBindTangCLI(t *testing.T) {
-	url := startTestTang(t)
+	url, stopTang := startTestTang(t)
 	clevis := testenv.Need(t, "clevis", "clevis")
 	testenv.Need(t, "jose", "jose")
 	img, kf, data := tokenImage(t)
@@ -258,6 +263,18 @@ func TestBindTangCLI(t *testing.T) {
 		t.Fatalf("add-key --token-only: exit %d, %d prompts: %s", code, asked, errs)
 	}
 	mustCS(t, "open", "--test-passphrase", "--key-file", newKey, img)
+
+	// With tang down: --token-only fails on one line without asking;
+	// otherwise the passphrase is asked for.
+	stopTang()
+	code, out, errs = runPrompt(t, []byte("first passphrase"), &asked, "read", "--token-only", "--length", "1M", img)
+	if code != ExitPermission || asked != 0 || out != "" || !strings.Contains(errs, "clevis") || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+		t.Fatalf("read --token-only with tang down: exit %d, %d prompts: %q", code, asked, errs)
+	}
+	code, out, errs = runPrompt(t, []byte("first passphrase"), &asked, "read", "--length", "1M", img)
+	if code != 0 || asked != 1 || !bytes.Equal([]byte(out), data) {
+		t.Fatalf("read with tang down: exit %d, %d prompts: %s", code, asked, errs)
+	}
 
 	mustRun(t, nil, "unbind", "-s", slot, img)
 	if l := mustRun(t, nil, "list", img); l != "" {
