@@ -396,3 +396,21 @@ func TestTokenFlagErrors(t *testing.T) {
 		t.Errorf("list of an image without bindings: %q", l)
 	}
 }
+
+// FuzzTokenArgs: --tpm2-pcrs and the token JSON --wipe-slot reads never
+// panic; every PCR parsePCRs accepts is in 0..23.
+func FuzzTokenArgs(f *testing.F) {
+	for _, s := range []string{"7", "0+7", "0,7,14", "", "+", "99", "-1", `{"type":"systemd-tpm2","keyslots":["1","x"]}`, `{"keyslots":[1]}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if pcrs, err := parsePCRs(s); err == nil {
+			for _, p := range pcrs {
+				if p < 0 || p > 23 {
+					t.Fatalf("parsePCRs(%q) accepted PCR %d", s, p)
+				}
+			}
+		}
+		tokenSlots([]byte(s))
+	})
+}
