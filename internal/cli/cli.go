@@ -80,6 +80,12 @@ func verbTable() []command {
 		typed("benchmark", nil, "[--cipher SPEC --key-size BITS] [--sector-size N] — cryptsetup benchmark table plus the engine break-even", runBenchmark),
 		legacyVerb("read", nil, "DEVICE — write decrypted bytes to stdout or -o FILE", runRead),
 		legacyVerb("write", nil, "DEVICE — encrypt stdin or -i FILE into the volume", runWrite),
+		typed("serve", nil, "DEVICE|--export NAME=DEVICE,key-file=F...|--exports FILE --listen 127.0.0.1:10809|unix:/path — serve decrypted volumes over NBD", runServe),
+		typed("mount", nil, mountHelp, runMount),
+		typed("probe", nil, "DEVICE — the tree of a disk image as lsblk -f shows it: partitions, encryption, LVM, filesystems", runProbe),
+		typed("ls", nil, "DEVICE PATH — list a directory of the filesystem in DEVICE (read-only; ext4, FAT, NTFS)", runLs),
+		typed("cat", nil, "DEVICE PATH — write a file of the filesystem in DEVICE to stdout (read-only; ext4, FAT, NTFS)", runCat),
+		typed("cp", nil, "DEVICE PATH DEST — copy a file or directory out of the filesystem in DEVICE, keeping mode and mtime", runCp),
 
 		typed("format", []string{"luksFormat"}, "DEVICE — create a LUKS2 (or --type luks1) volume", runFormat),
 		legacyVerb("dump", []string{"luksDump"}, "DEVICE — show the header (--json, --dump-volume-key)", runDump),

@@ -9,11 +9,11 @@ import (
 	"github.com/blkcrypt/blkcrypt/nbd"
 )
 
-// serveListen opens --listen (nbd.Listen: host:port, or unix:PATH whose
+// listen opens --listen (nbd.Listen: host:port, or unix:PATH whose
 // stale socket it replaces); a non-loopback address needs TLS or
 // --insecure (then with a warning).
-func serveListen(env *Env, p *parsed, tcfg *tls.Config) (net.Listener, error) {
-	addr := p.str("listen")
+func (o *serveOptions) listen(env *Env, tcfg *tls.Config) (net.Listener, error) {
+	addr := o.Listen
 	if addr == "" {
 		addr = "127.0.0.1:10809"
 	}
@@ -25,7 +25,7 @@ func serveListen(env *Env, p *parsed, tcfg *tls.Config) (net.Listener, error) {
 		return nil, usageErr("cannot listen on %s: %v", addr, err)
 	}
 	if !loopback && tcfg == nil {
-		if !p.bool("insecure") {
+		if !o.Insecure {
 			l.Close()
 			return nil, usageErr("listening on %s, which is not a loopback address, needs TLS (--tls-cert/--tls-key) or --insecure", addr)
 		}
@@ -35,15 +35,15 @@ func serveListen(env *Env, p *parsed, tcfg *tls.Config) (net.Listener, error) {
 }
 
 // tlsConfig is --tls-cert, --tls-key and --tls-ca, or nil without them.
-func tlsConfig(p *parsed) (*tls.Config, error) {
-	cert, key := p.str("tls-cert"), p.str("tls-key")
+func (o *serveOptions) tlsConfig() (*tls.Config, error) {
+	cert, key := o.TLSCert, o.TLSKey
 	if cert == "" && key == "" {
 		return nil, nil
 	}
 	if cert == "" || key == "" {
 		return nil, usageErr("--tls-cert and --tls-key go together")
 	}
-	cfg, err := nbd.LoadTLSConfig(cert, key, p.str("tls-ca"))
+	cfg, err := nbd.LoadTLSConfig(cert, key, o.TLSCA)
 	if err != nil {
 		return nil, usageErr("%v", err)
 	}

@@ -11,22 +11,27 @@ import (
 	"github.com/blkcrypt/blkcrypt/mount"
 )
 
-func init() {
-	extraVerbs = append(extraVerbs, verb{"mount", nil, runMount,
-		"DEVICE DIR — show the decrypted volume (or --lv in it) as the file DIR/" + mount.DefaultFileName + " (FUSE) until unmounted"})
+const mountHelp = "DEVICE DIR — show the decrypted volume (or --lv in it) as the file DIR/" + mount.DefaultFileName + " (FUSE) until unmounted"
+
+// mountOptions: the volume as read opens it, and whether the file takes
+// writes.
+type mountOptions struct {
+	openFlags
+	stackFlags
+	ReadOnly bool `flag:"read-only" short:"r" help:"mount: the file refuses writes"`
 }
 
 // runMount unlocks DEVICE as `read` does (same flags, --partition and
 // --lv included) and serves it through package mount until it is
 // unmounted from outside (fusermount3 -u) or the command gets SIGINT,
 // SIGTERM or SIGHUP. The volume is closed after the last FUSE request.
-func runMount(ctx context.Context, env *Env, p *parsed) error {
-	if len(p.args) != 2 {
-		return usageErr("expected DEVICE and DIR arguments, got %d", len(p.args))
+func runMount(ctx context.Context, env *Env, o *mountOptions, args []string) error {
+	if len(args) != 2 {
+		return usageErr("expected DEVICE and DIR arguments, got %d", len(args))
 	}
-	dev := p.args[0]
+	dev := args[0]
 	// Before the unlock: a bad mount point costs no passphrase.
-	dir, err := mount.CheckDir(p.args[1])
+	dir, err := mount.CheckDir(args[1])
 	if err != nil {
 		return usageErr("%v", err)
 	}
@@ -34,13 +39,13 @@ func runMount(ctx context.Context, env *Env, p *parsed) error {
 		return fmt.Errorf("mount: %w (use serve and an NBD client)", mount.ErrUnsupported)
 	}
 	hardenProcess()
-	t, err := openTarget(ctx, env, p, dev, p.bool("read-only"))
+	t, err := openTarget(ctx, env, o.openFlags.legacy(o.stackFlags, nil), dev, o.ReadOnly)
 	if err != nil {
 		return err
 	}
 	// A format that opens read-only on its own (TrueCrypt without
 	// --tcrypt-read-write, BitLocker, FileVault 2) mounts read-only too.
-	readOnly := p.bool("read-only") || t.ReadOnly()
+	readOnly := o.ReadOnly || t.ReadOnly()
 	// Closing the terminal (SIGHUP) unmounts cleanly rather than killing
 	// the process and leaving a dead mount point; caught before the mount
 	// exists.

@@ -41,16 +41,16 @@ var exportSyntax = nbd.ExportSyntax{
 
 // gatewaySpecs gathers the --export flags and the --exports file; names
 // must be unique across both.
-func gatewaySpecs(p *parsed) ([]nbd.ExportSpec, error) {
+func gatewaySpecs(o *serveOptions) ([]nbd.ExportSpec, error) {
 	var specs []nbd.ExportSpec
-	for _, s := range p.list("export") {
+	for _, s := range o.Export {
 		e, err := nbd.ParseExport(s, exportSyntax)
 		if err != nil {
 			return nil, err
 		}
 		specs = append(specs, e)
 	}
-	if path := p.str("exports"); path != "" {
+	if path := o.exports(); path != "" {
 		fs, err := nbd.ReadExportsFile(path, exportSyntax)
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
 			err = fmt.Errorf("reading --exports: %w", err)
@@ -65,20 +65,19 @@ func gatewaySpecs(p *parsed) ([]nbd.ExportSpec, error) {
 
 // openExport unlocks one export as serve DEVICE would with the export's
 // options as flags (--read-only and --allow-discards of the gateway
-// apply to all).
-func openExport(g *parsed, env *Env) nbd.OpenExportFunc {
+// apply to all). The export's options are flag names (exportSyntax), so
+// they are the command line rw.go's unlock helpers read.
+func openExport(g *serveOptions, env *Env) nbd.OpenExportFunc {
 	return func(ctx context.Context, e nbd.ExportSpec) (nbd.Export, io.Closer, error) {
 		ep := &parsed{set: map[string]string{}}
 		for k, v := range e.Options {
 			ep.set[k] = v
 		}
-		if g.bool("read-only") {
-			ep.set["read-only"] = "true"
-		}
+		readOnly := g.ReadOnly || ep.set["read-only"] == "true"
 		// Never stdin: every key comes from a file (exportSyntax), and a
 		// prompt must not steal the terminal from a running gateway.
 		env := &Env{Stdin: bytes.NewReader(nil), Stdout: io.Discard, Stderr: env.Stderr}
-		t, err := openTarget(ctx, env, ep, e.Device, ep.bool("read-only"))
+		t, err := openTarget(ctx, env, ep, e.Device, readOnly)
 		if err != nil {
 			return nbd.Export{}, nil, err
 		}
@@ -86,7 +85,7 @@ func openExport(g *parsed, env *Env) nbd.OpenExportFunc {
 			Description:   describe(t),
 			Backend:       t,
 			ReadOnly:      t.ReadOnly(),
-			AllowDiscards: ep.bool("allow-discards") || g.bool("allow-discards"),
+			AllowDiscards: ep.set["allow-discards"] == "true" || g.AllowDiscards,
 			MultiConn:     true, // Flush syncs the device for every connection
 		}, t, nil
 	}
@@ -94,25 +93,25 @@ func openExport(g *parsed, env *Env) nbd.OpenExportFunc {
 
 // runGateway serves every --export and --exports volume until
 // SIGINT/SIGTERM; SIGHUP re-reads them (nbd.ExportTable).
-func runGateway(ctx context.Context, env *Env, p *parsed) error {
-	if len(p.args) > 0 {
+func runGateway(ctx context.Context, env *Env, o *serveOptions, args []string) error {
+	if len(args) > 0 {
 		return usageErr("serve takes either DEVICE or --export/--exports, not both")
 	}
-	if p.has("export-name") {
+	if o.ExportName != nil {
 		return usageErr("--export-name names the single DEVICE; with --export the name is NAME in NAME=DEVICE")
 	}
-	specs, err := gatewaySpecs(p)
+	specs, err := gatewaySpecs(o)
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	if len(specs) == 0 && !p.has("exports") {
+	if len(specs) == 0 && o.Exports == nil {
 		return usageErr("no export given")
 	}
-	tcfg, err := tlsConfig(p)
+	tcfg, err := o.tlsConfig()
 	if err != nil {
 		return err
 	}
-	maxConns, idle, err := connPolicy(p)
+	maxConns, idle, err := o.connPolicy()
 	if err != nil {
 		return err
 	}
@@ -125,14 +124,14 @@ func runGateway(ctx context.Context, env *Env, p *parsed) error {
 
 	logf := func(format string, args ...any) { fmt.Fprintf(env.Stderr, "blkcrypt: "+format+"\n", args...) }
 	srv := nbd.NewGateway(nbd.Options{TLSConfig: tcfg, MaxConns: maxConns, IdleTimeout: idle, Logf: logf})
-	table := nbd.NewExportTable(srv, openExport(p, env), logf)
+	table := nbd.NewExportTable(srv, openExport(o, env), logf)
 	defer table.Close()
 	if err := table.Apply(ctx, specs); err != nil && len(table.Names()) == 0 {
 		// Nothing to serve: fail with the first export's error (and its
 		// exit code, e.g. 2 for a wrong passphrase).
 		return fmt.Errorf("no export could be served: %w", err)
 	}
-	l, err := serveListen(env, p, tcfg)
+	l, err := o.listen(env, tcfg)
 	if err != nil {
 		return err
 	}
@@ -148,11 +147,11 @@ func runGateway(ctx context.Context, env *Env, p *parsed) error {
 			case <-sctx.Done():
 				return
 			case <-hup:
-				if p.str("exports") == "" {
+				if o.exports() == "" {
 					logf("SIGHUP: no --exports file to re-read")
 					continue
 				}
-				if specs, err := gatewaySpecs(p); err != nil {
+				if specs, err := gatewaySpecs(o); err != nil {
 					logf("reload: %v; keeping the current exports", err)
 				} else {
 					table.Apply(sctx, specs)

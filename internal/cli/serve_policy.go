@@ -12,13 +12,16 @@ const maxConnsLimit = 1 << 16
 
 // connPolicy reads --max-connections and --idle-timeout. Both are checked
 // before the volume is opened, so a typo costs no key derivation.
-func connPolicy(p *parsed) (int, time.Duration, error) {
-	n := p.int("max-connections", 64)
+func (o *serveOptions) connPolicy() (int, time.Duration, error) {
+	n := int64(64)
+	if o.MaxConnections != nil {
+		n = *o.MaxConnections
+	}
 	if n < 1 || n > maxConnsLimit {
 		return 0, 0, usageErr("--max-connections %d is not between 1 and %d", n, maxConnsLimit)
 	}
 	var idle time.Duration
-	if v := p.str("idle-timeout"); v != "" {
+	if v := o.IdleTimeout; v != "" {
 		if secs, err := strconv.ParseUint(v, 10, 32); err == nil {
 			idle = time.Duration(secs) * time.Second
 		} else if d, err := time.ParseDuration(v); err == nil && d >= 0 {

@@ -13,29 +13,32 @@ import (
 // the offline default (32 MiB) would pause every request for each step.
 const serveHotzone = 4 << 20
 
-// serveReencryptOptions reads serve --reencrypt and cryptsetup
-// reencrypt's flags with it (--cipher, --key-size, --sector-size and
-// --hash are the new values, as cryptsetup reencrypt reads them), or
-// returns nil without --reencrypt.
-func serveReencryptOptions(p *parsed, dev string) (*blkcrypt.ReencryptOptions, error) {
-	if !p.bool("reencrypt") {
-		for _, f := range []string{"resilience", "hotzone-size", "resume-only"} {
-			if p.has(f) {
-				return nil, usageErr("--%s is for serve --reencrypt", f)
+// reencryptOptions reads serve --reencrypt and cryptsetup reencrypt's
+// flags with it (--cipher, --key-size, --sector-size and --hash are the
+// new values, as cryptsetup reencrypt reads them), or returns nil without
+// --reencrypt.
+func (so *serveOptions) reencryptOptions(dev string) (*blkcrypt.ReencryptOptions, error) {
+	if !so.Reencrypt {
+		for _, f := range []struct {
+			name  string
+			given bool
+		}{{"resilience", so.Resilience != nil}, {"hotzone-size", so.HotzoneSize != nil}, {"resume-only", so.ResumeOnly}} {
+			if f.given {
+				return nil, usageErr("--%s is for serve --reencrypt", f.name)
 			}
 		}
 		return nil, nil
 	}
-	if p.bool("read-only") {
+	if so.ReadOnly {
 		return nil, usageErr("--reencrypt needs the volume read-write (drop --read-only)")
 	}
-	if t := volumeType(p, dev); t != "luks2" && t != "luks" {
+	if t := volumeType(so.legacy(), dev); t != "luks2" && t != "luks" {
 		return nil, usageErr("--reencrypt is for LUKS2 volumes")
 	}
-	if p.str("volume-key-file") != "" {
+	if so.VolumeKeyFile != "" {
 		return nil, usageErr("--reencrypt needs the passphrase (both volume keys come from keyslots), not --volume-key-file")
 	}
-	o := blkcrypt.ReencryptOptions{Cipher: p.str("cipher"), Resilience: p.str("resilience"), Hash: p.str("hash"), ResumeOnly: p.bool("resume-only")}
+	o := blkcrypt.ReencryptOptions{Cipher: so.Cipher, Resilience: orEmpty(so.Resilience), Hash: so.Hash, ResumeOnly: so.ResumeOnly}
 	switch o.Resilience {
 	case "", "checksum", "journal", "none":
 	case "datashift":
@@ -47,7 +50,8 @@ func serveReencryptOptions(p *parsed, dev string) (*blkcrypt.ReencryptOptions, e
 		return nil, usageErr("--hash is only for --resilience checksum")
 	}
 	var err error
-	if o.KeySize, o.SectorSize, o.HotzoneSize, err = reencSizes(p); err != nil {
+	sizes := reencSizeFlags{KeySize: so.KeySize, SectorSize: so.SectorSize, HotzoneSize: orEmpty(so.HotzoneSize)}
+	if o.KeySize, o.SectorSize, o.HotzoneSize, err = sizes.sizes(); err != nil {
 		return nil, err
 	}
 	if o.HotzoneSize == 0 {
@@ -56,11 +60,12 @@ func serveReencryptOptions(p *parsed, dev string) (*blkcrypt.ReencryptOptions, e
 	if o.ResumeOnly && (o.Cipher != "" || o.KeySize != 0 || o.SectorSize != 0) {
 		return nil, usageErr("--resume-only takes the cipher, key size and sector size from the reencryption in progress")
 	}
-	pk, err := pbkdfOptions(p)
+	// --hash is the checksum hash here, as in cryptsetup reencrypt, not
+	// the keyslot's.
+	pk, err := so.pbkdfFlags.options("")
 	if err != nil {
 		return nil, err
 	}
-	pk.Hash = "" // --hash is the checksum hash here, as in cryptsetup reencrypt
 	o.Keyslot.PBKDF = pk
 	return &o, nil
 }
@@ -71,7 +76,7 @@ func serveReencryptOptions(p *parsed, dev string) (*blkcrypt.ReencryptOptions, e
 // or calls fail when a step fails: the server must stop then, since the
 // hotzone of that step is unreadable until a reopen recovers it. wait
 // returns that failure, after the reencryption has stopped.
-func startServeReencrypt(ctx context.Context, env *Env, p *parsed, dev string, v *blkcrypt.Volume, fail func()) (wait func() error) {
+func startServeReencrypt(ctx context.Context, env *Env, o *serveOptions, dev string, v *blkcrypt.Volume, fail func()) (wait func() error) {
 	done, total, ok := v.Reencrypting()
 	if !ok {
 		// The open found a reencryption with only its metadata left (all
@@ -82,7 +87,7 @@ func startServeReencrypt(ctx context.Context, env *Env, p *parsed, dev string, v
 	if done > 0 {
 		fmt.Fprintf(env.Stderr, "blkcrypt: resuming the reencryption of %s at %d of %d bytes\n", dev, done, total)
 	}
-	pr := newProgress(env, p, dev, "reencrypted", total-done)
+	pr := o.progressFlags.start(env, o.Batch, dev, "reencrypted", total-done)
 	last := done
 	errc := make(chan error, 1)
 	go func() {

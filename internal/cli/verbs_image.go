@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/blkcrypt/blkcrypt"
@@ -22,6 +23,124 @@ import (
 // → --lv → the verb, opened by blkcrypt.OpenStack; probe, ls, cat and cp
 // read the whole stack, read-only, through fsys and fsys/probe.
 
+// openFlags unlock a volume of any format (serve, mount, ls, cat, cp): the
+// type, the key, the tokens and each format's own options.
+type openFlags struct {
+	Type string `flag:"type" help:"luks, luks1, luks2, plain, loopaes, tcrypt, bitlk, fvault2" def:"detected: LUKS, BitLocker, FileVault 2"`
+	keyFileFlags
+	KeySlot       *int64 `flag:"key-slot" short:"S" help:"key slot number" def:"every slot"`
+	VolumeKeyFile string `flag:"volume-key-file" help:"use a raw volume key from a file"`
+	headerFlag
+	tokenFlags
+	Cipher            string `flag:"cipher" short:"c" help:"cipher specification, e.g. aes-xts-plain64" def:"plain: aes-xts-plain64; loopaes: aes"`
+	KeySize           *int64 `flag:"key-size" short:"s" help:"key size in bits" def:"plain: 256; loopaes: 128"`
+	Hash              string `flag:"hash" short:"h" help:"hash for plain-mode passphrases / LUKS" def:"plain: sha256"`
+	Offset            *int64 `flag:"offset" help:"data start in 512-byte sectors (plain, loopaes)" def:"0"`
+	Skip              *int64 `flag:"skip" short:"p" help:"plain mode: IV offset in 512-byte sectors" def:"plain: 0; loopaes: --offset"`
+	Size              *int64 `flag:"size" short:"b" help:"plain, loopaes: data size in 512-byte sectors" def:"to the end of the device"`
+	SectorSize        *int64 `flag:"sector-size" help:"encryption sector size in bytes" def:"512"`
+	IVLargeSectors    bool   `flag:"iv-large-sectors" help:"IV sector numbers count sector-size units"`
+	VeraCryptPIM      *int64 `flag:"veracrypt-pim" help:"tcrypt: VeraCrypt personal iterations multiplier"`
+	VeraCryptQueryPIM bool   `flag:"veracrypt-query-pim" help:"tcrypt: ask for the VeraCrypt PIM"`
+	VeraCrypt         bool   `flag:"veracrypt" help:"tcrypt: scan for VeraCrypt too (the default)"`
+	DisableVeraCrypt  bool   `flag:"disable-veracrypt" help:"tcrypt: TrueCrypt only"`
+	TCryptHidden      bool   `flag:"tcrypt-hidden" help:"tcrypt: use the hidden volume header"`
+	TCryptSystem      bool   `flag:"tcrypt-system" help:"tcrypt: system encryption header (sector 62)"`
+	TCryptBackup      bool   `flag:"tcrypt-backup" help:"tcrypt: use the backup header"`
+	TCryptKeyfiles    string `flag:"tcrypt-keyfiles" help:"tcrypt: comma-separated key files (besides --key-file)"`
+	TCryptReadWrite   bool   `flag:"tcrypt-read-write" help:"tcrypt: allow writes (read-only by default)"`
+	BitlkReadWrite    bool   `flag:"bitlk-read-write" help:"bitlk: allow writes (read-only by default)"`
+	FVault2ReadWrite  bool   `flag:"fvault2-read-write" help:"fvault2: allow writes (read-only by default)"`
+}
+
+// readWrite reports whether --TYPE-read-write asks for writes to a format
+// that opens read-only by default.
+func (f openFlags) readWrite(typ string) bool {
+	switch typ {
+	case "tcrypt":
+		return f.TCryptReadWrite
+	case "bitlk":
+		return f.BitlkReadWrite
+	case "fvault2":
+		return f.FVault2ReadWrite
+	}
+	return false
+}
+
+// stackFlags name the layers around the volume: the partition it is in,
+// the LV inside it.
+type stackFlags struct {
+	partitionFlag
+	LV string `flag:"lv" help:"an LVM2 logical volume VG/LV inside the decrypted volume (or on the partition or DEVICE when it is not encrypted)" def:"the volume itself"`
+}
+
+// legacy is the adapter to the unlock helpers that still read *parsed
+// (openVolume and the format bindings of rw.go and type_*.go, which another
+// change is converting): the typed flags as the command line they came
+// from, given flags only.
+func (f openFlags) legacy(s stackFlags, extra map[string]string) *parsed {
+	p := &parsed{set: map[string]string{}}
+	str := func(name, v string) {
+		if v != "" {
+			p.set[name] = v
+		}
+	}
+	num := func(name string, v *int64) {
+		if v != nil {
+			p.set[name] = strconv.FormatInt(*v, 10)
+		}
+	}
+	flag := func(name string, v bool) {
+		if v {
+			p.set[name] = "true"
+		}
+	}
+	str("type", f.Type)
+	str("key-file", f.KeyFile)
+	if f.KeyfileOffset != 0 {
+		p.set["keyfile-offset"] = strconv.FormatInt(f.KeyfileOffset, 10)
+	}
+	num("keyfile-size", f.KeyfileSize)
+	num("key-slot", f.KeySlot)
+	str("volume-key-file", f.VolumeKeyFile)
+	str("header", f.Header)
+	flag("token-only", f.TokenOnly)
+	num("token-id", f.TokenID)
+	str("token-type", f.TokenType)
+	str("tpm2-device", f.TPM2Device)
+	str("tpm2-pin-file", f.TPM2PINFile)
+	str("cipher", f.Cipher)
+	num("key-size", f.KeySize)
+	str("hash", f.Hash)
+	num("offset", f.Offset)
+	num("skip", f.Skip)
+	num("size", f.Size)
+	num("sector-size", f.SectorSize)
+	flag("iv-large-sectors", f.IVLargeSectors)
+	num("veracrypt-pim", f.VeraCryptPIM)
+	flag("veracrypt-query-pim", f.VeraCryptQueryPIM)
+	flag("veracrypt", f.VeraCrypt)
+	flag("disable-veracrypt", f.DisableVeraCrypt)
+	flag("tcrypt-hidden", f.TCryptHidden)
+	flag("tcrypt-system", f.TCryptSystem)
+	flag("tcrypt-backup", f.TCryptBackup)
+	str("tcrypt-keyfiles", f.TCryptKeyfiles)
+	flag("tcrypt-read-write", f.TCryptReadWrite)
+	flag("bitlk-read-write", f.BitlkReadWrite)
+	flag("fvault2-read-write", f.FVault2ReadWrite)
+	if s.Partition != nil {
+		p.set["partition"] = *s.Partition
+	}
+	str("lv", s.LV)
+	for k, v := range extra {
+		p.set[k] = v
+	}
+	return p
+}
+
+// init declares --partition and --lv for the legacy verbs (read, write,
+// test-passphrase, dump: options.go and flags.go hold their tables) until
+// they are typed; the typed verbs declare them in their structs.
 func init() {
 	addFlags(
 		flagDef{"partition", 0, kindString, "a partition of DEVICE: N (as /dev/sdaN), PARTUUID=… or PARTLABEL=…"},
@@ -31,25 +150,12 @@ func init() {
 	lvOpt := o("lv", "the volume itself")
 	// The LUKS header verbs act on the header inside the partition; an
 	// LV is above the header, so they take no --lv.
-	for _, v := range []string{"test-passphrase", "dump", "add-key", "change-key", "remove-key", "kill-slot"} {
+	for _, v := range []string{"test-passphrase", "dump"} {
 		verbOptions[v] = append(verbOptions[v], partOpt)
 	}
-	for _, v := range []string{"read", "write", "serve", "mount"} {
+	for _, v := range []string{"read", "write"} {
 		verbOptions[v] = append(verbOptions[v], partOpt, lvOpt)
 	}
-	fileOpts := cat([]opt{partOpt, lvOpt, openTypeOpt}, unlockKeyOpts, formatOpenOpts)
-	verbOptions["ls"] = fileOpts
-	verbOptions["cat"] = fileOpts
-	verbOptions["cp"] = fileOpts
-	verbOptions["probe"] = cat([]opt{opt{name: "json", help: `probe: print {"blockdevices": [DISK]} in lsblk -J -f's shape; each device has name, kind (disk, part, crypt, lvm), size and start (bytes), pttype, ptuuid, partn, parttype, parttypename, partlabel, partuuid, fstype, fsver, label, uuid (blkid's), note (why probe did not descend) and children; empty fields are left out`, kind: -1},
-		opt{name: "key-file", def: "none: encrypted volumes are not opened", help: "the key of the encrypted volumes to descend into", kind: -1},
-		o("keyfile-offset", "0"), o("keyfile-size", "all of it"), o("volume-key-file", "")})
-	extraVerbs = append(extraVerbs,
-		verb{"probe", nil, runProbe, "DEVICE — the tree of a disk image as lsblk -f shows it: partitions, encryption, LVM, filesystems"},
-		verb{"ls", nil, runLs, "DEVICE PATH — list a directory of the filesystem in DEVICE (read-only; ext4, FAT, NTFS)"},
-		verb{"cat", nil, runCat, "DEVICE PATH — write a file of the filesystem in DEVICE to stdout (read-only; ext4, FAT, NTFS)"},
-		verb{"cp", nil, runCp, "DEVICE PATH DEST — copy a file or directory out of the filesystem in DEVICE, keeping mode and mtime"},
-	)
 }
 
 // checkStackFlags refuses --partition and --lv on a verb that does not
@@ -71,22 +177,18 @@ func checkStackFlags(verb string, p *parsed) error {
 // closing it closes (and unlocks) the disk.
 type diskPartition struct{ *blkcrypt.Stack }
 
-// volumeType is the type the flags name, or what the partition holds.
-func (d *diskPartition) volumeType(p *parsed) string {
-	if t := p.str("type"); t != "" {
-		return t
-	}
-	return blkcrypt.Detect(d.Stack)
+// openPartitionFlag is partitionFlag.openPartition for rw.go, which reads *parsed.
+func openPartitionFlag(ctx context.Context, p *parsed, path string, readOnly bool) (*diskPartition, error) {
+	return fromParsed[partitionFlag](p).openPartition(ctx, path, readOnly)
 }
 
-// openPartitionFlag opens the partition --partition names, or returns
-// nil without the flag.
-func openPartitionFlag(ctx context.Context, p *parsed, path string, readOnly bool) (*diskPartition, error) {
-	sel := p.str("partition")
-	if sel == "" {
+// openPartition opens the partition --partition names, or nil without the
+// flag.
+func (f partitionFlag) openPartition(ctx context.Context, path string, readOnly bool) (*diskPartition, error) {
+	if f.Partition == nil || *f.Partition == "" {
 		return nil, nil
 	}
-	s, err := blkcrypt.OpenStack(ctx, path, blkcrypt.StackOptions{Partition: sel, Unlock: blkcrypt.UnlockNever, ReadOnly: readOnly})
+	s, err := blkcrypt.OpenStack(ctx, path, blkcrypt.StackOptions{Partition: *f.Partition, Unlock: blkcrypt.UnlockNever, ReadOnly: readOnly})
 	if err != nil {
 		return nil, stackErr(err)
 	}
@@ -105,17 +207,19 @@ type target interface {
 	Close() error
 }
 
-// openTarget opens DEVICE as read and write need it: the unlocked volume
-// (of --partition when given), or the --lv inside it.
+// openTarget opens DEVICE as read, write, serve and mount need it: the
+// unlocked volume (of --partition when given), or the --lv inside it. p is
+// the legacy command line (openFlags.legacy makes one of typed flags).
 func openTarget(ctx context.Context, env *Env, p *parsed, path string, readOnly bool) (target, error) {
-	if p.str("lv") == "" {
+	st := fromParsed[stackFlags](p)
+	if st.LV == "" {
 		v, err := openVolume(ctx, env, p, path, readOnly)
 		if err != nil {
 			return nil, err
 		}
 		return v, nil
 	}
-	s, err := openStack(ctx, env, p, path, readOnly, true)
+	s, err := openStack(ctx, env, fromParsed[openFlags](p), st, path, readOnly, true)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +229,7 @@ func openTarget(ctx context.Context, env *Env, p *parsed, path string, readOnly 
 // openStack opens DEVICE, --partition, the volume (unlocked when a
 // signature or --type says it is encrypted; needEncrypted refuses a
 // device that is not, except under --lv) and --lv.
-func openStack(ctx context.Context, env *Env, p *parsed, path string, readOnly, needEncrypted bool) (*blkcrypt.Stack, error) {
+func openStack(ctx context.Context, env *Env, f openFlags, st stackFlags, path string, readOnly, needEncrypted bool) (*blkcrypt.Stack, error) {
 	if !blkcrypt.IsURI(path) {
 		f, err := openDevice(path, true) // its one-line errors for a missing device
 		if err != nil {
@@ -134,7 +238,7 @@ func openStack(ctx context.Context, env *Env, p *parsed, path string, readOnly, 
 		f.Close()
 	}
 	unlock := blkcrypt.UnlockDetected
-	if needEncrypted && p.str("lv") == "" {
+	if needEncrypted && st.LV == "" {
 		unlock = blkcrypt.UnlockRequired
 	}
 	var wipe [][]byte
@@ -143,15 +247,16 @@ func openStack(ctx context.Context, env *Env, p *parsed, path string, readOnly, 
 			clear(b)
 		}
 	}()
-	typ := p.str("type")
+	typ := f.Type
 	if err := checkType(typ); err != nil {
 		return nil, err
 	}
-	o := blkcrypt.OpenOptions{Type: typ, ReadOnly: readOnly, Header: p.str("header")}
-	if p.has("key-slot") {
-		o.Keyslot = blkcrypt.Slot(int(p.int("key-slot", -1)))
+	p := f.legacy(st, nil) // for the format bindings
+	o := blkcrypt.OpenOptions{Type: typ, ReadOnly: readOnly, Header: f.Header}
+	if f.KeySlot != nil {
+		o.Keyslot = blkcrypt.Slot(int(*f.KeySlot))
 	}
-	if vt, ok := blkcrypt.LookupVolumeType(typ); ok && vt.ReadOnlyByDefault && !readOnly && p.bool(typ+"-read-write") {
+	if vt, ok := blkcrypt.LookupVolumeType(typ); ok && vt.ReadOnlyByDefault && !readOnly && f.readWrite(typ) {
 		o.ReadWrite = true // before the open: a writable volume takes the exclusive lock
 	}
 	// The format's flags and secret, once the library knows the type.
@@ -164,7 +269,7 @@ func openStack(ctx context.Context, env *Env, p *parsed, path string, readOnly, 
 		return bind(env, p, path, t, q, &wipe, false)
 	}
 	s, err := blkcrypt.OpenStack(ctx, path, blkcrypt.StackOptions{
-		Partition: p.str("partition"), Unlock: unlock, Open: o, LV: p.str("lv"), ReadOnly: readOnly})
+		Partition: orEmpty(st.Partition), Unlock: unlock, Open: o, LV: st.LV, ReadOnly: readOnly})
 	if err != nil {
 		return nil, stackErr(err)
 	}
@@ -172,6 +277,14 @@ func openStack(ctx context.Context, env *Env, p *parsed, path string, readOnly, 
 		fmt.Fprintf(env.Stderr, "blkcrypt: %s\n", v.Note())
 	}
 	return s, nil
+}
+
+// orEmpty is an optional string flag, "" when not given.
+func orEmpty(sel *string) string {
+	if sel == nil {
+		return ""
+	}
+	return *sel
 }
 
 // stackErr gives a layer's error its exit code: a partition or LV that is
@@ -192,21 +305,28 @@ func stackErr(err error) error {
 
 // ---- files: ls, cat, cp ----
 
+// fileOptions are the options of ls, cat and cp: the stack down to the
+// filesystem.
+type fileOptions struct {
+	stackFlags
+	openFlags
+}
+
 // openFS opens the filesystem the stack ends in, read-only (fsys.Open
 // picks the reader), and the io/fs name of PATH.
-func openFS(ctx context.Context, env *Env, p *parsed, nargs int) (fsys.FS, string, *blkcrypt.Stack, error) {
-	if len(p.args) != nargs {
+func openFS(ctx context.Context, env *Env, o *fileOptions, args []string, nargs int) (fsys.FS, string, *blkcrypt.Stack, error) {
+	if len(args) != nargs {
 		what := "DEVICE PATH"
 		if nargs == 3 {
 			what += " DEST"
 		}
-		return nil, "", nil, usageErr("expected %s, got %d arguments", what, len(p.args))
+		return nil, "", nil, usageErr("expected %s, got %d arguments", what, len(args))
 	}
-	name, err := fsys.Name(p.args[1])
+	name, err := fsys.Name(args[1])
 	if err != nil {
 		return nil, "", nil, usageErr("%v", err)
 	}
-	s, err := openStack(ctx, env, p, p.args[0], true, false)
+	s, err := openStack(ctx, env, o.openFlags, o.stackFlags, args[0], true, false)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -221,8 +341,8 @@ func openFS(ctx context.Context, env *Env, p *parsed, nargs int) (fsys.FS, strin
 	return f, name, s, nil
 }
 
-func runLs(ctx context.Context, env *Env, p *parsed) error {
-	f, name, s, err := openFS(ctx, env, p, 2)
+func runLs(ctx context.Context, env *Env, o *fileOptions, args []string) error {
+	f, name, s, err := openFS(ctx, env, o, args, 2)
 	if err != nil {
 		return err
 	}
@@ -251,8 +371,8 @@ func runLs(ctx context.Context, env *Env, p *parsed) error {
 	return err
 }
 
-func runCat(ctx context.Context, env *Env, p *parsed) error {
-	f, name, s, err := openFS(ctx, env, p, 2)
+func runCat(ctx context.Context, env *Env, o *fileOptions, args []string) error {
+	f, name, s, err := openFS(ctx, env, o, args, 2)
 	if err != nil {
 		return err
 	}
@@ -265,7 +385,7 @@ func runCat(ctx context.Context, env *Env, p *parsed) error {
 	if st, err := file.Stat(); err != nil {
 		return err
 	} else if st.IsDir() {
-		return deviceErr(fmt.Errorf("%s is a directory (use ls)", p.args[1]))
+		return deviceErr(fmt.Errorf("%s is a directory (use ls)", args[1]))
 	}
 	_, err = fsys.Copy(ctx, env.Stdout, file)
 	return err
@@ -273,22 +393,32 @@ func runCat(ctx context.Context, env *Env, p *parsed) error {
 
 // runCp copies PATH out to DEST (into DEST when it is a directory),
 // keeping modes and times; a failed cp leaves nothing (fsys.CopyOut).
-func runCp(ctx context.Context, env *Env, p *parsed) error {
-	f, name, s, err := openFS(ctx, env, p, 3)
+func runCp(ctx context.Context, env *Env, o *fileOptions, args []string) error {
+	f, name, s, err := openFS(ctx, env, o, args, 3)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	return fsys.CopyOut(ctx, f, name, p.args[2])
+	return fsys.CopyOut(ctx, f, name, args[2])
 }
 
 // ---- probe ----
 
+// probeOptions: probe opens no volume unless given a key, and never
+// prompts.
+type probeOptions struct {
+	JSON          bool   `flag:"json" help:"probe: print {\"blockdevices\": [DISK]} in lsblk -J -f's shape; each device has name, kind (disk, part, crypt, lvm), size and start (bytes), pttype, ptuuid, partn, parttype, parttypename, partlabel, partuuid, fstype, fsver, label, uuid (blkid's), note (why probe did not descend) and children; empty fields are left out"`
+	KeyFile       string `flag:"key-file" short:"d" help:"the key of the encrypted volumes to descend into" def:"none: encrypted volumes are not opened"`
+	KeyfileOffset int64  `flag:"keyfile-offset" help:"skip this many bytes of the key file" def:"0"`
+	KeyfileSize   *int64 `flag:"keyfile-size" short:"l" help:"read at most this many bytes of the key file" def:"all of it"`
+	VolumeKeyFile string `flag:"volume-key-file" help:"use a raw volume key from a file"`
+}
+
 // runProbe prints the tree fsys/probe.Tree makes of DEVICE, descending
 // into encrypted volumes only with --key-file or --volume-key-file (it
 // never prompts).
-func runProbe(ctx context.Context, env *Env, p *parsed) error {
-	dev, err := oneDevice(p)
+func runProbe(ctx context.Context, env *Env, po *probeOptions, args []string) error {
+	dev, err := oneArg(args)
 	if err != nil {
 		return err
 	}
@@ -298,18 +428,18 @@ func runProbe(ctx context.Context, env *Env, p *parsed) error {
 	}
 	defer s.Close()
 	var o probe.TreeOptions
-	if p.str("volume-key-file") != "" || p.str("key-file") != "" {
+	if po.VolumeKeyFile != "" || po.KeyFile != "" {
 		var key []byte
 		var keyErr error
 		defer func() { clear(key) }()
 		o.Unlock = func(ctx context.Context, d io.ReaderAt, size int64, _ probe.Info) (probe.Volume, error) {
 			// The key is read once, at the first encrypted volume.
-			vk := p.str("volume-key-file")
+			vk := po.VolumeKeyFile
 			if key == nil && keyErr == nil {
 				if vk != "" {
 					key, keyErr = readVolumeKeyFile(vk, -1)
 				} else {
-					key, _, keyErr = readSecret(env, p, "")
+					key, _, keyErr = keyFileFlags{KeyFile: po.KeyFile, KeyfileOffset: po.KeyfileOffset, KeyfileSize: po.KeyfileSize}.read(env, false, "")
 				}
 			}
 			if keyErr != nil {
@@ -336,7 +466,7 @@ func runProbe(ctx context.Context, env *Env, p *parsed) error {
 	for _, w := range root.Warnings {
 		fmt.Fprintf(env.Stderr, "blkcrypt: %s\n", w)
 	}
-	if p.bool("json") {
+	if po.JSON {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
@@ -351,7 +481,7 @@ func runProbe(ctx context.Context, env *Env, p *parsed) error {
 // partitionType is what the partition --partition names holds ("" when
 // it cannot be read: the verb's open reports why).
 func partitionType(ctx context.Context, p *parsed, path string) string {
-	part, err := openPartitionFlag(ctx, p, path, true)
+	part, err := fromParsed[partitionFlag](p).openPartition(ctx, path, true)
 	if err != nil || part == nil {
 		return ""
 	}
@@ -359,31 +489,11 @@ func partitionType(ctx context.Context, p *parsed, path string) string {
 	return blkcrypt.Detect(part)
 }
 
-// openLUKSOn opens the LUKS handle on hpath, or with --partition on the
-// header at the start of that partition of DEVICE (the disk's lock is
-// then the one each method takes).
-func openLUKSOn(ctx context.Context, p *parsed, hpath string, readOnly bool) (*blkcrypt.LUKS, error) {
-	o := blkcrypt.LUKSOptions{ReadOnly: readOnly}
-	// Read from the map, not p.str: checkStackFlags refused --partition
-	// on every verb that does not declare it.
-	sel, ok := p.set["partition"]
-	if !ok {
-		return blkcrypt.OpenLUKS(ctx, hpath, o)
-	}
-	if p.str("header") != "" {
-		return nil, usageErr("--partition and --header: a detached header is not in a partition")
-	}
-	if blkcrypt.IsURI(hpath) {
-		return nil, usageErr("--partition of a URI device is not supported by the LUKS header verbs")
-	}
-	h, err := blkcrypt.OpenLUKSPartition(ctx, hpath, sel, o)
-	return h, stackErr(err)
-}
-
 // bitlkClearKeyIn is bitlkClearKey for the volume the flags name: DEVICE,
 // or its --partition.
 func bitlkClearKeyIn(p *parsed, path string) bool {
-	if _, ok := p.set["partition"]; !ok { // see volumeTypeContext
+	sel := fromParsed[partitionFlag](p).Partition
+	if sel == nil { // see volumeTypeContext
 		return bitlkClearKey(path)
 	}
 	// Not through openPartitionFlag: the verb holds the disk's lock
@@ -397,7 +507,7 @@ func bitlkClearKeyIn(p *parsed, path string) bool {
 	if err != nil {
 		return false
 	}
-	part, err := blkcrypt.OpenPartition(f, size, p.str("partition"))
+	part, err := blkcrypt.OpenPartition(f, size, *sel)
 	if err != nil {
 		return false
 	}
