@@ -17,6 +17,7 @@ import (
 	"golang.org/x/crypto/chacha20poly1305"
 
 	"github.com/blkcrypt/blkcrypt/internal/aead"
+	"github.com/blkcrypt/blkcrypt/internal/testmgr"
 )
 
 // aeadCases are the pairs cryptsetup makes, with the independent
@@ -224,3 +225,38 @@ func BenchmarkAEAD(b *testing.B) {
 }
 
 func sha512New() hash.Hash { return sha512.New() }
+
+// TestAEADPrimitivesKAT runs internal/testmgr's AEAD known answers (GCM
+// specification, RFC 7539, AEGIS-128 specification) through the
+// primitives NewAEAD builds on, constructed as NewAEAD constructs them.
+func TestAEADPrimitivesKAT(t *testing.T) {
+	for name, mk := range map[string]func(key []byte) (cipher.AEAD, error){
+		"gcm(aes)": func(k []byte) (cipher.AEAD, error) {
+			b, err := aes.NewCipher(k)
+			if err != nil {
+				return nil, err
+			}
+			return cipher.NewGCM(b)
+		},
+		"rfc7539(chacha20,poly1305)": chacha20poly1305.New,
+		"aegis128":                   func(k []byte) (cipher.AEAD, error) { return aead.NewAEGIS128(k, 16) },
+	} {
+		vs, err := testmgr.AEADs(name)
+		if err != nil || len(vs) == 0 {
+			t.Fatalf("%s: no vectors (%v)", name, err)
+		}
+		for _, v := range vs {
+			a, err := mk(v.Key)
+			if err != nil {
+				t.Fatalf("%s: %v", v.ID, err)
+			}
+			want := append(bytes.Clone(v.Ciphertext), v.Tag...)
+			if got := a.Seal(nil, v.IV, v.Plaintext, v.Assoc); !bytes.Equal(got, want) {
+				t.Errorf("%s: Seal = %x, want %x", v.ID, got, want)
+			}
+			if pt, err := a.Open(nil, v.IV, want, v.Assoc); err != nil || !bytes.Equal(pt, v.Plaintext) {
+				t.Errorf("%s: Open: %v", v.ID, err)
+			}
+		}
+	}
+}

@@ -28,6 +28,18 @@ type Cipher struct {
 	Ciphertext []byte
 }
 
+// AEAD is one authenticated-encryption known answer:
+// Ciphertext || Tag = Seal(Key, IV, Assoc, Plaintext).
+type AEAD struct {
+	ID         string
+	Key        []byte
+	IV         []byte
+	Assoc      []byte
+	Plaintext  []byte
+	Ciphertext []byte
+	Tag        []byte
+}
+
 // Hash is one digest known answer.
 type Hash struct {
 	ID     string
@@ -44,6 +56,7 @@ var (
 	once    sync.Once
 	ciphers map[string][]Cipher
 	hashes  map[string][]Hash
+	aeads   map[string][]AEAD
 	loadErr error
 )
 
@@ -63,12 +76,15 @@ type rawVec struct {
 	CiphertextHex string `json:"ciphertext_hex"`
 	InputHex      string `json:"input_hex"`
 	DigestHex     string `json:"digest_hex"`
+	AssocHex      string `json:"assoc_hex"`
+	TagHex        string `json:"tag_hex"`
 }
 
 type rawFile struct {
 	Algorithm string   `json:"algorithm"`
 	Vectors   []rawVec `json:"vectors"`
 	Hashes    []rawVec `json:"hash_vectors"`
+	AEADs     []rawVec `json:"aead_vectors"`
 }
 
 func first(s ...string) string {
@@ -86,6 +102,7 @@ var hashNames = map[string]string{"whirlpool": "wp512"}
 func load() {
 	ciphers = map[string][]Cipher{}
 	hashes = map[string][]Hash{}
+	aeads = map[string][]AEAD{}
 	ents, err := files.ReadDir("testdata")
 	if err != nil {
 		loadErr = err
@@ -137,6 +154,23 @@ func load() {
 			}
 			hashes[name] = append(hashes[name], Hash{ID: v.ID, Input: in, Digest: d})
 		}
+		for _, v := range f.AEADs {
+			a := AEAD{ID: v.ID}
+			var errs [6]error
+			a.Key, errs[0] = hex.DecodeString(v.KeyHex)
+			a.IV, errs[1] = hex.DecodeString(v.IVHex)
+			a.Assoc, errs[2] = hex.DecodeString(v.AssocHex)
+			a.Plaintext, errs[3] = hex.DecodeString(v.PlaintextHex)
+			a.Ciphertext, errs[4] = hex.DecodeString(v.CiphertextHex)
+			a.Tag, errs[5] = hex.DecodeString(v.TagHex)
+			for _, err := range errs {
+				if err != nil {
+					loadErr = fmt.Errorf("testmgr: %s %s: %w", e.Name(), v.ID, err)
+					return
+				}
+			}
+			aeads[v.Algorithm] = append(aeads[v.Algorithm], a)
+		}
 	}
 }
 
@@ -153,7 +187,15 @@ func Hashes(name string) ([]Hash, error) {
 	return hashes[name], loadErr
 }
 
-// Names lists every algorithm name that has vectors.
+// AEADs returns the AEAD vectors for a kernel algorithm name such as
+// "gcm(aes)", "rfc7539(chacha20,poly1305)" or "aegis128".
+func AEADs(name string) ([]AEAD, error) {
+	once.Do(load)
+	return aeads[name], loadErr
+}
+
+// Names lists every skcipher and hash name that has vectors (the capi
+// drivers' names; the AEAD vectors are AEADs', for package sector).
 func Names() []string {
 	once.Do(load)
 	var out []string
