@@ -154,6 +154,9 @@ func openLUKS(ctx context.Context, dev Device, size int64, typ string, o OpenOpt
 
 // luksVolume makes the decrypted view of a LUKS payload on data.
 func luksVolume(h luksutil.Header, data Device, devSize int64, key []byte, readOnly bool) (*Volume, error) {
+	if it, ok := h.(interface{ IntegrityType() string }); ok && it.IntegrityType() != "" {
+		return aeadVolume(h, it.IntegrityType(), data, devSize, key, readOnly) // volume_aead.go
+	}
 	var ivOff uint64
 	if t, ok := h.(interface{ IVTweak() uint64 }); ok {
 		ivOff = t.IVTweak() // LUKS2 segment iv_tweak, dm-crypt's iv_offset

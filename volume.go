@@ -45,6 +45,7 @@ type Device interface {
 type Volume struct {
 	dev      Device
 	m        sectorMap // the cryptography: one cipher, a cascade, a reencryption
+	sio      sectorIO  // m when it does its own I/O (sectors with metadata), or nil
 	off      int64     // data start on the device, bytes
 	size     int64     // bytes
 	ss       int64
@@ -93,14 +94,20 @@ func NewVolume(dev Device, c *sector.Cipher, off, size int64, readOnly bool) (*V
 
 // newVolume makes a volume over dev under any sector map.
 func newVolume(dev Device, m sectorMap, off, size int64, readOnly bool) (*Volume, error) {
-	ss := int64(m.layers()[0].SectorSize())
+	var ss int64
+	sio, _ := m.(sectorIO)
+	if am, ok := m.(*aeadMap); ok {
+		ss = int64(am.a.SectorSize())
+	} else {
+		ss = int64(m.layers()[0].SectorSize())
+	}
 	if off < 0 || size < 0 {
 		return nil, fmt.Errorf("%w: negative offset or size", ErrInvalidOptions)
 	}
 	if size%ss != 0 {
 		return nil, fmt.Errorf("%w: volume size %d is not a multiple of the %d-byte sector size", ErrInvalidOptions, size, ss)
 	}
-	return &Volume{dev: dev, m: m, off: off, size: size, ss: ss, readOnly: readOnly}, nil
+	return &Volume{dev: dev, m: m, sio: sio, off: off, size: size, ss: ss, readOnly: readOnly}, nil
 }
 
 // Size is the decrypted size in bytes.
@@ -132,6 +139,9 @@ func (v *Volume) Cipher() *sector.Cipher {
 		return nil
 	}
 	l := v.m.layers()
+	if len(l) == 0 {
+		return nil // an integrity volume: see AEAD
+	}
 	return l[len(l)-1]
 }
 
@@ -150,6 +160,9 @@ func (v *Volume) Ciphers() []*sector.Cipher {
 // "aes-xts-plain64", a cascade's ciphers joined by "+" from the
 // innermost: what the NBD export description says.
 func (v *Volume) CipherSpec() string {
+	if a := v.AEAD(); a != nil {
+		return a.Spec() + "+" + a.Integrity()
+	}
 	s := ""
 	for i, c := range v.Ciphers() {
 		if i > 0 {
@@ -297,10 +310,7 @@ func (v *Volume) readChunk(p []byte, off int64) (int, error) {
 		// Aligned: read ciphertext straight into p and decrypt in place.
 		n := min(int64(len(p))/ss*ss, chunkSize)
 		q := p[:n]
-		if err := v.readCipher(q, start); err != nil {
-			return 0, err
-		}
-		if err := v.decrypt(q, start); err != nil {
+		if err := v.readPlain(q, start); err != nil {
 			return 0, err
 		}
 		return int(n), nil
@@ -310,10 +320,7 @@ func (v *Volume) readChunk(p []byte, off int64) (int, error) {
 	end := min(off+int64(len(p)), start+chunkSize)
 	end = (end + ss - 1) / ss * ss
 	buf := (*bp)[:end-start]
-	if err := v.readCipher(buf, start); err != nil {
-		return 0, err
-	}
-	if err := v.decrypt(buf, start); err != nil {
+	if err := v.readPlain(buf, start); err != nil {
 		return 0, err
 	}
 	n := copy(p, buf[head:])
@@ -391,6 +398,21 @@ func (v *Volume) writeAt(p []byte, off int64, inPlace bool) (int, error) {
 			}
 		}
 		var n int
+		if v.sio != nil {
+			// The map writes sectors and their metadata itself.
+			plain := buf
+			if head == 0 && end == aEnd {
+				plain = p[done : done+len(buf)]
+				n = len(buf)
+			} else {
+				n = copy(buf[head:end-start], p[done:])
+			}
+			if err := v.sio.writeSectors(plain, start); err != nil {
+				return done, err
+			}
+			done += n
+			continue
+		}
 		if head == 0 && end == aEnd {
 			// Whole sectors: encrypt out of place, p is left as it was.
 			n = len(buf)
@@ -414,11 +436,30 @@ func (v *Volume) writeAt(p []byte, off int64, inPlace bool) (int, error) {
 	return done, nil
 }
 
-func (v *Volume) readSector(dst []byte, at int64) error {
-	if err := v.readCipher(dst, at); err != nil {
+func (v *Volume) readSector(dst []byte, at int64) error { return v.readPlain(dst, at) }
+
+// readPlain reads whole sectors at byte start of the volume into buf,
+// decrypted (and verified, for sectors with metadata).
+func (v *Volume) readPlain(buf []byte, start int64) error {
+	if v.sio != nil {
+		return v.sio.readSectors(buf, start)
+	}
+	if err := v.readCipher(buf, start); err != nil {
 		return err
 	}
-	return v.decrypt(dst, at)
+	return v.decrypt(buf, start)
+}
+
+// AEAD is the authenticated sector cipher of a volume made with
+// cryptsetup --integrity (LUKS2 over dm-integrity), or nil.
+func (v *Volume) AEAD() *sector.AEAD {
+	if !v.usable() {
+		return nil
+	}
+	if am, ok := v.m.(*aeadMap); ok {
+		return am.a
+	}
+	return nil
 }
 
 // WriteZeroes writes encrypted zeros over [off, off+n). The whole range is

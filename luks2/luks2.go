@@ -457,6 +457,19 @@ func (h *Header) Writable() error {
 }
 
 func (h *Header) dataSegment() (*Segment, error) {
+	s, err := h.cryptSegment()
+	if err != nil {
+		return nil, err
+	}
+	if s.Integrity {
+		return nil, fmt.Errorf("%w: this operation on an authenticated encryption (dm-integrity) segment", ErrUnsupported)
+	}
+	return s, nil
+}
+
+// cryptSegment is the data segment of a volume that can be unlocked and
+// opened: a crypt segment, with or without integrity.
+func (h *Header) cryptSegment() (*Segment, error) {
 	if err := h.Reencryption(); err != nil {
 		return nil, err
 	}
@@ -467,10 +480,21 @@ func (h *Header) dataSegment() (*Segment, error) {
 	if s.Type != "crypt" {
 		return nil, fmt.Errorf("%w: data segment type %q", ErrUnsupported, s.Type)
 	}
-	if s.Integrity {
-		return nil, fmt.Errorf("%w: authenticated encryption (dm-integrity) segments", ErrUnsupported)
+	if s.Integrity && (s.IntegrityJournalEncryption != "none" || s.IntegrityJournalIntegrity != "none") {
+		return nil, fmt.Errorf("%w: integrity segment with journal encryption %q, journal integrity %q", ErrUnsupported, s.IntegrityJournalEncryption, s.IntegrityJournalIntegrity)
 	}
 	return s, nil
+}
+
+// IntegrityType is the data segment's integrity type ("aead",
+// "poly1305", "hmac(sha256)", …: a volume made with cryptsetup
+// --integrity, whose data area is a dm-integrity device holding each
+// sector's tag and IV), or "" for a plain crypt segment.
+func (h *Header) IntegrityType() string {
+	if s := h.defaultSegment(); s != nil && s.Integrity {
+		return s.IntegrityType
+	}
+	return ""
 }
 
 // Cipher returns the data segment cipher ("aes-xts-plain64"), or "" when
@@ -690,7 +714,7 @@ func (h *Header) Unlock(dev Device, passphrase []byte, slot int) ([]byte, int, e
 // UnlockContext is Unlock that returns with ctx's error (in the chain)
 // when ctx ends during a key derivation or between keyslots.
 func (h *Header) UnlockContext(ctx context.Context, dev Device, passphrase []byte, slot int) ([]byte, int, error) {
-	if _, err := h.dataSegment(); err != nil {
+	if _, err := h.cryptSegment(); err != nil {
 		return nil, -1, err
 	}
 	if slot != AnySlot {

@@ -47,6 +47,11 @@ type Segment struct {
 	SectorSize int
 	Flags      []string
 	Integrity  bool
+	// IntegrityType is the segment's integrity "type" ("aead",
+	// "poly1305", "hmac(sha256)", …) when Integrity is set; the journal
+	// fields are cryptsetup's "journal_encryption" and
+	// "journal_integrity" ("none" for every volume cryptsetup makes).
+	IntegrityType, IntegrityJournalEncryption, IntegrityJournalIntegrity string
 }
 
 // Digest is the decoded view of one digest.
@@ -712,12 +717,16 @@ func validateCryptSegment(key string, seg *jval, s *Segment, digested map[string
 		if ig.kind != jObj {
 			return verr("segment %s integrity is not an object", key)
 		}
-		for _, f := range []string{"type", "journal_encryption", "journal_integrity"} {
-			if _, ok := containsString(ig, f); !ok {
+		var vals [3]string
+		for i, f := range []string{"type", "journal_encryption", "journal_integrity"} {
+			v, ok := containsString(ig, f)
+			if !ok {
 				return verr("segment %s integrity has no %s", key, f)
 			}
+			vals[i] = v
 		}
 		s.Integrity = true
+		s.IntegrityType, s.IntegrityJournalEncryption, s.IntegrityJournalIntegrity = vals[0], vals[1], vals[2]
 	}
 	n, ok := ss.uint32Val()
 	if !ok {
