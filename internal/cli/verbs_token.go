@@ -157,7 +157,7 @@ func runEnroll(ctx context.Context, env *Env, o *enrollOptions, args []string) e
 			return err
 		}
 	}
-	if _, err := openDevice(dev, false); err != nil {
+	if err := checkDevice(dev, false); err != nil {
 		return err
 	}
 	h, err := blkcrypt.OpenLUKS(ctx, dev, blkcrypt.LUKSOptions{})
@@ -384,7 +384,7 @@ func runBind(ctx context.Context, env *Env, o *bindOptions, args []string) error
 		return usageErr("bind takes DEVICE PIN CONFIG")
 	}
 	dev, pin, cfg := args[0], args[1], args[2]
-	if _, err := openDevice(dev, false); err != nil {
+	if err := checkDevice(dev, false); err != nil {
 		return err
 	}
 	h, err := blkcrypt.OpenLUKS(ctx, dev, blkcrypt.LUKSOptions{})
@@ -432,7 +432,7 @@ func runUnbind(ctx context.Context, env *Env, o *unbindOptions, args []string) e
 	if len(args) != 1 || o.Slot == nil {
 		return usageErr("unbind takes -s SLOT DEVICE")
 	}
-	if _, err := openDevice(args[0], false); err != nil {
+	if err := checkDevice(args[0], false); err != nil {
 		return err
 	}
 	h, err := blkcrypt.OpenLUKS(ctx, args[0], blkcrypt.LUKSOptions{})
@@ -457,7 +457,7 @@ func runList(ctx context.Context, env *Env, o *listOptions, args []string) error
 	if len(args) != 1 {
 		return usageErr("list takes DEVICE")
 	}
-	if _, err := openDevice(args[0], true); err != nil {
+	if err := checkDevice(args[0], true); err != nil {
 		return err
 	}
 	h, err := blkcrypt.OpenLUKS(ctx, args[0], blkcrypt.LUKSOptions{ReadOnly: true})
@@ -505,4 +505,14 @@ func (t tokenFlags) existing(ctx context.Context, env *Env, h *blkcrypt.LUKS, k 
 	}
 	pass, _, err := k.read(env, false, prompt)
 	return pass, err
+}
+
+// checkDevice gives cryptsetup's wording for a missing or unopenable
+// device before the LUKS handle is opened.
+func checkDevice(path string, readOnly bool) error {
+	f, err := openDevice(path, readOnly)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
