@@ -286,23 +286,33 @@ func TestBindTangCLI(t *testing.T) {
 }
 
 // TestEnrollRecoveryCLI: enroll --recovery-key prints a key cryptsetup
-// accepts, under a systemd-recovery token; --wipe-slot=password then
-// removes the passphrase's keyslot, and cryptsetup no longer takes it.
+// accepts, under a systemd-recovery token; a second enrollment with
+// --wipe-slot=recovery,password removes the first key's keyslot and token
+// and the passphrase's keyslot, and cryptsetup takes neither any more.
 func TestEnrollRecoveryCLI(t *testing.T) {
 	img, kf, _ := tokenImage(t)
-	out := mustRun(t, nil, "enroll", "--recovery-key", "--unlock-key-file", kf, "--wipe-slot", "password", img)
-	key := strings.TrimSpace(out)
-	if !regexp.MustCompile(`^[cbdefghijklnrtuv]{8}(-[cbdefghijklnrtuv]{8}){7}$`).MatchString(key) {
-		t.Fatalf("enroll --recovery-key printed %q", out)
-	}
+	modhex := regexp.MustCompile(`^[cbdefghijklnrtuv]{8}(-[cbdefghijklnrtuv]{8}){7}$`)
 	dir := t.TempDir()
-	mustCS(t, "open", "--test-passphrase", "--key-file", writeFile(t, dir, "rk", []byte(key)), img)
-	if _, err := cryptsetup(t, "open", "--test-passphrase", "--key-file", kf, img); err == nil {
-		t.Error("--wipe-slot password left the passphrase's keyslot")
+	first := strings.TrimSpace(mustRun(t, nil, "enroll", "--recovery-key", "--unlock-key-file", kf, img))
+	if !modhex.MatchString(first) {
+		t.Fatalf("enroll --recovery-key printed %q", first)
+	}
+	firstFile := writeFile(t, dir, "rk1", []byte(first))
+	mustCS(t, "open", "--test-passphrase", "--key-file", firstFile, img)
+
+	second := strings.TrimSpace(mustRun(t, nil, "enroll", "--recovery-key", "--unlock-key-file", kf, "--wipe-slot", "recovery,password", img))
+	if !modhex.MatchString(second) || second == first {
+		t.Fatalf("second enroll --recovery-key printed %q", second)
+	}
+	mustCS(t, "open", "--test-passphrase", "--key-file", writeFile(t, dir, "rk2", []byte(second)), img)
+	for _, gone := range []string{kf, firstFile} {
+		if _, err := cryptsetup(t, "open", "--test-passphrase", "--key-file", gone, img); err == nil {
+			t.Errorf("--wipe-slot recovery,password left the keyslot of %s", filepath.Base(gone))
+		}
 	}
 	dump := mustCS(t, "luksDump", img)
-	if !strings.Contains(dump, "systemd-recovery") {
-		t.Errorf("no systemd-recovery token in cryptsetup's dump:\n%s", dump)
+	if n := strings.Count(dump, "systemd-recovery"); n != 1 {
+		t.Errorf("want one systemd-recovery token in cryptsetup's dump, got %d:\n%s", n, dump)
 	}
 }
 
