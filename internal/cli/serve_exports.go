@@ -8,35 +8,128 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/blkcrypt/blkcrypt/nbd"
 )
 
+// exportOptions are what one export line sets: the unlock flags of the
+// single-volume form (typed, as serve DEVICE has them), --partition and
+// --lv, and the export's own read-only and allow-discards.
+type exportOptions struct {
+	open          openFlags
+	stack         stackFlags
+	readOnly      bool
+	allowDiscards bool
+}
+
+// exportOption is one option an export line may carry: its kind and the
+// typed field it sets (the value already checked by nbd.ParseExport).
+type exportOption struct {
+	kind nbd.OptionKind
+	set  func(o *exportOptions, v string)
+}
+
+func strOpt(field func(*exportOptions) *string) exportOption {
+	return exportOption{nbd.OptionString, func(o *exportOptions, v string) { *field(o) = v }}
+}
+
+func intOpt(field func(*exportOptions) **int64) exportOption {
+	return exportOption{nbd.OptionInt, func(o *exportOptions, v string) {
+		n, _ := strconv.ParseInt(v, 0, 64) // nbd.ParseExport checked it
+		*field(o) = &n
+	}}
+}
+
+func flagOpt(field func(*exportOptions) *bool) exportOption {
+	return exportOption{nbd.OptionFlag, func(o *exportOptions, _ string) { *field(o) = true }}
+}
+
+// exportOptionTable is every option an export line may carry, named as the
+// flags of serve DEVICE. Secrets come only from files: a gateway has no
+// terminal for prompts, and one stdin. Without key-file or
+// volume-key-file the export is unlocked by its LUKS2 tokens alone (tang,
+// TPM2), so that no key is on the gateway's disk.
+var exportOptionTable = map[string]exportOption{
+	"key-file": strOpt(func(o *exportOptions) *string { return &o.open.KeyFile }),
+	"keyfile-offset": {nbd.OptionInt, func(o *exportOptions, v string) {
+		o.open.KeyfileOffset, _ = strconv.ParseInt(v, 0, 64)
+	}},
+	"keyfile-size":     intOpt(func(o *exportOptions) **int64 { return &o.open.KeyfileSize }),
+	"volume-key-file":  strOpt(func(o *exportOptions) *string { return &o.open.VolumeKeyFile }),
+	"key-slot":         intOpt(func(o *exportOptions) **int64 { return &o.open.KeySlot }),
+	"type":             strOpt(func(o *exportOptions) *string { return &o.open.Type }),
+	"header":           strOpt(func(o *exportOptions) *string { return &o.open.Header }),
+	"token-only":       flagOpt(func(o *exportOptions) *bool { return &o.open.TokenOnly }),
+	"token-id":         intOpt(func(o *exportOptions) **int64 { return &o.open.TokenID }),
+	"token-type":       strOpt(func(o *exportOptions) *string { return &o.open.TokenType }),
+	"tpm2-device":      strOpt(func(o *exportOptions) *string { return &o.open.TPM2Device }),
+	"tpm2-pin-file":    strOpt(func(o *exportOptions) *string { return &o.open.TPM2PINFile }),
+	"cipher":           strOpt(func(o *exportOptions) *string { return &o.open.Cipher }),
+	"key-size":         intOpt(func(o *exportOptions) **int64 { return &o.open.KeySize }),
+	"hash":             strOpt(func(o *exportOptions) *string { return &o.open.Hash }),
+	"sector-size":      intOpt(func(o *exportOptions) **int64 { return &o.open.SectorSize }),
+	"offset":           intOpt(func(o *exportOptions) **int64 { return &o.open.Offset }),
+	"skip":             intOpt(func(o *exportOptions) **int64 { return &o.open.Skip }),
+	"size":             intOpt(func(o *exportOptions) **int64 { return &o.open.Size }),
+	"iv-large-sectors": flagOpt(func(o *exportOptions) *bool { return &o.open.IVLargeSectors }),
+	"partition": {nbd.OptionString, func(o *exportOptions, v string) {
+		o.stack.Partition = &v
+	}},
+	"lv":             strOpt(func(o *exportOptions) *string { return &o.stack.LV }),
+	"read-only":      flagOpt(func(o *exportOptions) *bool { return &o.readOnly }),
+	"allow-discards": flagOpt(func(o *exportOptions) *bool { return &o.allowDiscards }),
+}
+
 // exportSyntax is what an export line (--export, a --exports line) may
-// carry: the unlock flags of the single-volume form, --partition and
-// --lv; secrets still come only from files.
+// carry: exportOptionTable's options, checked together by exportOptionsOf.
 var exportSyntax = nbd.ExportSyntax{
-	Options: map[string]nbd.OptionKind{
-		"key-file": nbd.OptionString, "keyfile-offset": nbd.OptionInt, "keyfile-size": nbd.OptionInt,
-		"volume-key-file": nbd.OptionString, "key-slot": nbd.OptionInt, "type": nbd.OptionString,
-		"header": nbd.OptionString, "read-only": nbd.OptionFlag, "allow-discards": nbd.OptionFlag,
-		"cipher": nbd.OptionString, "key-size": nbd.OptionInt, "hash": nbd.OptionString,
-		"sector-size": nbd.OptionInt, "offset": nbd.OptionInt, "skip": nbd.OptionInt, "size": nbd.OptionInt,
-		"iv-large-sectors": nbd.OptionFlag, "partition": nbd.OptionString, "lv": nbd.OptionString,
-	},
+	Options: func() map[string]nbd.OptionKind {
+		m := make(map[string]nbd.OptionKind, len(exportOptionTable))
+		for k, o := range exportOptionTable {
+			m[k] = o.kind
+		}
+		return m
+	}(),
 	Check: func(e nbd.ExportSpec) error {
-		// A gateway has no terminal for many prompts, and one stdin.
-		kf, vk := e.Options["key-file"], e.Options["volume-key-file"]
-		if kf == "-" || vk == "-" {
-			return fmt.Errorf("export %s: a key cannot come from stdin; name a file", e.Name)
-		}
-		if kf == "" && vk == "" {
-			return fmt.Errorf("export %s: needs key-file=FILE or volume-key-file=FILE", e.Name)
-		}
-		return nil
+		_, err := exportOptionsOf(e)
+		return err
 	},
+}
+
+// exportOptionsOf is the typed form of an export's options. An export
+// with no key file is opened by its tokens only (token-only implied):
+// nobody can type a passphrase for it.
+func exportOptionsOf(e nbd.ExportSpec) (exportOptions, error) {
+	var o exportOptions
+	for k, v := range e.Options {
+		opt, ok := exportOptionTable[k]
+		if !ok {
+			return o, fmt.Errorf("export %s: unknown option %q", e.Name, k)
+		}
+		opt.set(&o, v)
+	}
+	f := &o.open
+	if f.KeyFile == "-" || f.VolumeKeyFile == "-" || f.TPM2PINFile == "-" {
+		return o, fmt.Errorf("export %s: a key cannot come from stdin; name a file", e.Name)
+	}
+	keyGiven := f.KeyFile != "" || f.VolumeKeyFile != ""
+	switch {
+	case keyGiven && f.TokenOnly:
+		return o, fmt.Errorf("export %s: token-only cannot be used with key-file or volume-key-file", e.Name)
+	case keyGiven:
+	case f.Type != "" && !strings.HasPrefix(f.Type, "luks"):
+		return o, fmt.Errorf("export %s: a type=%s volume has no tokens: needs key-file=FILE or volume-key-file=FILE", e.Name, f.Type)
+	default:
+		f.TokenOnly = true
+	}
+	if f.TokenID != nil && (*f.TokenID < 0 || *f.TokenID > 31) {
+		return o, fmt.Errorf("export %s: token-id=%d is not in 0..31", e.Name, *f.TokenID)
+	}
+	return o, nil
 }
 
 // gatewaySpecs gathers the --export flags and the --exports file; names
@@ -64,20 +157,21 @@ func gatewaySpecs(o *serveOptions) ([]nbd.ExportSpec, error) {
 }
 
 // openExport unlocks one export as serve DEVICE would with the export's
-// options as flags (--read-only and --allow-discards of the gateway
-// apply to all). The export's options are flag names (exportSyntax), so
-// they are the command line rw.go's unlock helpers read.
+// options as its flags (--read-only and --allow-discards of the gateway
+// apply to all). An export unlocked by tokens waits on them no longer
+// than their own bounds (a tang exchange: token.DefaultTangTimeout) and
+// never past ctx.
 func openExport(g *serveOptions, env *Env) nbd.OpenExportFunc {
 	return func(ctx context.Context, e nbd.ExportSpec) (nbd.Export, io.Closer, error) {
-		ep := &parsed{set: map[string]string{}}
-		for k, v := range e.Options {
-			ep.set[k] = v
+		o, err := exportOptionsOf(e)
+		if err != nil {
+			return nbd.Export{}, nil, err
 		}
-		readOnly := g.ReadOnly || ep.set["read-only"] == "true"
+		readOnly := g.ReadOnly || o.readOnly
 		// Never stdin: every key comes from a file (exportSyntax), and a
 		// prompt must not steal the terminal from a running gateway.
 		env := &Env{Stdin: bytes.NewReader(nil), Stdout: io.Discard, Stderr: env.Stderr}
-		t, err := openTarget(ctx, env, ep, e.Device, readOnly)
+		t, err := openTarget(ctx, env, &o.open, o.stack, e.Device, readOnly)
 		if err != nil {
 			return nbd.Export{}, nil, err
 		}
@@ -85,7 +179,7 @@ func openExport(g *serveOptions, env *Env) nbd.OpenExportFunc {
 			Description:   describe(t),
 			Backend:       t,
 			ReadOnly:      t.ReadOnly(),
-			AllowDiscards: ep.set["allow-discards"] == "true" || g.AllowDiscards,
+			AllowDiscards: o.allowDiscards || g.AllowDiscards,
 			MultiConn:     true, // Flush syncs the device for every connection
 		}, t, nil
 	}
