@@ -382,7 +382,8 @@ func TestGatewayBadInput(t *testing.T) {
 	}{
 		{[]string{"--export", "x"}, "is not NAME=DEVICE"},
 		{[]string{"--export", "=" + img + ",key-file=" + key}, "export name"},
-		{[]string{"--export", "x=" + img}, "needs key-file"},
+		{[]string{"--export", "x=" + img + ",type=plain"}, "needs key-file"},
+		{[]string{"--export", "x=" + img + ",key-file=" + key + ",token-only"}, "token-only cannot be used with key-file"},
 		{[]string{"--export", "x=" + img + ",key-file=-"}, "cannot come from stdin"},
 		{[]string{"--export", "x=" + img + ",key-file=" + key + ",colour=red"}, `unknown option "colour"`},
 		{[]string{"--export", "x=" + img + ",key-file=" + key + ",read-only=yes"}, "takes no value"},
