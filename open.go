@@ -68,6 +68,9 @@ type OpenOptions struct {
 	Plain PlainOptions
 	// LoopAES is the geometry of a loop-AES volume.
 	LoopAES LoopAESOptions
+	// Integrity is the algorithms and keys of a standalone dm-integrity
+	// volume (registry_integrity.go).
+	Integrity IntegrityOptions
 	// Prepare, when set, is called once the volume type is known (named
 	// by Type or detected) and before any key is derived, with that type:
 	// it may fill in the secrets and that type's options, so that a

@@ -103,6 +103,7 @@ var formats = []*volumeFormat{
 	{VolumeType: VolumeType{Name: TypeTCRYPT, Description: "TrueCrypt/VeraCrypt", ReadOnlyByDefault: true, Dump: true}, spec: "tcrypt", options: tcryptRequest},
 	{VolumeType: VolumeType{Name: TypeBITLK, Description: "BitLocker", Signature: true, ReadOnlyByDefault: true, Dump: true}, spec: "bitlk"},
 	{VolumeType: VolumeType{Name: TypeFVAULT2, Description: "FileVault 2", Signature: true, ReadOnlyByDefault: true, Dump: true}, spec: "fvault2"},
+	integrityFormat, // registry_integrity.go
 }
 
 // anyLUKS is the "luks" Type: either version, whichever the header is.
@@ -177,7 +178,7 @@ func DetectType(ctx context.Context, dev io.ReaderAt) (string, error) {
 	if marked, uuid := luks1.ReencryptionInProgress(dev); marked {
 		return "", fmt.Errorf("%w, LUKS-%s.log", luks1.ErrReencryptInProgress, uuid)
 	}
-	return "", fmt.Errorf("%w: no LUKS, BitLocker or FileVault 2 signature (plain, loop-AES and TrueCrypt/VeraCrypt have none: name their type)", ErrNoHeader)
+	return "", fmt.Errorf("%w: no LUKS, BitLocker, FileVault 2 or dm-integrity signature (plain, loop-AES and TrueCrypt/VeraCrypt have none: name their type)", ErrNoHeader)
 }
 
 // Detect names the format whose signature dev carries ("luks1", "luks2",
@@ -213,6 +214,10 @@ func detectHead(head []byte) string {
 		case f.Name == TypeLUKS1 || f.Name == TypeLUKS2:
 			if len(head) >= 8 && bytes.Equal(head[:6], []byte("LUKS\xba\xbe")) &&
 				(head[7] == 1 && f.Name == TypeLUKS1 || head[7] == 2 && f.Name == TypeLUKS2) {
+				return f.Name
+			}
+		case f == integrityFormat:
+			if isIntegrity(head) {
 				return f.Name
 			}
 		case f.spec != "":

@@ -107,6 +107,7 @@ func registryCases(t *testing.T) map[string]*registryCase {
 	}
 	c["plain"] = plainCase(t, dir)
 	c["loopaes"] = loopAESCase(t, dir)
+	c["integrity"] = integrityCase(t, dir) // registry_integrity_test.go
 	return c
 }
 
@@ -239,7 +240,7 @@ func TestRegistry(t *testing.T) {
 	ctx := context.Background()
 	want := map[string][2]bool{ // signature, read-only by default
 		"luks1": {true, false}, "luks2": {true, false}, "plain": {false, false}, "loopaes": {false, false},
-		"tcrypt": {false, true}, "bitlk": {true, true}, "fvault2": {true, true},
+		"tcrypt": {false, true}, "bitlk": {true, true}, "fvault2": {true, true}, "integrity": {true, false},
 	}
 	types := blkcrypt.VolumeTypes()
 	if len(types) != len(want) {
@@ -477,4 +478,5 @@ func ExampleVolumeTypes() {
 	// tcrypt   TrueCrypt/VeraCrypt  detected: false read-only: true
 	// bitlk    BitLocker            detected: true  read-only: true
 	// fvault2  FileVault 2          detected: true  read-only: true
+	// integrity dm-integrity         detected: true  read-only: false
 }

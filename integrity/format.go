@@ -40,6 +40,9 @@ type FormatOptions struct {
 	DeviceSize int64
 	// Force formats over a device whose first 4 KiB are not zero.
 	Force bool
+	// NoWipe leaves the data area and tags as they are (integritysetup
+	// format --no-wipe): blocks read as tag mismatches until written.
+	NoWipe bool
 }
 
 // ErrNotEmpty is returned by Format on a device that already holds data
@@ -174,8 +177,10 @@ func Format(dev Device, o FormatOptions) (*Superblock, error) {
 	if _, err := dev.WriteAt(make([]byte, SuperblockArea), 0); err != nil {
 		return nil, fmt.Errorf("integrity: format: %w", err)
 	}
-	if err := v.wipeData(spec); err != nil {
-		return nil, err
+	if !o.NoWipe {
+		if err := v.wipeData(spec); err != nil {
+			return nil, err
+		}
 	}
 	if err := v.initJournal(0, 0); err != nil {
 		return nil, err
