@@ -1,6 +1,7 @@
 package sector
 
 import (
+	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
@@ -18,6 +19,7 @@ import (
 
 	"golang.org/x/crypto/chacha20poly1305"
 
+	"github.com/blkcrypt/blkcrypt/capi"
 	"github.com/blkcrypt/blkcrypt/internal/aead"
 )
 
@@ -63,6 +65,13 @@ func (e *AuthError) Unwrap() error { return ErrAuth }
 //     over associated data and ciphertext (the IV is the generated one,
 //     not stored). The volume key is the cipher's key followed by the
 //     HMAC key (the digest's size), as dm-crypt splits it.
+//   - a CBC cipher with essiv:H (aes-cbc-essiv:sha256) and integrity
+//     hmac(…): dm-crypt wraps the AEAD in the essiv template,
+//     essiv(authenc(hmac(…),cbc(aes)),sha256). Unlike the skcipher essiv,
+//     whose salt is H(key), the AEAD form's salt is H(cipher key || HMAC
+//     key) (crypto/essiv.c hashes both halves of the authenc key); the
+//     plain64 sector number encrypted with the salt is both the CBC IV
+//     and the IV in the associated data.
 //
 // An AEAD is safe for concurrent use.
 type AEAD struct {
@@ -71,7 +80,11 @@ type AEAD struct {
 	ivSize          int // stored IV bytes; 0 for authenc
 	tagSize         int
 	a               cipher.AEAD // random modes
-	enc             *Cipher     // authenc: the sector cipher
+	enc             *Cipher     // authenc with a plain IV: the sector cipher
+	cbc             *capi.Tfm   // authenc with essiv: the chaining mode
+	essiv           cipher.Block
+	ivMode          string // authenc: the IV generator
+	ivOffset        uint64
 	macKey          []byte
 	newHash         func() hash.Hash
 	rand            io.Reader
@@ -163,12 +176,18 @@ func NewAEAD(spec, integrity string, key []byte, sectorSize int, ivOffset uint64
 		if perr != nil {
 			return nil, perr
 		}
-		if s.IVMode != "plain64" && s.IVMode != "plain" && s.IVMode != "plain64be" {
-			return nil, fmt.Errorf("%w: %q with integrity %q: only plain IVs are supported for authenc", ErrUnsupported, spec, integrity)
+		encKey, macKey := key[:len(key)-mk], key[len(key)-mk:]
+		switch s.IVMode {
+		case "plain64", "plain", "plain64be":
+			a.enc, err = NewFromSpec(s, encKey, Options{SectorSize: sectorSize, IVOffset: ivOffset})
+		case "essiv":
+			err = a.setupESSIV(s, encKey, macKey)
+		default:
+			return nil, fmt.Errorf("%w: %q with integrity %q: only plain and essiv IVs are supported for authenc", ErrUnsupported, spec, integrity)
 		}
-		a.enc, err = NewFromSpec(s, key[:len(key)-mk], Options{SectorSize: sectorSize, IVOffset: ivOffset})
-		a.macKey = append([]byte(nil), key[len(key)-mk:]...)
+		a.macKey = append([]byte(nil), macKey...)
 		a.newHash = h
+		a.ivMode, a.ivOffset = s.IVMode, ivOffset
 		a.ivSize = 0
 	}
 	if err != nil {
@@ -178,6 +197,47 @@ func NewAEAD(spec, integrity string, key []byte, sectorSize int, ivOffset uint64
 		a.tagSize = meta - a.ivSize
 	}
 	return a, nil
+}
+
+// setupESSIV keys essiv(authenc(hmac(…),MODE(CIPHER)),H) as
+// crypto/essiv.c does: MODE(CIPHER) with the cipher key, and CIPHER (the
+// name inside the innermost parentheses) keyed with the salt
+// H(cipher key || HMAC key), whose digest must be a key size of CIPHER
+// and whose block the IV's size.
+func (a *AEAD) setupESSIV(s *Spec, encKey, macKey []byte) error {
+	if s.KeyCount > 1 {
+		return fmt.Errorf("%w: %s: essiv takes one key", ErrUnsupported, s)
+	}
+	inner := s.innerCAPI()
+	tfm, err := capi.NewSkcipher(inner, encKey)
+	if err != nil {
+		return err
+	}
+	open := strings.LastIndexByte(inner, '(')
+	end := strings.IndexByte(inner[open+1:], ')')
+	if open < 0 || end < 0 {
+		return fmt.Errorf("%w: %s: no block cipher in %q", ErrInvalidSpec, s, inner)
+	}
+	h, err := capi.NewHash(s.IVOpts)
+	if err != nil {
+		return err
+	}
+	h.Write(encKey)
+	h.Write(macKey)
+	salt := h.Sum(nil)
+	defer clear(salt)
+	b, err := capi.NewCipher(inner[open+1:open+1+end], salt)
+	if err != nil {
+		return fmt.Errorf("essiv salt of %s: %w", s.IVOpts, err)
+	}
+	if b.BlockSize() != tfm.IVSize() {
+		return fmt.Errorf("%w: %s: a %d-byte IV is not one %d-byte block", ErrInvalidSpec, s, tfm.IVSize(), b.BlockSize())
+	}
+	if !tfm.ValidLength(a.ss) {
+		return fmt.Errorf("%w: %s cannot encrypt %d-byte sectors", ErrInvalidOptions, inner, a.ss)
+	}
+	a.cbc, a.essiv = tfm, b
+	return nil
 }
 
 // SectorSize is the encryption unit in bytes.
@@ -208,8 +268,12 @@ func (a *AEAD) KernelName() string {
 	case "aegis128-random":
 		return "capi:aegis128-random"
 	}
-	s := a.enc.Spec()
-	return "capi:authenc(" + a.integrity + "," + s.Chain + "(" + s.Cipher + "))-" + s.IVMode
+	s, _ := ParseSpec(a.spec)
+	name := "capi:authenc(" + a.integrity + "," + s.innerCAPI() + ")-" + s.IVMode
+	if s.IVOpts != "" {
+		name += ":" + s.IVOpts
+	}
+	return name
 }
 
 // SetRand replaces the source of the random IVs (tests).
@@ -221,7 +285,7 @@ func (a *AEAD) Wipe() {
 		a.enc.Wipe()
 	}
 	clear(a.macKey)
-	a.a = nil
+	a.a, a.cbc, a.essiv = nil, nil, nil
 }
 
 func (a *AEAD) check(data, meta []byte) (int, error) {
@@ -256,16 +320,21 @@ func (a *AEAD) EncryptSectors(dst, meta, src []byte, first uint64) error {
 	step := uint64(a.ss >> 9)
 	ms := a.MetaSize()
 	var adBuf [8 + 16]byte
-	if a.enc != nil {
-		if err := a.enc.EncryptSectorsInline(dst[:len(src)], src, first); err != nil {
+	if a.newHash != nil {
+		ivs := a.authencIVs(n, first)
+		if a.enc != nil {
+			if err := a.enc.EncryptSectorsInline(dst[:len(src)], src, first); err != nil {
+				return err
+			}
+		} else if err := a.cbc.EncryptSectors(dst[:len(src)], src, a.ss, bytes.Clone(ivs)); err != nil {
 			return err
 		}
 		mac := hmac.New(a.newHash, a.macKey)
-		var iv [16]byte
 		for i := range n {
 			s := first + uint64(i)*step
+			iv := ivs[i*a.adIVSize() : (i+1)*a.adIVSize()]
 			mac.Reset()
-			mac.Write(ad(adBuf[:], s, a.authencIV(iv[:], s)))
+			mac.Write(ad(adBuf[:], s, iv))
 			mac.Write(dst[i*a.ss : (i+1)*a.ss])
 			mac.Sum(meta[i*ms : i*ms : (i+1)*ms])
 		}
@@ -289,22 +358,41 @@ func (a *AEAD) EncryptSectors(dst, meta, src []byte, first uint64) error {
 	return nil
 }
 
-// authencIV is the IV dm-crypt generates for sector s (plain64 and
-// friends: the sector number, iv_offset added, little endian; plain64be
-// big endian), as the associated data holds it.
-func (a *AEAD) authencIV(iv []byte, s uint64) []byte {
-	iv = iv[:a.enc.ivSize]
-	clear(iv)
-	s += a.enc.opts.IVOffset
-	switch a.enc.spec.IVMode {
-	case "plain":
-		binary.LittleEndian.PutUint32(iv, uint32(s))
-	case "plain64be":
-		binary.BigEndian.PutUint64(iv[len(iv)-8:], s)
-	default:
-		binary.LittleEndian.PutUint64(iv, s)
+// adIVSize is the size of an authenc mode's IV in the associated data:
+// the data cipher's IV size (at least 8, as dm-crypt's iv_size).
+func (a *AEAD) adIVSize() int {
+	if a.enc != nil {
+		return a.enc.ivSize
 	}
-	return iv
+	return a.cbc.IVSize()
+}
+
+// authencIVs are the IVs dm-crypt generates for n sectors from first (512-
+// byte units), as the associated data holds them: the sector number
+// with iv_offset added (512-byte units: LUKS2 does not set
+// iv_large_sectors), little endian for plain and plain64, big endian in
+// the last 8 bytes for plain64be, and for essiv plain64 encrypted with
+// the salt's cipher (which is then also the data cipher's IV).
+func (a *AEAD) authencIVs(n int, first uint64) []byte {
+	size := a.adIVSize()
+	ivs := make([]byte, n*size)
+	step := uint64(a.ss >> 9)
+	for i := range n {
+		iv := ivs[i*size : (i+1)*size]
+		s := first + uint64(i)*step + a.ivOffset
+		switch a.ivMode {
+		case "plain":
+			binary.LittleEndian.PutUint32(iv, uint32(s))
+		case "plain64be":
+			binary.BigEndian.PutUint64(iv[len(iv)-8:], s)
+		default:
+			binary.LittleEndian.PutUint64(iv, s)
+		}
+		if a.essiv != nil {
+			a.essiv.Encrypt(iv, iv)
+		}
+	}
+	return ivs
 }
 
 // DecryptSectors verifies and decrypts src (whole sectors) with their
@@ -323,27 +411,38 @@ func (a *AEAD) DecryptSectors(dst, src, meta []byte, first uint64) error {
 	step := uint64(a.ss >> 9)
 	ms := a.MetaSize()
 	var adBuf [8 + 16]byte
-	if a.enc != nil {
+	if a.newHash != nil {
+		ivs := a.authencIVs(n, first)
 		mac := hmac.New(a.newHash, a.macKey)
-		var iv [16]byte
 		sum := make([]byte, 0, mac.Size())
+		good := n
+		var bad error
 		for i := range n {
 			s := first + uint64(i)*step
 			mac.Reset()
-			mac.Write(ad(adBuf[:], s, a.authencIV(iv[:], s)))
+			mac.Write(ad(adBuf[:], s, ivs[i*a.adIVSize():(i+1)*a.adIVSize()]))
 			mac.Write(src[i*a.ss : (i+1)*a.ss])
 			sum = mac.Sum(sum[:0])
 			if subtle.ConstantTimeCompare(sum[:a.tagSize], meta[i*ms:i*ms+a.tagSize]) != 1 {
-				if i > 0 {
-					if err := a.enc.DecryptSectorsInline(dst[:i*a.ss], src[:i*a.ss], first); err != nil {
-						return err
-					}
-				}
-				clear(dst[i*a.ss : len(src)])
-				return &AuthError{Sector: s}
+				good, bad = i, &AuthError{Sector: s}
+				break
 			}
 		}
-		return a.enc.DecryptSectorsInline(dst[:len(src)], src, first)
+		if good > 0 {
+			var err error
+			if a.enc != nil {
+				err = a.enc.DecryptSectorsInline(dst[:good*a.ss], src[:good*a.ss], first)
+			} else {
+				err = a.cbc.DecryptSectors(dst[:good*a.ss], src[:good*a.ss], a.ss, ivs[:good*a.adIVSize()])
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if bad != nil {
+			clear(dst[good*a.ss : len(src)])
+		}
+		return bad
 	}
 	scratch := make([]byte, a.ss+a.tagSize)
 	for i := range n {
