@@ -72,12 +72,20 @@ type Options struct {
 
 // Unlock tries the header's tokens and returns the passphrase the first
 // that works yields, and its id: first the tokens that need no
-// interaction (systemd-tpm2 without a PIN, clevis), then, when o.PIN is
-// set, those that need a PIN, each in id order. The passphrase is checked against the
+// interaction (systemd-tpm2 without a PIN, clevis), then systemd-pkcs11
+// (with o.PIN, else the URI's pin-value or pin-source, else none if the
+// token needs no login), then, when o.PIN is set, systemd-tpm2 tokens
+// that need a PIN, each in id order. The passphrase is checked against the
 // token's keyslots before it is returned; the caller wipes it. Tokens of
-// other types are skipped unless o.TokenID or o.TokenType name them; a
+// other types are skipped unless o.TokenID or o.TokenType name them
+// (systemd-pkcs11 too in a build without the pkcs11 tag); a
 // systemd-recovery token is typed, never unlocked. When none works the
 // error says why for each token tried (one line).
+//
+// A LUKS1 volume has no tokens: there Unlock tries the clevis bindings
+// clevis luks bind stored with luksmeta (ReadLUKSMeta), each as a clevis
+// token whose id is its luksmeta slot (the keyslot it opens), and says
+// "luksmeta slot N" where it would say "token N".
 func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte, tokenID int, err error) {
 	toks, err := h.Tokens(ctx)
 	if err != nil {
@@ -92,10 +100,27 @@ func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte
 		id     int
 		tok    *TPM2Token
 		clevis *ClevisToken
+		pkcs11 *PKCS11Token
+		lm     bool // a LUKS1 clevis binding, in luksmeta slot id
 	}
-	var noPIN, withPIN []cand
+	var noPIN, withPIN, pkcs11 []cand
+	notBuilt := -1 // a systemd-pkcs11 token skipped: no PKCS#11 in this build
 	var errs []error
 	asked := o.TokenID != nil || o.TokenType != ""
+	if len(toks) == 0 {
+		lm, lmErrs, err := luksmetaClevis(ctx, h)
+		if err != nil {
+			return nil, -1, err
+		}
+		if o.TokenID == nil && (o.TokenType == "" || o.TokenType == TypeClevis) {
+			errs = append(errs, lmErrs...)
+		}
+		for id := range luksmetaSlots {
+			if t := lm[id]; t != nil && (o.TokenID == nil || *o.TokenID == id) && (o.TokenType == "" || o.TokenType == TypeClevis) {
+				noPIN = append(noPIN, cand{id: id, clevis: t, lm: true})
+			}
+		}
+	}
 	for _, id := range ids {
 		if o.TokenID != nil && *o.TokenID != id {
 			continue
@@ -123,6 +148,23 @@ func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte
 				continue
 			}
 			noPIN = append(noPIN, cand{id: id, clevis: t})
+		case TypePKCS11:
+			if loadPKCS11 == nil {
+				if asked {
+					errs = append(errs, fmt.Errorf("token %d (%s): %w", id, typ, ErrPKCS11NotBuilt))
+				} else if notBuilt < 0 {
+					notBuilt = id
+				}
+				continue
+			}
+			t, err := ParsePKCS11Token(toks[id])
+			if err != nil {
+				errs = append(errs, fmt.Errorf("token %d (%s): %w", id, typ, err))
+				continue
+			}
+			// Tried with o.PIN, or the URI's PIN, or none when the token
+			// needs no login; else ErrNeedPIN.
+			pkcs11 = append(pkcs11, cand{id: id, pkcs11: t})
 		case TypeRecovery:
 			if asked {
 				errs = append(errs, fmt.Errorf("token %d (%s): %w: a recovery key is typed as a passphrase", id, typ, ErrUnsupported))
@@ -137,9 +179,21 @@ func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte
 		var pass []byte
 		var err error
 		typ, keyslots := TypeTPM2, []int(nil)
-		if c.clevis != nil {
+		name := fmt.Sprintf("token %d", c.id)
+		if c.lm {
+			name = fmt.Sprintf("luksmeta slot %d", c.id)
+		}
+		if c.pkcs11 != nil {
+			typ, keyslots = TypePKCS11, c.pkcs11.Keyslots
+			pass, err = unlockPKCS11(ctx, c.id, c.pkcs11, pin)
+		} else if c.clevis != nil {
 			typ, keyslots = TypeClevis, c.clevis.Keyslots
-			pass, err = unlockClevis(ctx, c.id, c.clevis, ClevisOptions{TPM2Device: o.TPM2Device, TangTimeout: o.TangTimeout, HTTPClient: o.HTTPClient})
+			co := ClevisOptions{TPM2Device: o.TPM2Device, TangTimeout: o.TangTimeout, HTTPClient: o.HTTPClient}
+			if c.lm {
+				pass, err = unlockLUKSMetaClevis(ctx, c.id, c.clevis, co)
+			} else {
+				pass, err = unlockClevis(ctx, c.id, c.clevis, co)
+			}
 		} else {
 			keyslots = c.tok.Keyslots
 			pass, err = unsealTPM2(ctx, c.id, c.tok, o.TPM2Device, pin)
@@ -156,10 +210,17 @@ func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte
 			}
 		}
 		wipe(pass)
-		return nil, fmt.Errorf("token %d (%s): %w %v", c.id, typ, ErrWrongSecret, keyslots)
+		return nil, fmt.Errorf("%s (%s): %w %v", name, typ, ErrWrongSecret, keyslots)
 	}
 	for _, c := range noPIN {
 		pass, err := try(c, nil)
+		if err == nil {
+			return pass, c.id, nil
+		}
+		errs = append(errs, err)
+	}
+	for _, c := range pkcs11 {
+		pass, err := try(c, o.PIN)
 		if err == nil {
 			return pass, c.id, nil
 		}
@@ -178,6 +239,9 @@ func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte
 	}
 	switch len(errs) {
 	case 0:
+		if notBuilt >= 0 {
+			return nil, -1, fmt.Errorf("%w (token %d is %s: %v)", ErrNoToken, notBuilt, TypePKCS11, ErrPKCS11NotBuilt)
+		}
 		return nil, -1, ErrNoToken
 	case 1:
 		return nil, -1, errs[0]
