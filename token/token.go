@@ -81,6 +81,11 @@ type Options struct {
 // (systemd-pkcs11 too in a build without the pkcs11 tag); a
 // systemd-recovery token is typed, never unlocked. When none works the
 // error says why for each token tried (one line).
+//
+// A LUKS1 volume has no tokens: there Unlock tries the clevis bindings
+// clevis luks bind stored with luksmeta (ReadLUKSMeta), each as a clevis
+// token whose id is its luksmeta slot (the keyslot it opens), and says
+// "luksmeta slot N" where it would say "token N".
 func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte, tokenID int, err error) {
 	toks, err := h.Tokens(ctx)
 	if err != nil {
@@ -96,11 +101,26 @@ func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte
 		tok    *TPM2Token
 		clevis *ClevisToken
 		pkcs11 *PKCS11Token
+		lm     bool // a LUKS1 clevis binding, in luksmeta slot id
 	}
 	var noPIN, withPIN, pkcs11 []cand
 	notBuilt := -1 // a systemd-pkcs11 token skipped: no PKCS#11 in this build
 	var errs []error
 	asked := o.TokenID != nil || o.TokenType != ""
+	if len(toks) == 0 {
+		lm, lmErrs, err := luksmetaClevis(ctx, h)
+		if err != nil {
+			return nil, -1, err
+		}
+		if o.TokenID == nil && (o.TokenType == "" || o.TokenType == TypeClevis) {
+			errs = append(errs, lmErrs...)
+		}
+		for id := range luksmetaSlots {
+			if t := lm[id]; t != nil && (o.TokenID == nil || *o.TokenID == id) && (o.TokenType == "" || o.TokenType == TypeClevis) {
+				noPIN = append(noPIN, cand{id: id, clevis: t, lm: true})
+			}
+		}
+	}
 	for _, id := range ids {
 		if o.TokenID != nil && *o.TokenID != id {
 			continue
@@ -159,12 +179,21 @@ func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte
 		var pass []byte
 		var err error
 		typ, keyslots := TypeTPM2, []int(nil)
+		name := fmt.Sprintf("token %d", c.id)
+		if c.lm {
+			name = fmt.Sprintf("luksmeta slot %d", c.id)
+		}
 		if c.pkcs11 != nil {
 			typ, keyslots = TypePKCS11, c.pkcs11.Keyslots
 			pass, err = unlockPKCS11(ctx, c.id, c.pkcs11, pin)
 		} else if c.clevis != nil {
 			typ, keyslots = TypeClevis, c.clevis.Keyslots
-			pass, err = unlockClevis(ctx, c.id, c.clevis, ClevisOptions{TPM2Device: o.TPM2Device, TangTimeout: o.TangTimeout, HTTPClient: o.HTTPClient})
+			co := ClevisOptions{TPM2Device: o.TPM2Device, TangTimeout: o.TangTimeout, HTTPClient: o.HTTPClient}
+			if c.lm {
+				pass, err = unlockLUKSMetaClevis(ctx, c.id, c.clevis, co)
+			} else {
+				pass, err = unlockClevis(ctx, c.id, c.clevis, co)
+			}
 		} else {
 			keyslots = c.tok.Keyslots
 			pass, err = unsealTPM2(ctx, c.id, c.tok, o.TPM2Device, pin)
@@ -181,7 +210,7 @@ func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte
 			}
 		}
 		wipe(pass)
-		return nil, fmt.Errorf("token %d (%s): %w %v", c.id, typ, ErrWrongSecret, keyslots)
+		return nil, fmt.Errorf("%s (%s): %w %v", name, typ, ErrWrongSecret, keyslots)
 	}
 	for _, c := range noPIN {
 		pass, err := try(c, nil)
