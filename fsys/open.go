@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/blkcrypt/blkcrypt/fsys/ext4"
@@ -79,25 +80,53 @@ func Name(p string) (string, error) {
 	return n, nil
 }
 
-// Copy copies r to w in 4 MiB reads, checking ctx before each. Large
-// reads matter: each read of a file becomes reads of its extents through
-// the layers below (an LV, a volume that decrypts a large request across
-// the cores); io.Copy would let the writer's ReadFrom pick 8–32 KiB.
+// copyBufferSize is the size of Copy's reads.
+//
+// Large reads matter: each read of a file becomes reads of its extents
+// through the layers below (an LV, a volume that decrypts a request
+// across the cores), and io.Copy would let the writer's ReadFrom pick
+// 8–32 KiB. Larger than 1 MiB is slower, not faster: the buffer is
+// written by the device read and then decrypted in place, and a 1 MiB
+// buffer used over and over stays in the cores' caches, while a 4 MiB one
+// is written to cold memory on every read (with 4 MiB, cat through
+// LUKS2+LVM cost clearly more CPU than read, which copies 1 MiB at a
+// time: BenchmarkCatThroughStack in internal/cli). 1 MiB is also the largest
+// request a Volume decrypts in one go, so the layers below gain nothing
+// from more.
+const copyBufferSize = 1 << 20
+
+// copyBuffers holds Copy's buffers, so that copying a tree of small files
+// does not allocate a buffer per file.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
+
+// Copy copies r to w in reads of 1 MiB (copyBufferSize), checking ctx
+// before each. The buffer is cleared before Copy returns: it held the
+// file's (decrypted) bytes.
 func Copy(ctx context.Context, w io.Writer, r io.Reader) (int64, error) {
-	buf := make([]byte, 4<<20)
-	return io.CopyBuffer(struct{ io.Writer }{w}, ctxReader{ctx, r}, buf)
+	bp := copyBuffers.Get().(*[]byte)
+	cr := &ctxReader{ctx: ctx, r: r}
+	defer func() {
+		clear((*bp)[:cr.most])
+		copyBuffers.Put(bp)
+	}()
+	return io.CopyBuffer(struct{ io.Writer }{w}, cr, *bp)
 }
 
+// ctxReader is r that checks ctx before each read and keeps the largest
+// count one read returned (the part of the buffer to clear).
 type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
+	ctx  context.Context
+	r    io.Reader
+	most int
 }
 
-func (c ctxReader) Read(b []byte) (int, error) {
+func (c *ctxReader) Read(b []byte) (int, error) {
 	if err := c.ctx.Err(); err != nil {
 		return 0, err
 	}
-	return c.r.Read(b)
+	n, err := c.r.Read(b)
+	c.most = max(c.most, min(n, len(b)))
+	return n, err
 }
 
 // CopyOut copies name of fsys (a file, a symbolic link, or a directory
