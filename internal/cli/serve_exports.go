@@ -171,7 +171,7 @@ func openExport(g *serveOptions, env *Env) nbd.OpenExportFunc {
 		// Never stdin: every key comes from a file (exportSyntax), and a
 		// prompt must not steal the terminal from a running gateway.
 		env := &Env{Stdin: bytes.NewReader(nil), Stdout: io.Discard, Stderr: env.Stderr}
-		t, err := openTarget(ctx, env, &o.open, o.stack, e.Device, readOnly)
+		t, err := openTarget(ctx, env, o.open.legacy(o.stack, nil), e.Device, readOnly)
 		if err != nil {
 			return nbd.Export{}, nil, err
 		}
