@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"net"
 	"os"
 	"os/exec"
@@ -239,5 +240,60 @@ func TestGatewayTangSilent(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "s.sock")); err == nil {
 		t.Error("serve listened with nothing unlocked")
+	}
+}
+
+// TestGatewayCinderKey: a volume formatted as OpenStack's os-brick formats
+// one (cryptsetup luksFormat --key-file=- reading the lowercase hex of the
+// raw key on stdin) is served by an export naming the raw key file
+// (cinder-key-file=), and reads the bytes written with the hex
+// passphrase; the key bytes themselves as key-file= are the wrong
+// passphrase, and a key with leading-zero bytes proves the hex is whole
+// (os-brick bug 1633518 dropped those zeros).
+func TestGatewayCinderKey(t *testing.T) {
+	needTool(t, "cryptsetup", "cryptsetup-bin")
+	needTool(t, "nbdcopy", "libnbd-bin")
+	dir := t.TempDir()
+	img := writeFile(t, dir, "cinder.img", nil)
+	if err := os.Truncate(img, 20<<20); err != nil {
+		t.Fatal(err)
+	}
+	key := randBytes(32)
+	key[0], key[1] = 0x00, 0x0a
+	rawKey := writeFile(t, dir, "raw.key", key)
+	cs := exec.Command("cryptsetup", "--batch-mode", "luksFormat", "--type", "luks1", "--pbkdf-force-iterations", "1000", "--key-file=-", img)
+	cs.Stdin = strings.NewReader(hex.EncodeToString(key))
+	if out, err := cs.CombinedOutput(); err != nil {
+		t.Fatalf("cryptsetup luksFormat: %v %s", err, out)
+	}
+	hexPass := writeFile(t, dir, "hex.pass", []byte(hex.EncodeToString(key)))
+	data := randBytes(1 << 20)
+	in := writeFile(t, dir, "data", data)
+	if code, _, e := run(t, nil, "write", "--key-file", hexPass, "--input", in, img); code != 0 {
+		t.Fatalf("write with the hex passphrase: exit %d: %s", code, e)
+	}
+
+	sock, stderr, stop := startGatewayCLI(t, "--export", "c="+img+",cinder-key-file="+rawKey)
+	if got := copyExport(t, sock, "c"); len(got) < len(data) || !bytes.Equal(got[:len(data)], data) {
+		t.Fatal("the cinder-key-file export reads other bytes than were written with the hex passphrase")
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("gateway exited %d: %s", code, stderr.String())
+	}
+	if strings.Contains(stderr.String(), hex.EncodeToString(key)) {
+		t.Error("the passphrase is in the gateway's stderr")
+	}
+	code, _, e := run(t, nil, "serve", "--listen", "unix:"+filepath.Join(dir, "raw.sock"), "--export", "c="+img+",key-file="+rawKey)
+	if code != ExitPermission {
+		t.Errorf("the raw key as key-file: exit %d, want %d: %s", code, ExitPermission, e)
+	}
+	code, _, e = run(t, nil, "serve", "--listen", "unix:"+filepath.Join(dir, "both.sock"), "--export", "c="+img+",cinder-key-file="+rawKey+",key-file="+hexPass)
+	if code != ExitUsage || !strings.Contains(e, "cinder-key-file is the whole key") {
+		t.Errorf("cinder-key-file with key-file: exit %d, want %d: %s", code, ExitUsage, e)
+	}
+	empty := writeFile(t, dir, "empty.key", nil)
+	code, _, e = run(t, nil, "serve", "--listen", "unix:"+filepath.Join(dir, "empty.sock"), "--export", "c="+img+",cinder-key-file="+empty)
+	if code != ExitUsage || !strings.Contains(e, "is empty") {
+		t.Errorf("an empty cinder-key-file: exit %d, want %d: %s", code, ExitUsage, e)
 	}
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,9 @@ type exportOptions struct {
 	stack         stackFlags
 	readOnly      bool
 	allowDiscards bool
+	// cinderKeyFile holds a raw key whose lowercase hex is the
+	// passphrase (OpenStack os-brick's LUKS encryptor convention).
+	cinderKeyFile string
 }
 
 // exportOption is one option an export line may carry: its kind and the
@@ -79,9 +83,10 @@ var exportOptionTable = map[string]exportOption{
 	"partition": {nbd.OptionString, func(o *exportOptions, v string) {
 		o.stack.Partition = &v
 	}},
-	"lv":             strOpt(func(o *exportOptions) *string { return &o.stack.LV }),
-	"read-only":      flagOpt(func(o *exportOptions) *bool { return &o.readOnly }),
-	"allow-discards": flagOpt(func(o *exportOptions) *bool { return &o.allowDiscards }),
+	"lv":              strOpt(func(o *exportOptions) *string { return &o.stack.LV }),
+	"cinder-key-file": strOpt(func(o *exportOptions) *string { return &o.cinderKeyFile }),
+	"read-only":       flagOpt(func(o *exportOptions) *bool { return &o.readOnly }),
+	"allow-discards":  flagOpt(func(o *exportOptions) *bool { return &o.allowDiscards }),
 }
 
 // exportSyntax is what an export line (--export, a --exports line) may
@@ -113,13 +118,15 @@ func exportOptionsOf(e nbd.ExportSpec) (exportOptions, error) {
 		opt.set(&o, v)
 	}
 	f := &o.open
-	if f.KeyFile == "-" || f.VolumeKeyFile == "-" || f.TPM2PINFile == "-" {
+	if f.KeyFile == "-" || f.VolumeKeyFile == "-" || f.TPM2PINFile == "-" || o.cinderKeyFile == "-" {
 		return o, fmt.Errorf("export %s: a key cannot come from stdin; name a file", e.Name)
 	}
-	keyGiven := f.KeyFile != "" || f.VolumeKeyFile != ""
+	keyGiven := f.KeyFile != "" || f.VolumeKeyFile != "" || o.cinderKeyFile != ""
 	switch {
+	case o.cinderKeyFile != "" && (f.KeyFile != "" || f.VolumeKeyFile != "" || f.KeyfileOffset != 0 || f.KeyfileSize != nil):
+		return o, fmt.Errorf("export %s: cinder-key-file is the whole key; it cannot be used with key-file, volume-key-file, keyfile-offset or keyfile-size", e.Name)
 	case keyGiven && f.TokenOnly:
-		return o, fmt.Errorf("export %s: token-only cannot be used with key-file or volume-key-file", e.Name)
+		return o, fmt.Errorf("export %s: token-only cannot be used with key-file, volume-key-file or cinder-key-file", e.Name)
 	case keyGiven:
 	case f.Type != "" && !strings.HasPrefix(f.Type, "luks"):
 		return o, fmt.Errorf("export %s: a type=%s volume has no tokens: needs key-file=FILE or volume-key-file=FILE", e.Name, f.Type)
@@ -171,6 +178,15 @@ func openExport(g *serveOptions, env *Env) nbd.OpenExportFunc {
 		// Never stdin: every key comes from a file (exportSyntax), and a
 		// prompt must not steal the terminal from a running gateway.
 		env := &Env{Stdin: bytes.NewReader(nil), Stdout: io.Discard, Stderr: env.Stderr}
+		if o.cinderKeyFile != "" {
+			pass, err := cinderPassphrase(o.cinderKeyFile)
+			if err != nil {
+				return nbd.Export{}, nil, err
+			}
+			defer clear(pass)
+			// As os-brick gives it to cryptsetup: --key-file=- on stdin.
+			o.open.KeyFile, env.Stdin = "-", bytes.NewReader(pass)
+		}
 		t, err := openTarget(ctx, env, o.open.legacy(o.stack, nil), e.Device, readOnly)
 		if err != nil {
 			return nbd.Export{}, nil, err
@@ -183,6 +199,40 @@ func openExport(g *serveOptions, env *Env) nbd.OpenExportFunc {
 			MultiConn:     true, // Flush syncs the device for every connection
 		}, t, nil
 	}
+}
+
+// maxCinderKey bounds a cinder-key-file: Barbican's symmetric keys are
+// 16 to 64 bytes, and a mistaken path must not be read whole.
+const maxCinderKey = 4096
+
+// cinderPassphrase is the LUKS passphrase of a volume OpenStack's os-brick
+// formatted with the raw key in path: the key's lowercase hex
+// (binascii.hexlify), all of it. The caller wipes it.
+func cinderPassphrase(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usageErr("cannot open cinder-key-file: %v", err)
+	}
+	defer f.Close()
+	// One buffer, wiped after: no copies left by a growing read.
+	buf := make([]byte, maxCinderKey+1)
+	defer clear(buf)
+	n, err := io.ReadFull(f, buf)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		err = nil
+	}
+	raw := buf[:n]
+	switch {
+	case err != nil:
+		return nil, usageErr("reading cinder-key-file %s: %v", path, err)
+	case len(raw) == 0:
+		return nil, usageErr("cinder-key-file %s is empty", path)
+	case len(raw) > maxCinderKey:
+		return nil, usageErr("cinder-key-file %s is larger than %d bytes: not a key", path, maxCinderKey)
+	}
+	pass := make([]byte, hex.EncodedLen(len(raw)))
+	hex.Encode(pass, raw)
+	return pass, nil
 }
 
 // runGateway serves every --export and --exports volume until
