@@ -19,7 +19,7 @@ _blkcrypt() {
         valopts="--device --key-file -k --key-slot -s --token-id -t --tpm2-device"
         fileopts="--key-file -k" ;;
     bitlk-dump|bitlkDump)
-        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --dump-volume-key --fvault2-read-write --hash -h --header --help --iv-large-sectors --json --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --token-id --token-only --token-type --tpm2-device --tpm2-pin-file --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
+        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --dump-volume-key --fvault2-read-write --hash -h --header --help --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --token-id --token-only --token-type --tpm2-device --tpm2-pin-file --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
         valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --token-id --token-type --tpm2-device --tpm2-pin-file --type --veracrypt-pim --volume-key-file"
         fileopts="--header --key-file -d --tcrypt-keyfiles --tpm2-pin-file --volume-key-file" ;;
     cat)
@@ -67,7 +67,7 @@ _blkcrypt() {
         valopts="--align-payload --cipher -c --hash -h --header --iter-time -i --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --label --offset --pbkdf --pbkdf-force-iterations --pbkdf-memory --pbkdf-parallel --sector-size --size -b --subsystem --type --uuid --volume-key-file"
         fileopts="--header --key-file -d --volume-key-file" ;;
     fvault2-dump|fvault2Dump)
-        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --dump-volume-key --fvault2-read-write --hash -h --header --help --iv-large-sectors --json --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --token-id --token-only --token-type --tpm2-device --tpm2-pin-file --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
+        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --dump-volume-key --fvault2-read-write --hash -h --header --help --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --token-id --token-only --token-type --tpm2-device --tpm2-pin-file --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
         valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --token-id --token-type --tpm2-device --tpm2-pin-file --type --veracrypt-pim --volume-key-file"
         fileopts="--header --key-file -d --tcrypt-keyfiles --tpm2-pin-file --volume-key-file" ;;
     header-backup|luksHeaderBackup)
@@ -131,7 +131,7 @@ _blkcrypt() {
         valopts="--driver --sec"
         fileopts="" ;;
     tcrypt-dump|tcryptDump)
-        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --dump-volume-key --fvault2-read-write --hash -h --header --help --iv-large-sectors --json --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --token-id --token-only --token-type --tpm2-device --tpm2-pin-file --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
+        opts="--batch-mode -q --bitlk-read-write --cipher -c --disable-veracrypt --dump-volume-key --fvault2-read-write --hash -h --header --help --iv-large-sectors --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-backup --tcrypt-hidden --tcrypt-keyfiles --tcrypt-read-write --tcrypt-system --token-id --token-only --token-type --tpm2-device --tpm2-pin-file --type --veracrypt --veracrypt-pim --veracrypt-query-pim --volume-key-file"
         valopts="--cipher -c --hash -h --header --key-file -d --key-size -s --key-slot -S --keyfile-offset --keyfile-size -l --offset --partition --sector-size --size -b --skip -p --tcrypt-keyfiles --token-id --token-type --tpm2-device --tpm2-pin-file --type --veracrypt-pim --volume-key-file"
         fileopts="--header --key-file -d --tcrypt-keyfiles --tpm2-pin-file --volume-key-file" ;;
     test-passphrase)

@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -58,28 +59,16 @@ type Env struct {
 	Now func() time.Time
 }
 
-// verb is how the files not converted yet register a verb from init
-// (extraVerbs); see command.go for the typed verbs and the conversion.
-type verb struct {
-	name    string
-	aliases []string
-	run     func(ctx context.Context, env *Env, p *parsed) error
-	help    string
-}
-
-// extraVerbs are registered by the files of the verbs not converted yet.
-var extraVerbs []verb
-
-// verbTable is every verb but those extraVerbs registers: one literal,
-// built when asked so that a verb may call Main (demo does).
+// verbTable is every verb: one literal, built when asked so that a verb
+// may call Main (demo does).
 func verbTable() []command {
 	return []command{
 		typed("demo", nil, "make a demo volume, exercise it and show what to do next", runDemo),
 		typed("speed", nil, "ALG… — tcrypt-style speed table of capi drivers", runSpeed),
 		typed("crypto", nil, "list every registered driver, like /proc/crypto", runCrypto),
 		typed("benchmark", nil, "[--cipher SPEC --key-size BITS] [--sector-size N] — cryptsetup benchmark table plus the engine break-even", runBenchmark),
-		legacyVerb("read", nil, "DEVICE — write decrypted bytes to stdout or -o FILE", runRead),
-		legacyVerb("write", nil, "DEVICE — encrypt stdin or -i FILE into the volume", runWrite),
+		typed("read", nil, "DEVICE — write decrypted bytes to stdout or -o FILE", runRead),
+		typed("write", nil, "DEVICE — encrypt stdin or -i FILE into the volume", runWrite),
 		typed("serve", nil, "DEVICE|--export NAME=DEVICE,key-file=F...|--exports FILE --listen 127.0.0.1:10809|unix:/path — serve decrypted volumes over NBD", runServe),
 		typed("mount", nil, mountHelp, runMount),
 		typed("probe", nil, "DEVICE — the tree of a disk image as lsblk -f shows it: partitions, encryption, LVM, filesystems", runProbe),
@@ -88,8 +77,8 @@ func verbTable() []command {
 		typed("cp", nil, "DEVICE PATH DEST — copy a file or directory out of the filesystem in DEVICE, keeping mode and mtime", runCp),
 
 		typed("format", []string{"luksFormat"}, "DEVICE — create a LUKS2 (or --type luks1) volume", runFormat),
-		legacyVerb("dump", []string{"luksDump"}, "DEVICE — show the header (--json, --dump-volume-key)", runDump),
-		legacyVerb("test-passphrase", nil, "DEVICE — check a passphrase without opening", runTestPassphrase),
+		typed("dump", []string{"luksDump"}, "DEVICE — show the header (--json, --dump-volume-key)", runDump),
+		typed("test-passphrase", nil, "DEVICE — check a passphrase without opening", runTestPassphrase),
 		typed("add-key", []string{"luksAddKey"}, "DEVICE [NEW_KEY_FILE] — add a keyslot", runAddKey),
 		typed("change-key", []string{"luksChangeKey"}, "DEVICE [NEW_KEY_FILE] — change a passphrase", runChangeKey),
 		typed("remove-key", []string{"luksRemoveKey"}, "DEVICE — remove the keyslot a passphrase opens", runRemoveKey),
@@ -108,9 +97,9 @@ func verbTable() []command {
 		typed("list", nil, "DEVICE — list the clevis bindings as clevis luks list does", runList),
 		typed("repair", nil, "DEVICE — rewrite a LUKS2 header with one damaged metadata copy", runRepair),
 		// cryptsetup's per-format dump verbs are dump with the type named.
-		legacyVerb("tcrypt-dump", []string{"tcryptDump"}, "DEVICE — dump --type tcrypt", typedDump("tcrypt")),
-		legacyVerb("bitlk-dump", []string{"bitlkDump"}, "DEVICE — dump --type bitlk", typedDump("bitlk")),
-		legacyVerb("fvault2-dump", []string{"fvault2Dump"}, "DEVICE — dump --type fvault2", typedDump("fvault2")),
+		typed("tcrypt-dump", []string{"tcryptDump"}, "DEVICE — dump --type tcrypt", typedDump("tcrypt")),
+		typed("bitlk-dump", []string{"bitlkDump"}, "DEVICE — dump --type bitlk", typedDump("bitlk")),
+		typed("fvault2-dump", []string{"fvault2Dump"}, "DEVICE — dump --type fvault2", typedDump("fvault2")),
 		typed("convert", []string{"luksConvert"}, "DEVICE --type luks1|luks2 — convert the header in place", runConvert),
 		typed("resize", nil, "IMAGE — grow or shrink the data area (--size SECTORS or --device-size BYTES)", runResize),
 		typed("reencrypt", nil, "DEVICE — new volume key/cipher in place, offline (LUKS2: --resilience, --hotzone-size, --resume-only, --init-only, --encrypt, --decrypt; LUKS1: cryptsetup's legacy files in the current directory, --block-size, --keep-key)", runReencrypt),
@@ -130,10 +119,8 @@ func Main(ctx context.Context, argv []string, env *Env) int {
 	name := argv[0]
 	// cryptsetup's "open --test-passphrase" is our test-passphrase.
 	if name == "open" {
-		for _, a := range argv[1:] {
-			if a == "--test-passphrase" {
-				name = "test-passphrase"
-			}
+		if i := slices.Index(argv, "--test-passphrase"); i > 0 {
+			name, argv = "test-passphrase", slices.Delete(slices.Clone(argv), i, i+1)
 		}
 	}
 	c, ok := lookupCommand(name)
@@ -229,9 +216,7 @@ func exitCode(err error) int {
 	return ExitUsage
 }
 
-// oneDevice returns the single positional argument.
-func oneDevice(p *parsed) (string, error) { return oneArg(p.args) }
-
+// oneArg returns the single positional argument, DEVICE.
 func oneArg(args []string) (string, error) {
 	if len(args) != 1 {
 		return "", usageErr("expected one DEVICE argument, got %d", len(args))
@@ -244,13 +229,6 @@ type keyFileFlags struct {
 	KeyFile       string `flag:"key-file" short:"d" help:"read the key from a file (- for stdin)" def:"the terminal, or stdin"`
 	KeyfileOffset int64  `flag:"keyfile-offset" help:"skip this many bytes of the key file" def:"0"`
 	KeyfileSize   *int64 `flag:"keyfile-size" short:"l" help:"read at most this many bytes of the key file" def:"all of it"`
-}
-
-// readSecret is keyFileFlags.read for the verbs that read *parsed; the
-// key file of plain and loop-AES is the key itself.
-func readSecret(env *Env, p *parsed, prompt string) (secret []byte, fromKeyFile bool, err error) {
-	t := p.str("type")
-	return fromParsed[keyFileFlags](p).read(env, t == "plain" || t == "loopaes", prompt)
 }
 
 // read reads a passphrase or key file per the cryptsetup flags;

@@ -31,21 +31,6 @@ package cli
 // TestOptionsUsed checks that every flag a verb's struct declares is read
 // somewhere in the package. Flags a verb does not declare are accepted and
 // ignored, as cryptsetup ignores most options an action does not use.
-//
-// Converting a verb that still reads *parsed (p.str("x"), p.has("x")):
-// write its options struct from the verb's verbOptions entry (options.go)
-// and the flags' flagDefs lines (reuse the groups: keyFileFlags, newKeyFlags,
-// pbkdfFlags, headerFlag, luksFlags, partitionFlag, progressFlags,
-// reencSizeFlags, batchFlag, verboseFlag), change runX to take it, replace
-// its init() registration (extraVerbs, addFlags, verbOptions) by one
-// typed(...) entry in verbTable, delete its verbOptions entry and the
-// flagDefs lines no verb reads any more, and run go generate ./internal/cli
-// (TestVerbHelp, TestOptionsTable and TestOptionsUsed say what is missing).
-// A helper shared with legacy verbs takes the typed group, and a one-line
-// *parsed wrapper built with fromParsed stays until its last legacy caller
-// is gone (readSecret wraps keyFileFlags.read, newProgress
-// progressFlags.start, pbkdfOptions pbkdfFlags.options). reencrypt.go is a
-// converted verb to copy from.
 
 import (
 	"context"
@@ -83,29 +68,22 @@ type flagSpec struct {
 	kind  flagKind
 	help  string
 	def   string
-	index []int // the field in the options struct; nil for a legacy verb
+	index []int // the field in the options struct
 }
 
-// command is one verb of the table: a typed one (options, run) or one not
-// converted yet (legacy, over *parsed).
+// command is one verb of the table: its options struct and its run.
 type command struct {
 	name    string
 	aliases []string
 	help    string // "ARGS — description"
 	options reflect.Type
 	run     func(ctx context.Context, env *Env, opts any, args []string) error
-	legacy  func(ctx context.Context, env *Env, p *parsed) error
 }
 
 // typed makes a verb of run over its options struct T.
 func typed[T any](name string, aliases []string, help string, run func(context.Context, *Env, *T, []string) error) command {
 	return command{name: name, aliases: aliases, help: help, options: reflect.TypeFor[T](),
 		run: func(ctx context.Context, env *Env, o any, args []string) error { return run(ctx, env, o.(*T), args) }}
-}
-
-// legacyVerb makes a verb that still reads its flags by name.
-func legacyVerb(name string, aliases []string, help string, run func(context.Context, *Env, *parsed) error) command {
-	return command{name: name, aliases: aliases, help: help, legacy: run}
 }
 
 // specsOf lists the flags of an options struct type, groups included.
@@ -172,7 +150,7 @@ func flagKindOf(t reflect.Type) flagKind {
 
 // fillOptions sets the fields of *opts (an options struct or a group)
 // from a parsed command line: the flags given, checked by parseArgs.
-func fillOptions(opts any, p *parsed) error {
+func fillOptions(opts any, p *commandLine) error {
 	v := reflect.ValueOf(opts).Elem()
 	for _, s := range specsOf(v.Type()) {
 		raw, given := p.set[s.name]
@@ -208,36 +186,10 @@ func fillOptions(opts any, p *parsed) error {
 	return nil
 }
 
-// fromParsed fills a group of typed flags from a legacy verb's command
-// line, for the helpers both kinds of verb share.
-func fromParsed[T any](p *parsed) T {
-	var g T
-	fillOptions(&g, p) //nolint:errcheck // parseArgs checked every value
-	return g
-}
-
 // specs is every flag c takes: its own, then the global ones it does not
 // declare itself.
 func (c command) specs() []flagSpec {
-	var out []flagSpec
-	if c.options != nil {
-		out = specsOf(c.options)
-	} else {
-		for _, op := range verbOptions[c.name] {
-			d, ok := flagByName(op.name)
-			if !ok {
-				continue // TestOptionsTable names it
-			}
-			s := flagSpec{name: d.name, short: d.short, kind: d.kind, help: d.help, def: op.def}
-			if op.help != "" {
-				s.help = op.help
-			}
-			if op.kind >= 0 {
-				s.kind = op.kind
-			}
-			out = append(out, s)
-		}
-	}
+	out := specsOf(c.options)
 	for _, g := range globalSpecs {
 		if !hasSpec(out, g.name) {
 			out = append(out, g)
@@ -270,22 +222,12 @@ func lookupCommand(name string) (command, bool) {
 	return command{}, false
 }
 
-// allCommands is the verb table and the verbs later files still register
-// in init (extraVerbs), until they are in the table too.
-func allCommands() []command {
-	out := verbTable()
-	for _, v := range extraVerbs {
-		out = append(out, legacyVerb(v.name, v.aliases, v.help, v.run))
-	}
-	return out
-}
+// allCommands is the verb table.
+func allCommands() []command { return verbTable() }
 
-// call runs the verb on its command line: a typed verb gets its options
-// struct, filled here once.
-func (c command) call(ctx context.Context, env *Env, p *parsed) error {
-	if c.legacy != nil {
-		return c.legacy(ctx, env, p)
-	}
+// call runs the verb on its command line with its options struct, filled
+// here once.
+func (c command) call(ctx context.Context, env *Env, p *commandLine) error {
 	opts := reflect.New(c.options).Interface()
 	if err := fillOptions(opts, p); err != nil {
 		return &exitError{ExitUsage, err}

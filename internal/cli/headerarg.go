@@ -16,8 +16,8 @@ var noDeviceVerbs = map[string]bool{"demo": true, "speed": true, "crypto": true,
 // or missing (exit 4; format creates a missing header file). Without it
 // the verbs that detect the type from the header reported DEVICE as "not a
 // valid LUKS device". reencrypt --encrypt creates it too, and --decrypt exports the header to it.
-func checkHeader(verb string, p *parsed) error {
-	h := p.set["header"] // not p.str: the verbs without a device do not read it
+func checkHeader(verb string, p *commandLine) error {
+	h := p.set["header"]
 	if h == "" || noDeviceVerbs[verb] {
 		return nil
 	}

@@ -8,8 +8,7 @@ import (
 )
 
 // Help, the man page and the completions all read the verbs' options
-// structs (or verbOptions and flagDefs for a legacy verb), so what one
-// says the others say.
+// structs, so what one says the others say.
 
 // synopsis splits a verb's help into its arguments and its description
 // ("DEVICE — create a volume").
@@ -18,15 +17,6 @@ func synopsis(c command) (args, desc string) {
 		return a, d
 	}
 	return "", c.help
-}
-
-func flagByName(name string) (flagDef, bool) {
-	for _, d := range flagDefs {
-		if d.name == name {
-			return d, true
-		}
-	}
-	return flagDef{}, false
 }
 
 // metavar is how help names an option's value.
@@ -75,7 +65,7 @@ func optLines(verb string) []optLine {
 		// A short letter another declaration of the verb takes first is
 		// not shown (-i: --input for write, --iter-time elsewhere).
 		if sp.short != 0 {
-			if got, _ := findFlag(verb, c.specs(), "", sp.short); got.name == sp.name {
+			if got, _ := findFlag(c.specs(), "", sp.short); got.name == sp.name {
 				l.short = sp.short
 			}
 		}

@@ -114,11 +114,6 @@ func (f luksFlags) open(ctx context.Context, dev string, part *string, readOnly 
 	return h, nil
 }
 
-// openLUKS is luksFlags.open for the verbs that read *parsed.
-func openLUKS(ctx context.Context, p *parsed, path string, readOnly bool) (*blkcrypt.LUKS, error) {
-	return fromParsed[luksFlags](p).open(ctx, path, fromParsed[partitionFlag](p).Partition, readOnly)
-}
-
 // slotPtr is an optional --key-slot for the handle: nil when absent.
 func slotPtr(n *int64) *int {
 	if n == nil {
@@ -127,22 +122,14 @@ func slotPtr(n *int64) *int {
 	return blkcrypt.Slot(int(*n))
 }
 
-// keyslotOpt is --key-slot for the handle: nil when absent.
-func keyslotOpt(p *parsed) *int {
-	if p.has("key-slot") {
-		return blkcrypt.Slot(int(p.int("key-slot", -1)))
-	}
-	return nil
-}
-
 // unlock returns the volume key from --volume-key-file or a passphrase,
 // and the keyslot that opened (-1 for a volume key file).
-func unlock(ctx context.Context, env *Env, p *parsed, h *blkcrypt.LUKS) ([]byte, int, error) {
+func unlock(ctx context.Context, env *Env, f *openFlags, h *blkcrypt.LUKS) ([]byte, int, error) {
 	hd, err := h.Header(ctx)
 	if err != nil {
 		return nil, -1, err
 	}
-	if vk := p.str("volume-key-file"); vk != "" {
+	if vk := f.VolumeKeyFile; vk != "" {
 		key, err := readVolumeKeyFile(vk, hd.KeySize())
 		if err != nil {
 			return nil, -1, err
@@ -154,12 +141,12 @@ func unlock(ctx context.Context, env *Env, p *parsed, h *blkcrypt.LUKS) ([]byte,
 	if len(hd.ActiveKeyslots()) == 0 {
 		return nil, -1, usageErr("no usable keyslot is available")
 	}
-	pass, err := tokenOrSecret(ctx, env, p, h) // verbs_token.go: a token first
+	pass, err := f.existing(ctx, env, h, f.keyFileFlags, "Enter passphrase: ") // verbs_token.go: a token first
 	if err != nil {
 		return nil, -1, err
 	}
 	defer clear(pass)
-	return h.VolumeKey(ctx, pass, blkcrypt.KeyOptions{Keyslot: keyslotOpt(p)})
+	return h.VolumeKey(ctx, pass, blkcrypt.KeyOptions{Keyslot: slotPtr(f.KeySlot)})
 }
 
 // options maps the cryptsetup PBKDF flags. Each numeric flag is a 32-bit
@@ -185,11 +172,6 @@ func (f pbkdfFlags) options(hash string) (blkcrypt.PBKDFOptions, error) {
 		return o, usageErr("invalid numeric value for --pbkdf-force-iterations: 0")
 	}
 	return o, nil
-}
-
-// pbkdfOptions is pbkdfFlags.options for the verbs that read *parsed.
-func pbkdfOptions(p *parsed) (blkcrypt.PBKDFOptions, error) {
-	return fromParsed[pbkdfFlags](p).options(p.str("hash"))
 }
 
 // uintFlag returns an optional non-negative numeric flag no larger than
@@ -265,30 +247,36 @@ func newSecret(env *Env, k keyFileFlags, nk newKeyFlags, newFile string, useKeyF
 	return b, nil
 }
 
-func runTestPassphrase(ctx context.Context, env *Env, p *parsed) error {
-	dev, err := oneDevice(p)
+// testPassphraseOptions: the volume as any verb opens it, in --partition.
+type testPassphraseOptions struct {
+	openFlags
+	partitionFlag
+}
+
+func runTestPassphrase(ctx context.Context, env *Env, o *testPassphraseOptions, args []string) error {
+	dev, err := oneArg(args)
 	if err != nil {
 		return err
 	}
 	// Other formats (tcrypt, loopaes, …): unlocking is opening; nothing is
 	// written because the volume is opened read-only.
-	t := volumeType(p, dev)
-	if t == "bitlk" && p.str("volume-key-file") != "" {
+	t := o.volumeType(ctx, o.Partition, dev)
+	if t == "bitlk" && o.VolumeKeyFile != "" {
 		return usageErr("a volume key cannot be checked for BITLK devices (--test-passphrase with --volume-key-file)")
 	}
 	if t != "" && t != "luks" && t != "luks1" && t != "luks2" {
-		v, err := openVolume(ctx, env, p, dev, true)
+		v, err := openVolume(ctx, env, &o.openFlags, o.Partition, dev, true, nil)
 		if err != nil {
 			return err
 		}
 		return v.Close()
 	}
-	h, err := openLUKS(ctx, p, dev, true)
+	h, err := luksFlags{Type: o.Type, headerFlag: o.headerFlag}.open(ctx, dev, o.Partition, true)
 	if err != nil {
 		return err
 	}
 	defer h.Close()
-	key, slot, err := unlock(ctx, env, p, h)
+	key, slot, err := unlock(ctx, env, &o.openFlags, h)
 	if err != nil {
 		return err
 	}
@@ -718,24 +706,47 @@ func runFormat(ctx context.Context, env *Env, opts *formatOptions, args []string
 	return blkcrypt.Format(ctx, dev, pass, o)
 }
 
+// typedDumpOptions are the options of tcrypt-dump and its kind: dump
+// with the type named.
+type typedDumpOptions struct {
+	openFlags
+	partitionFlag
+	DumpVolumeKey bool `flag:"dump-volume-key" help:"dump: print the volume key"`
+}
+
+// dumpOptions: dump's, the LUKS header as JSON too.
+type dumpOptions struct {
+	typedDumpOptions
+	JSON             bool `flag:"json" help:"dump: JSON metadata"`
+	DumpJSONMetadata bool `flag:"dump-json-metadata" help:"dump: the LUKS2 JSON metadata as cryptsetup prints it"`
+}
+
+// typedDump is `dump --type typ`, as cryptsetup's tcryptDump and the like.
+func typedDump(typ string) func(context.Context, *Env, *typedDumpOptions, []string) error {
+	return func(ctx context.Context, env *Env, o *typedDumpOptions, args []string) error {
+		o.Type = typ
+		return runDump(ctx, env, &dumpOptions{typedDumpOptions: *o}, args)
+	}
+}
+
 // runDump prints the header like cryptsetup luksDump.
-func runDump(ctx context.Context, env *Env, p *parsed) error {
-	dev, err := oneDevice(p)
+func runDump(ctx context.Context, env *Env, d *dumpOptions, args []string) error {
+	dev, err := oneArg(args)
 	if err != nil {
 		return err
 	}
-	typ := volumeType(p, dev)
-	if d, ok := typeDumpers[typ]; ok {
-		return d(env, p, dev)
+	typ := d.volumeType(ctx, d.Partition, dev)
+	if dump, ok := typeDumpers[typ]; ok {
+		return dump(env, &d.typedDumpOptions, dev)
 	}
-	h, err := openLUKS(ctx, p, dev, true)
+	h, err := luksFlags{Type: d.Type, headerFlag: d.headerFlag}.open(ctx, dev, d.Partition, true)
 	if err != nil {
 		return err
 	}
 	defer h.Close()
 	o := blkcrypt.DumpOptions{Device: dev}
-	if p.bool("dump-volume-key") {
-		key, _, err := unlock(ctx, env, p, h)
+	if d.DumpVolumeKey {
+		key, _, err := unlock(ctx, env, &d.openFlags, h)
 		if err != nil {
 			return err
 		}
@@ -744,9 +755,9 @@ func runDump(ctx context.Context, env *Env, p *parsed) error {
 		return h.Dump(ctx, env.Stdout, o)
 	}
 	switch {
-	case p.bool("dump-json-metadata"):
+	case d.DumpJSONMetadata:
 		o.Format = blkcrypt.DumpJSONMetadata
-	case p.bool("json"):
+	case d.JSON:
 		o.Format = blkcrypt.DumpJSON
 	}
 	err = h.Dump(ctx, env.Stdout, o)

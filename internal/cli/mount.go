@@ -39,7 +39,7 @@ func runMount(ctx context.Context, env *Env, o *mountOptions, args []string) err
 		return fmt.Errorf("mount: %w (use serve and an NBD client)", mount.ErrUnsupported)
 	}
 	hardenProcess()
-	t, err := openTarget(ctx, env, o.openFlags.legacy(o.stackFlags, nil), dev, o.ReadOnly)
+	t, err := openTarget(ctx, env, &o.openFlags, o.stackFlags, dev, o.ReadOnly)
 	if err != nil {
 		return err
 	}

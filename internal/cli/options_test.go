@@ -13,9 +13,7 @@ import (
 )
 
 // TestOptionsTable: every verb's flags are well formed: a kind for every
-// options field, no flag or short letter twice in a verb, every legacy
-// declaration names a flag; verbOptions names only verbs, and for a typed
-// verb (whose struct is what counts) only flags its struct declares.
+// options field, no flag or short letter twice in a verb, help for each.
 func TestOptionsTable(t *testing.T) {
 	cmds := map[string]command{}
 	for _, c := range allCommands() {
@@ -23,23 +21,13 @@ func TestOptionsTable(t *testing.T) {
 			t.Errorf("verb %s is listed twice", c.name)
 		}
 		cmds[c.name] = c
-		if c.options == nil {
-			if _, ok := verbOptions[c.name]; !ok && c.legacy != nil {
-				t.Errorf("legacy verb %s declares no options in verbOptions", c.name)
-			}
-			for _, op := range verbOptions[c.name] {
-				if _, ok := flagByName(op.name); !ok {
-					t.Errorf("verb %s declares --%s, which is no flag", c.name, op.name)
-				}
-			}
-		}
 		names, shorts := map[string]bool{}, map[byte]string{}
 		for _, s := range c.specs() {
 			if names[s.name] {
 				t.Errorf("verb %s declares --%s twice", c.name, s.name)
 			}
 			names[s.name] = true
-			if s.short != 0 && c.options != nil {
+			if s.short != 0 {
 				if other, ok := shorts[s.short]; ok {
 					t.Errorf("verb %s: -%c is both --%s and --%s", c.name, s.short, other, s.name)
 				}
@@ -47,21 +35,6 @@ func TestOptionsTable(t *testing.T) {
 			}
 			if s.help == "" {
 				t.Errorf("verb %s: --%s has no help", c.name, s.name)
-			}
-		}
-	}
-	for name, opts := range verbOptions {
-		c, ok := cmds[name]
-		if !ok {
-			t.Errorf("verbOptions has %s, which is no verb", name)
-			continue
-		}
-		if c.options == nil {
-			continue
-		}
-		for _, op := range opts {
-			if !hasSpec(c.specs(), op.name) {
-				t.Errorf("verbOptions gives typed verb %s --%s, which its options struct does not declare", name, op.name)
 			}
 		}
 	}

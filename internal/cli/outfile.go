@@ -2,16 +2,16 @@ package cli
 
 import "github.com/blkcrypt/blkcrypt/internal/outfile"
 
-// commandInputs lists the files the command reads: DEVICE, --header and the
-// key files. An output that is one of them would be destroyed by the
+// inputs lists the files the command reads: DEVICE, --header and the key
+// files. An output that is one of them would be destroyed by the
 // plaintext written over it.
-func commandInputs(p *parsed, dev string) []outfile.Input {
+func (f *openFlags) inputs(dev string) []outfile.Input {
 	in := []outfile.Input{{What: "device", Path: dev}}
-	for _, f := range []struct{ what, flag string }{
-		{"header", "header"}, {"key file", "key-file"}, {"volume key file", "volume-key-file"},
+	for _, g := range []struct{ what, path string }{
+		{"header", f.Header}, {"key file", f.KeyFile}, {"volume key file", f.VolumeKeyFile},
 	} {
-		if v := p.str(f.flag); v != "" && v != "-" {
-			in = append(in, outfile.Input{What: f.what, Path: v})
+		if g.path != "" && g.path != "-" {
+			in = append(in, outfile.Input{What: g.what, Path: g.path})
 		}
 	}
 	return in

@@ -32,11 +32,6 @@ type progressFlags struct {
 	ProgressJSON      bool  `flag:"progress-json" help:"print progress as JSON lines, as cryptsetup 2.6 does"`
 }
 
-// newProgress is progressFlags.start for the verbs that read *parsed.
-func newProgress(env *Env, p *parsed, device, verb string, total int64) *progress {
-	return fromParsed[progressFlags](p).start(env, fromParsed[batchFlag](p).Batch, device, verb, total)
-}
-
 // start returns the progress of one job, or nil when nothing is to be
 // shown (batch: -q).
 func (f progressFlags) start(env *Env, batch bool, device, verb string, total int64) *progress {

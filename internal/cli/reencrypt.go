@@ -183,12 +183,6 @@ func checkResilience(res, hash string, resume, reduce bool) error {
 	return nil
 }
 
-// reencSizes is reencSizeFlags.sizes for serve --reencrypt, which reads
-// *parsed.
-func reencSizes(p *parsed) (keySize, sectorSize int, hotzone uint64, err error) {
-	return fromParsed[reencSizeFlags](p).sizes()
-}
-
 // sizes reads --key-size (bytes returned), --sector-size and
 // --hotzone-size.
 func (f reencSizeFlags) sizes() (keySize, sectorSize int, hotzone uint64, err error) {

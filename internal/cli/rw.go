@@ -35,13 +35,43 @@ func openDevice(path string, readOnly bool) (*os.File, error) {
 	return f, nil
 }
 
+// bindRequest is what a format's binding reads: the verb's open flags,
+// the device and the type the library named or detected, and where the
+// key buffers it reads go to be wiped.
+type bindRequest struct {
+	env       *Env
+	f         *openFlags
+	partition *string // --partition: a binding may peek at the volume in it
+	path, typ string
+	mode      bindMode
+	wipe      *[][]byte
+}
+
+// bindMode is what the options are for: opening, or `dump`, which needs a
+// secret only with --dump-volume-key (TCRYPT always: its header is found
+// only with the passphrase) and where --volume-key-file is where the key
+// goes, not a key to use.
+type bindMode int
+
+const (
+	bindOpen    bindMode = iota
+	bindDump             // dump without --dump-volume-key
+	bindDumpKey          // dump --dump-volume-key
+)
+
+// keep records a key buffer to be wiped when the verb ends.
+func (r *bindRequest) keep(b ...[]byte) { *r.wipe = append(*r.wipe, b...) }
+
+// readSecret is keyFileFlags.read of the request's flags; the key file of
+// --type plain and loopaes is the key itself.
+func (r *bindRequest) readSecret(prompt string) ([]byte, bool, error) {
+	return r.f.keyFileFlags.read(r.env, r.f.Type == "plain" || r.f.Type == "loopaes", prompt)
+}
+
 // typeBinding is the command line's half of the format registry
 // (blkcrypt.VolumeTypes): it turns the flags of one --type into that
-// format's typed options and secrets in o, once. dump says the options are
-// for `dump`, which needs a secret only with --dump-volume-key (TCRYPT
-// always: its header is found only with the passphrase) and where
-// --volume-key-file is where the key goes, not a key to use.
-type typeBinding func(env *Env, p *parsed, path, typ string, o *blkcrypt.OpenOptions, wipe *[][]byte, dump bool) error
+// format's typed options and secrets in o, once.
+type typeBinding func(r *bindRequest, o *blkcrypt.OpenOptions) error
 
 // typeBindings has an entry for every --type the registry opens; "luks"
 // is either LUKS version.
@@ -59,7 +89,7 @@ var typeBindings = map[string]typeBinding{
 // typeDumpers print a format's metadata for `dump --type T` (or a detected
 // type) through blkcrypt.DumpVolume; LUKS is dumped by runDump through the
 // LUKS handle.
-var typeDumpers = map[string]func(env *Env, p *parsed, path string) error{
+var typeDumpers = map[string]func(env *Env, o *typedDumpOptions, path string) error{
 	"tcrypt":  dumpType,
 	"bitlk":   dumpType,
 	"fvault2": dumpType,
@@ -85,23 +115,16 @@ func detectTypeContext(ctx context.Context, path string) string {
 }
 
 // volumeType is the type the flags ask for: --type, or what the header
-// (--header, else DEVICE) carries.
-func volumeType(p *parsed, path string) string {
-	return volumeTypeContext(context.Background(), p, path)
-}
-
-// volumeTypeContext is volumeType bounded by ctx (see detectTypeContext).
-func volumeTypeContext(ctx context.Context, p *parsed, path string) string {
-	if t := p.str("type"); t != "" {
-		return t
+// (--header, else the --partition of DEVICE, else DEVICE) carries.
+func (f *openFlags) volumeType(ctx context.Context, part *string, path string) string {
+	if f.Type != "" {
+		return f.Type
 	}
-	if h := p.str("header"); h != "" {
-		return detectTypeContext(ctx, h)
+	if f.Header != "" {
+		return detectTypeContext(ctx, f.Header)
 	}
-	// Read from the map, not p.str: checkStackFlags refused --partition
-	// on every verb that does not declare it.
-	if _, ok := p.set["partition"]; ok {
-		return partitionType(ctx, p, path)
+	if part != nil {
+		return partitionType(ctx, part, path)
 	}
 	return detectTypeContext(ctx, path)
 }
@@ -117,15 +140,12 @@ func openShared(path string) (*blkcrypt.LockedFile, error) {
 	return blkcrypt.OpenFileLocked(path, true)
 }
 
-// openVolume unlocks DEVICE per the flags and returns the decrypted view:
-// the flags become blkcrypt.OpenOptions, the library does the rest.
-func openVolume(ctx context.Context, env *Env, p *parsed, path string, readOnly bool) (*blkcrypt.Volume, error) {
-	return openVolumeWith(ctx, env, p, path, readOnly, nil)
-}
-
-// openVolumeWith is openVolume with a last say on the options (serve
-// --reencrypt adds its reencryption).
-func openVolumeWith(ctx context.Context, env *Env, p *parsed, path string, readOnly bool, adjust func(*blkcrypt.OpenOptions)) (*blkcrypt.Volume, error) {
+// openVolume unlocks DEVICE (its partition part when not nil) per the
+// flags and returns the decrypted view: the flags become
+// blkcrypt.OpenOptions, the library does the rest. adjust, when not nil,
+// has the last say on the options (serve --reencrypt adds its
+// reencryption).
+func openVolume(ctx context.Context, env *Env, f *openFlags, part *string, path string, readOnly bool, adjust func(*blkcrypt.OpenOptions)) (*blkcrypt.Volume, error) {
 	if !blkcrypt.IsURI(path) {
 		f, err := openDevice(path, true)
 		if err != nil {
@@ -133,13 +153,13 @@ func openVolumeWith(ctx context.Context, env *Env, p *parsed, path string, readO
 		}
 		f.Close()
 	}
-	part, err := openPartitionFlag(ctx, p, path, readOnly) // nil without --partition
+	dp, err := partitionFlag{part}.openPartition(ctx, path, readOnly) // nil without --partition
 	if err != nil {
 		return nil, err
 	}
-	v, err := unlockOn(ctx, env, p, path, part, readOnly, adjust)
-	if err != nil && part != nil {
-		part.Close()
+	v, err := unlockOn(ctx, env, f, part, path, dp, readOnly, adjust)
+	if err != nil && dp != nil {
+		dp.Close()
 	}
 	return v, err
 }
@@ -155,12 +175,12 @@ func checkType(typ string) error {
 // readWriteFlag settles a read-only-by-default format (BitLocker,
 // FileVault 2, TCRYPT): writable with --TYPE-read-write, read-only (and
 // said so when writes were wanted) without.
-func readWriteFlag(env *Env, p *parsed, typ string, readOnly bool, o *blkcrypt.OpenOptions) {
+func (f *openFlags) readWriteFlag(env *Env, typ string, readOnly bool, o *blkcrypt.OpenOptions) {
 	vt, ok := blkcrypt.LookupVolumeType(typ)
 	if !ok || !vt.ReadOnlyByDefault || readOnly {
 		return
 	}
-	if p.bool(typ + "-read-write") {
+	if f.readWrite(typ) {
 		o.ReadWrite = true
 		return
 	}
@@ -170,28 +190,48 @@ func readWriteFlag(env *Env, p *parsed, typ string, readOnly bool, o *blkcrypt.O
 	o.ReadOnly = true
 }
 
-// unlockOn unlocks DEVICE, or the partition part of it when part is not
-// nil (the Volume then owns part and closes it). The library opens the
-// device once, names or detects its type (the one detection policy), and
-// then asks, through Prepare, for that type's options and secrets.
-func unlockOn(ctx context.Context, env *Env, p *parsed, path string, part *diskPartition, readOnly bool, adjust func(*blkcrypt.OpenOptions)) (*blkcrypt.Volume, error) {
-	typ := p.str("type")
+// openOptions are the library's options for the flags: the type, the
+// header, the key slot, and the Prepare step that binds the format's
+// flags and secrets once the library knows the type (tokenPass, when not
+// nil, is the passphrase of a LUKS2 token, used instead of asking).
+// prepared is set to the type Prepare was called for.
+func (f *openFlags) openOptions(env *Env, part *string, path string, readOnly bool, tokenPass []byte, wipe *[][]byte, prepared *string) blkcrypt.OpenOptions {
+	o := blkcrypt.OpenOptions{Type: f.Type, ReadOnly: readOnly, Header: f.Header, Keyslot: slotPtr(f.KeySlot)}
+	if vt, ok := blkcrypt.LookupVolumeType(f.Type); ok && vt.ReadOnlyByDefault && !readOnly && f.readWrite(f.Type) {
+		o.ReadWrite = true // before the open: a writable volume takes the exclusive lock
+	}
+	o.Prepare = func(t string, q *blkcrypt.OpenOptions) error {
+		if prepared != nil {
+			*prepared = t
+		}
+		bind, ok := typeBindings[t]
+		if !ok {
+			return usageErr("unknown or unsupported --type %q", t)
+		}
+		f.readWriteFlag(env, t, readOnly, q)
+		if tokenPass != nil && strings.HasPrefix(t, "luks") {
+			q.Passphrase = tokenPass
+			return nil
+		}
+		return bind(&bindRequest{env: env, f: f, partition: part, path: path, typ: t, mode: bindOpen, wipe: wipe}, q)
+	}
+	return o
+}
+
+// unlockOn unlocks DEVICE, or the partition dp of it when dp is not nil
+// (the Volume then owns dp and closes it). The library opens the device
+// once, names or detects its type (the one detection policy), and then
+// asks, through Prepare, for that type's options and secrets.
+func unlockOn(ctx context.Context, env *Env, f *openFlags, part *string, path string, dp *diskPartition, readOnly bool, adjust func(*blkcrypt.OpenOptions)) (*blkcrypt.Volume, error) {
+	typ := f.Type
 	if err := checkType(typ); err != nil {
 		return nil, err
 	}
-	o := blkcrypt.OpenOptions{Type: typ, ReadOnly: readOnly, Header: p.str("header")}
-	if p.has("key-slot") {
-		o.Keyslot = blkcrypt.Slot(int(p.int("key-slot", -1)))
-	}
 	var wipe [][]byte
-	defer func() {
-		for _, b := range wipe {
-			clear(b)
-		}
-	}()
+	defer func() { wipeAll(wipe) }()
 	// The token step (verbs_token.go), before the device is opened and
 	// locked: a passphrase a LUKS2 token yields is used instead of asking.
-	tf := fromParsed[tokenFlags](p)
+	tf := f.tokenFlags
 	var tokenPass []byte
 	switch {
 	case typ != "" && !strings.HasPrefix(typ, "luks"):
@@ -201,8 +241,8 @@ func unlockOn(ctx context.Context, env *Env, p *parsed, path string, part *diskP
 	case blkcrypt.IsURI(path) && !tf.asked():
 		// A URI device is not dialled twice for tokens nobody asked for.
 	default:
-		keyGiven := p.str("key-file") != "" || p.str("volume-key-file") != ""
-		pass, err := tokenPassphrase(ctx, env, tf, path, p.str("header"), part, keyGiven)
+		keyGiven := f.KeyFile != "" || f.VolumeKeyFile != ""
+		pass, err := tokenPassphrase(ctx, env, tf, path, f.Header, dp, keyGiven)
 		if err != nil {
 			return nil, err
 		}
@@ -211,39 +251,20 @@ func unlockOn(ctx context.Context, env *Env, p *parsed, path string, part *diskP
 			wipe = append(wipe, pass)
 		}
 	}
-	if typ != "" {
-		// Before the device is opened: a writable volume takes the
-		// exclusive lock.
-		if vt, ok := blkcrypt.LookupVolumeType(typ); ok && vt.ReadOnlyByDefault && !readOnly && p.bool(typ+"-read-write") {
-			o.ReadWrite = true
-		}
-	}
 	prepared := ""
-	o.Prepare = func(t string, q *blkcrypt.OpenOptions) error {
-		prepared = t
-		bind, ok := typeBindings[t]
-		if !ok {
-			return usageErr("unknown or unsupported --type %q", t)
-		}
-		readWriteFlag(env, p, t, readOnly, q)
-		if tokenPass != nil && strings.HasPrefix(t, "luks") {
-			q.Passphrase = tokenPass
-			return nil
-		}
-		return bind(env, p, path, t, q, &wipe, false)
-	}
+	o := f.openOptions(env, part, path, readOnly, tokenPass, &wipe, &prepared)
 	if adjust != nil {
 		adjust(&o)
 	}
 	var v *blkcrypt.Volume
 	var err error
-	if part != nil {
-		v, err = blkcrypt.OpenDevice(ctx, part, o)
+	if dp != nil {
+		v, err = blkcrypt.OpenDevice(ctx, dp, o)
 	} else {
 		v, err = blkcrypt.Open(ctx, path, o)
 	}
 	if err != nil {
-		return nil, openErr(ctx, path, part, typ, prepared, err)
+		return nil, openErr(ctx, path, dp, typ, prepared, err)
 	}
 	if n := v.Note(); n != "" {
 		fmt.Fprintf(env.Stderr, "blkcrypt: %s\n", n)
@@ -290,32 +311,32 @@ func openErr(ctx context.Context, path string, part *diskPartition, named, prepa
 // BitLocker volume with a clear key needs none unless a key file is given.
 // A dump needs a secret only for --dump-volume-key, and its
 // --volume-key-file is where the key goes.
-func secretOptions(env *Env, p *parsed, path, typ string, o *blkcrypt.OpenOptions, wipe *[][]byte, dump bool) error {
-	if dump && !p.bool("dump-volume-key") {
+func secretOptions(r *bindRequest, o *blkcrypt.OpenOptions) error {
+	if r.mode == bindDump {
 		return nil
 	}
-	if vk := p.str("volume-key-file"); vk != "" && !dump {
+	if vk := r.f.VolumeKeyFile; vk != "" && r.mode == bindOpen {
 		key, err := readVolumeKeyFile(vk, -1)
 		if err != nil {
 			return err
 		}
-		*wipe = append(*wipe, key)
+		r.keep(key)
 		o.VolumeKey = key
 		return nil
 	}
-	if typ == "bitlk" && p.str("key-file") == "" && bitlkClearKeyIn(p, path) {
+	if r.typ == "bitlk" && r.f.KeyFile == "" && bitlkClearKeyIn(r.partition, r.path) {
 		return nil
 	}
 	prompt := "Enter passphrase: "
-	if typ == "bitlk" || typ == "fvault2" {
-		prompt = fmt.Sprintf("Enter passphrase for %s: ", path)
+	if r.typ == "bitlk" || r.typ == "fvault2" {
+		prompt = fmt.Sprintf("Enter passphrase for %s: ", r.path)
 	}
-	secret, fromFile, err := readSecret(env, p, prompt)
+	secret, fromFile, err := r.readSecret(prompt)
 	if err != nil {
 		return err
 	}
-	*wipe = append(*wipe, secret)
-	if fromFile && typ == "bitlk" {
+	r.keep(secret)
+	if fromFile && r.typ == "bitlk" {
 		o.KeyFiles = [][]byte{secret} // a startup key, or a password in a file
 		return nil
 	}
@@ -323,44 +344,65 @@ func secretOptions(env *Env, p *parsed, path, typ string, o *blkcrypt.OpenOption
 	return nil
 }
 
-func plainOptions(env *Env, p *parsed, _, _ string, o *blkcrypt.OpenOptions, wipe *[][]byte, _ bool) error {
-	po := blkcrypt.PlainOptions{
-		Cipher:     p.str("cipher"),
-		Hash:       p.str("hash"),
-		SectorSize: int(p.int("sector-size", 512)),
-		LargeIV:    p.bool("iv-large-sectors"),
+// sectors is an optional count of 512-byte sectors, refused when negative.
+func sectors(name string, v *int64) (uint64, error) {
+	if v == nil {
+		return 0, nil
 	}
-	for _, f := range []struct {
-		name string
-		dst  *uint64
-	}{{"offset", &po.Offset}, {"skip", &po.Skip}, {"size", &po.Size}} {
-		n := p.int(f.name, 0)
-		if n < 0 {
-			return usageErr("--%s must not be negative", f.name)
-		}
-		*f.dst = uint64(n)
+	if *v < 0 {
+		return 0, usageErr("--%s must not be negative", name)
 	}
-	bits := p.int("key-size", plain.DefaultKeySize*8)
-	if bits <= 0 || bits%8 != 0 || bits > 4096 {
-		return usageErr("--key-size %d is not a positive multiple of 8 bits", bits)
+	return uint64(*v), nil
+}
+
+// keyBits is --key-size in bytes: def bits when absent, else a positive
+// multiple of 8 bits no larger than max.
+func keyBits(v *int64, def, max int64) (int, error) {
+	bits := def
+	if v != nil {
+		bits = *v
 	}
-	po.KeySize = int(bits / 8)
+	if bits <= 0 || bits%8 != 0 || bits > max {
+		return 0, usageErr("--key-size %d is not a positive multiple of 8 bits", bits)
+	}
+	return int(bits / 8), nil
+}
+
+func plainOptions(r *bindRequest, o *blkcrypt.OpenOptions) error {
+	f := r.f
+	po := blkcrypt.PlainOptions{Cipher: f.Cipher, Hash: f.Hash, SectorSize: 512, LargeIV: f.IVLargeSectors}
+	if f.SectorSize != nil {
+		po.SectorSize = int(*f.SectorSize)
+	}
+	var err error
+	if po.Offset, err = sectors("offset", f.Offset); err != nil {
+		return err
+	}
+	if po.Skip, err = sectors("skip", f.Skip); err != nil {
+		return err
+	}
+	if po.Size, err = sectors("size", f.Size); err != nil {
+		return err
+	}
+	if po.KeySize, err = keyBits(f.KeySize, plain.DefaultKeySize*8, 4096); err != nil {
+		return err
+	}
 	o.Plain = po
-	if vk := p.str("volume-key-file"); vk != "" {
+	if vk := f.VolumeKeyFile; vk != "" {
 		key, err := readVolumeKeyFile(vk, po.KeySize)
 		if err != nil {
 			return err
 		}
-		*wipe = append(*wipe, key)
+		r.keep(key)
 		o.VolumeKey = key
 		return nil
 	}
-	secret, fromFile, err := readSecret(env, p, "Enter passphrase: ")
+	secret, fromFile, err := r.readSecret("Enter passphrase: ")
 	if err != nil {
 		return err
 	}
-	*wipe = append(*wipe, secret)
-	if fromFile && p.str("key-file") != "-" {
+	r.keep(secret)
+	if fromFile && f.KeyFile != "-" {
 		// A key file given by path is the key itself (cryptsetup ignores
 		// --hash for it).
 		if len(secret) < po.KeySize {
@@ -386,7 +428,7 @@ func plainOptions(env *Env, p *parsed, _, _ string, o *blkcrypt.OpenOptions, wip
 // dumpType prints the metadata of a TCRYPT, BitLocker, FileVault 2 or
 // loop-AES volume through blkcrypt.DumpVolume: the type's flags bound as
 // for opening, --dump-volume-key and its --volume-key-file.
-func dumpType(env *Env, p *parsed, path string) error {
+func dumpType(env *Env, d *typedDumpOptions, path string) error {
 	ctx := context.Background()
 	if !blkcrypt.IsURI(path) {
 		f, err := openDevice(path, true) // cryptsetup's wording for a missing device
@@ -395,22 +437,19 @@ func dumpType(env *Env, p *parsed, path string) error {
 		}
 		f.Close()
 	}
-	typ := volumeType(p, path)
+	typ := d.volumeType(ctx, d.Partition, path)
 	bind, ok := typeBindings[typ]
 	if !ok {
 		return usageErr("unknown or unsupported --type %q", typ)
 	}
 	var wipe [][]byte
-	defer func() {
-		for _, b := range wipe {
-			clear(b)
-		}
-	}()
-	o := blkcrypt.DumpVolumeOptions{Open: blkcrypt.OpenOptions{Type: typ, Header: p.str("header")}, VolumeKey: p.bool("dump-volume-key")}
+	defer func() { wipeAll(wipe) }()
+	o := blkcrypt.DumpVolumeOptions{Open: blkcrypt.OpenOptions{Type: typ, Header: d.Header}, VolumeKey: d.DumpVolumeKey}
+	mode := bindDump
 	if o.VolumeKey {
-		o.VolumeKeyFile = p.str("volume-key-file")
+		o.VolumeKeyFile, mode = d.VolumeKeyFile, bindDumpKey
 	}
-	if err := bind(env, p, path, typ, &o.Open, &wipe, true); err != nil {
+	if err := bind(&bindRequest{env: env, f: &d.openFlags, partition: d.Partition, path: path, typ: typ, mode: mode, wipe: &wipe}, &o.Open); err != nil {
 		return err
 	}
 	err := blkcrypt.DumpVolume(ctx, path, env.Stdout, o)
@@ -420,20 +459,53 @@ func dumpType(env *Env, p *parsed, path string) error {
 	return err
 }
 
+// rwFlags are read's and write's: the volume, where in it, and progress.
+type rwFlags struct {
+	openFlags
+	stackFlags
+	OffsetBytes *byteSize `flag:"offset-bytes" help:"read/write: byte offset into the decrypted volume" def:"0"`
+	progressFlags
+	batchFlag
+}
+
+// span is --offset-bytes and --length (-1 when absent), refused when
+// negative.
+func (f *rwFlags) span(length *byteSize) (off, n int64, err error) {
+	n = -1
+	if f.OffsetBytes != nil {
+		off = int64(*f.OffsetBytes)
+	}
+	if length != nil {
+		n = int64(*length)
+	}
+	if off < 0 || (length != nil && n < 0) {
+		return 0, 0, usageErr("--offset-bytes and --length must not be negative")
+	}
+	return off, n, nil
+}
+
+// readOptions: the volume as any verb opens it, the span read, and where
+// it goes.
+type readOptions struct {
+	rwFlags
+	Length *byteSize `flag:"length" help:"read/write: number of bytes (write: exactly that many of the input)" def:"to the end of the volume"`
+	Output string    `flag:"output" short:"o" help:"read: output file" def:"stdout"`
+}
+
 // runRead writes decrypted bytes to stdout or --output.
-func runRead(ctx context.Context, env *Env, p *parsed) error {
-	dev, err := oneDevice(p)
+func runRead(ctx context.Context, env *Env, o *readOptions, args []string) error {
+	dev, err := oneArg(args)
 	if err != nil {
 		return err
 	}
-	off, length := p.int("offset-bytes", 0), p.int("length", -1)
-	if off < 0 || (p.has("length") && length < 0) {
-		return usageErr("--offset-bytes and --length must not be negative")
-	}
-	if err := checkOutput(env, p.str("output"), commandInputs(p, dev)); err != nil {
+	off, length, err := o.span(o.Length)
+	if err != nil {
 		return err
 	}
-	v, err := openTarget(ctx, env, p, dev, true)
+	if err := checkOutput(env, o.Output, o.inputs(dev)); err != nil {
+		return err
+	}
+	v, err := openTarget(ctx, env, &o.openFlags, o.stackFlags, dev, true)
 	if err != nil {
 		return err
 	}
@@ -447,13 +519,13 @@ func runRead(ctx context.Context, env *Env, p *parsed) error {
 	if length > v.Size()-off {
 		return usageErr("--offset-bytes %d + --length %d is past the end of the %d-byte volume", off, length, v.Size())
 	}
-	out, err := createOutput(env, p.str("output"))
+	out, err := createOutput(env, o.Output)
 	if err != nil {
 		return err
 	}
 	defer out.abort()
 	bw := bufio.NewWriterSize(out, 1<<20)
-	pr := newProgress(env, p, dev, "read", length)
+	pr := o.start(env, o.Batch, dev, "read", length)
 	if _, err := io.Copy(bw, withProgress(ctxReader{ctx, io.NewSectionReader(v, off, length)}, pr)); err != nil {
 		return err
 	}
@@ -467,20 +539,28 @@ func runRead(ctx context.Context, env *Env, p *parsed) error {
 	return nil
 }
 
+// writeOptions: the volume, the span written, and where the data comes
+// from.
+type writeOptions struct {
+	rwFlags
+	Length *byteSize `flag:"length" help:"read/write: number of bytes (write: exactly that many of the input)" def:"all of the input"`
+	Input  string    `flag:"input" short:"i" help:"write: input file" def:"stdin"`
+}
+
 // runWrite encrypts stdin or --input into the volume at --offset-bytes:
 // all of it, or --length bytes (see writeLength).
-func runWrite(ctx context.Context, env *Env, p *parsed) error {
-	dev, err := oneDevice(p)
+func runWrite(ctx context.Context, env *Env, o *writeOptions, args []string) error {
+	dev, err := oneArg(args)
 	if err != nil {
 		return err
 	}
-	off, length := p.int("offset-bytes", 0), p.int("length", -1)
-	if off < 0 || (p.has("length") && length < 0) {
-		return usageErr("--offset-bytes and --length must not be negative")
+	off, length, err := o.span(o.Length)
+	if err != nil {
+		return err
 	}
 	var r io.Reader = env.Stdin
 	inputSize := int64(-1)
-	if in := p.str("input"); in != "" && in != "-" {
+	if in := o.Input; in != "" && in != "-" {
 		f, err := os.Open(in)
 		if err != nil {
 			return usageErr("cannot open input: %v", err)
@@ -491,17 +571,17 @@ func runWrite(ctx context.Context, env *Env, p *parsed) error {
 			inputSize = st.Size()
 		}
 	}
-	if p.str("key-file") == "-" && r == env.Stdin {
+	if o.KeyFile == "-" && r == env.Stdin {
 		return usageErr("--key-file - and data on stdin cannot both be used; give the data with --input")
 	}
-	v, err := openTarget(ctx, env, p, dev, false)
+	v, err := openTarget(ctx, env, &o.openFlags, o.stackFlags, dev, false)
 	if err != nil {
 		return err
 	}
 	n, err := writeLength(length, inputSize, off, v.Size())
 	var pr *progress
 	if err == nil {
-		pr = newProgress(env, p, dev, "written", n)
+		pr = o.start(env, o.Batch, dev, "written", n)
 		err = copyIntoVolume(ctx, v, withProgress(r, pr), off, n)
 	}
 	if cerr := v.Close(); err == nil {

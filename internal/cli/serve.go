@@ -45,12 +45,6 @@ func (o *serveOptions) exports() string {
 	return *o.Exports
 }
 
-// legacy is the command line rw.go's unlock helpers read
-// (openFlags.legacy).
-func (o *serveOptions) legacy() *parsed {
-	return o.openFlags.legacy(o.stackFlags, nil)
-}
-
 // runServe unlocks DEVICE (its --partition, its --lv) and serves it until
 // SIGINT/SIGTERM, then finishes in-flight requests, flushes and closes.
 // With --export or --exports it is a gateway for many volumes instead
@@ -86,8 +80,8 @@ func runServe(ctx context.Context, env *Env, o *serveOptions, args []string) err
 	var b target
 	var v *blkcrypt.Volume
 	if ro == nil {
-		b, err = openTarget(ctx, env, o.legacy(), dev, o.ReadOnly)
-	} else if v, err = openVolumeWith(ctx, env, o.legacy(), dev, o.ReadOnly, func(oo *blkcrypt.OpenOptions) { oo.Reencrypt = ro }); err == nil {
+		b, err = openTarget(ctx, env, &o.openFlags, o.stackFlags, dev, o.ReadOnly)
+	} else if v, err = openVolume(ctx, env, &o.openFlags, o.Partition, dev, o.ReadOnly, func(oo *blkcrypt.OpenOptions) { oo.Reencrypt = ro }); err == nil {
 		b = v
 	}
 	if err != nil {

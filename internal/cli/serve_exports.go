@@ -187,7 +187,7 @@ func openExport(g *serveOptions, env *Env) nbd.OpenExportFunc {
 			// As os-brick gives it to cryptsetup: --key-file=- on stdin.
 			o.open.KeyFile, env.Stdin = "-", bytes.NewReader(pass)
 		}
-		t, err := openTarget(ctx, env, o.open.legacy(o.stack, nil), e.Device, readOnly)
+		t, err := openTarget(ctx, env, &o.open, o.stack, e.Device, readOnly)
 		if err != nil {
 			return nbd.Export{}, nil, err
 		}

@@ -32,7 +32,7 @@ func (so *serveOptions) reencryptOptions(dev string) (*blkcrypt.ReencryptOptions
 	if so.ReadOnly {
 		return nil, usageErr("--reencrypt needs the volume read-write (drop --read-only)")
 	}
-	if t := volumeType(so.legacy(), dev); t != "luks2" && t != "luks" {
+	if t := so.volumeType(context.Background(), so.Partition, dev); t != "luks2" && t != "luks" {
 		return nil, usageErr("--reencrypt is for LUKS2 volumes")
 	}
 	if so.VolumeKeyFile != "" {

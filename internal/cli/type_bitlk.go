@@ -15,9 +15,12 @@ import (
 // instead (for dump --dump-volume-key it is where the key is written).
 // Volumes open read-only unless --bitlk-read-write is given.
 
-func init() {
-	addFlags(flagDef{"bitlk-read-write", 0, kindBool, "bitlk: allow writes (read-only by default)"})
-}
+// --type fvault2: FileVault 2 (Core Storage) volumes, as cryptsetup's
+// fvault2Open / fvault2Dump, through the format registry (typeBindings:
+// secretOptions; typeDumpers: dumpType). The passphrase comes from the
+// prompt, stdin or --key-file; --volume-key-file gives the volume key
+// instead (for dump --dump-volume-key it is where the key is written).
+// Volumes open read-only unless --fvault2-read-write is given.
 
 // bitlkClearKey reports whether the BitLocker volume at path opens with a
 // clear key, so that no secret need be asked for.

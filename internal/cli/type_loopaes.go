@@ -18,38 +18,37 @@ import (
 
 // loopAESOptions binds the --type loopaes flags: o.LoopAES and the key
 // file, alike for opening and dumping.
-func loopAESOptions(env *Env, p *parsed, _, _ string, o *blkcrypt.OpenOptions, wipe *[][]byte, _ bool) error {
-	l := blkcrypt.LoopAESOptions{Cipher: p.str("cipher"), Hash: p.str("hash")}
+func loopAESOptions(r *bindRequest, o *blkcrypt.OpenOptions) error {
+	f := r.f
+	l := blkcrypt.LoopAESOptions{Cipher: f.Cipher, Hash: f.Hash}
 	if strings.ContainsAny(l.Cipher, "-:") {
 		return usageErr("--cipher for loop-AES is the base cipher only (e.g. aes), not %q", l.Cipher)
 	}
-	bits := p.int("key-size", loopaes.DefaultKeySize*8)
-	if bits <= 0 || bits%8 != 0 || bits > 8192 {
-		return usageErr("--key-size %d is not a positive multiple of 8 bits", bits)
+	var err error
+	if l.KeySize, err = keyBits(f.KeySize, loopaes.DefaultKeySize*8, 8192); err != nil {
+		return err
 	}
-	l.KeySize = int(bits / 8)
-	var skip uint64
-	for _, f := range []struct {
-		name string
-		dst  *uint64
-	}{{"offset", &l.Offset}, {"skip", &skip}, {"size", &l.Size}} {
-		n := p.int(f.name, 0)
-		if n < 0 {
-			return usageErr("--%s must not be negative", f.name)
-		}
-		*f.dst = uint64(n)
+	if l.Offset, err = sectors("offset", f.Offset); err != nil {
+		return err
 	}
-	if p.has("skip") {
-		l.Skip = &skip
-	}
-	if p.str("key-file") == "" {
-		return usageErr("option --key-file is required for loop-AES (a decrypted key file; - for stdin)")
-	}
-	kf, _, err := readSecret(env, p, "")
+	skip, err := sectors("skip", f.Skip)
 	if err != nil {
 		return err
 	}
-	*wipe = append(*wipe, kf)
+	if l.Size, err = sectors("size", f.Size); err != nil {
+		return err
+	}
+	if f.Skip != nil {
+		l.Skip = &skip
+	}
+	if f.KeyFile == "" {
+		return usageErr("option --key-file is required for loop-AES (a decrypted key file; - for stdin)")
+	}
+	kf, _, err := r.readSecret("")
+	if err != nil {
+		return err
+	}
+	r.keep(kf)
 	o.LoopAES, o.KeyFiles = l, [][]byte{kf}
 	return nil
 }

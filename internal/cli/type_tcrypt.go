@@ -21,68 +21,46 @@ import (
 // to an outer volume can destroy a hidden one, which blkcrypt does not
 // protect.
 
-func init() {
-	addFlags(
-		flagDef{"veracrypt-pim", 0, kindInt, "tcrypt: VeraCrypt personal iterations multiplier"},
-		flagDef{"veracrypt-query-pim", 0, kindBool, "tcrypt: ask for the VeraCrypt PIM"},
-		flagDef{"veracrypt", 0, kindBool, "tcrypt: scan for VeraCrypt too (the default)"},
-		flagDef{"disable-veracrypt", 0, kindBool, "tcrypt: TrueCrypt only"},
-		flagDef{"tcrypt-hidden", 0, kindBool, "tcrypt: use the hidden volume header"},
-		flagDef{"tcrypt-system", 0, kindBool, "tcrypt: system encryption header (sector 62)"},
-		flagDef{"tcrypt-backup", 0, kindBool, "tcrypt: use the backup header"},
-		flagDef{"tcrypt-keyfiles", 0, kindString, "tcrypt: comma-separated key files (besides --key-file)"},
-		flagDef{"tcrypt-read-write", 0, kindBool, "tcrypt: allow writes (read-only by default)"},
-	)
-}
-
-// addFlags appends flags another file has not defined already.
-func addFlags(defs ...flagDef) {
-	for _, d := range defs {
-		if _, ok := lookupFlag(d.name, 0, ""); !ok {
-			flagDefs = append(flagDefs, d)
-		}
-	}
-}
-
 // tcryptOpenOptions binds the --type tcrypt flags: the header and search
 // options become o.TCRYPT, the key files o.KeyFiles, the passphrase (and a
 // queried PIM) are read. Opening and dumping bind alike: tcryptDump needs
 // the passphrase to find the header.
-func tcryptOpenOptions(env *Env, p *parsed, _, _ string, o *blkcrypt.OpenOptions, wipe *[][]byte, _ bool) error {
+func tcryptOpenOptions(r *bindRequest, o *blkcrypt.OpenOptions) error {
+	f := r.f
 	t := blkcrypt.TCRYPTOptions{
-		Hash:        p.str("hash"),
-		Cipher:      p.str("cipher"),
-		Hidden:      p.bool("tcrypt-hidden"),
-		System:      p.bool("tcrypt-system"),
-		Backup:      p.bool("tcrypt-backup"),
-		NoVeraCrypt: p.bool("disable-veracrypt"),
+		Hash:        f.Hash,
+		Cipher:      f.Cipher,
+		Hidden:      f.TCryptHidden,
+		System:      f.TCryptSystem,
+		Backup:      f.TCryptBackup,
+		NoVeraCrypt: f.DisableVeraCrypt,
 	}
-	if t.NoVeraCrypt && p.bool("veracrypt") {
+	if t.NoVeraCrypt && f.VeraCrypt {
 		return usageErr("--veracrypt and --disable-veracrypt cannot be combined")
 	}
-	if p.has("veracrypt-pim") {
+	if f.VeraCryptPIM != nil {
 		if t.NoVeraCrypt {
 			return usageErr("option --veracrypt-pim is supported only for VeraCrypt compatible devices")
 		}
-		if p.bool("veracrypt-query-pim") {
+		if f.VeraCryptQueryPIM {
 			return usageErr("the options --veracrypt-pim and --veracrypt-query-pim are mutually exclusive")
 		}
-		n := p.int("veracrypt-pim", 0)
+		n := *f.VeraCryptPIM
 		if n < 0 || n > 1<<32-1 {
 			return usageErr("invalid PIM value: outside of range")
 		}
 		t.PIM = uint32(n)
 	}
-	if p.bool("veracrypt-query-pim") && t.NoVeraCrypt {
+	if f.VeraCryptQueryPIM && t.NoVeraCrypt {
 		return usageErr("option --veracrypt-query-pim is supported only for VeraCrypt compatible devices")
 	}
 
 	var files []string
-	kf := p.str("key-file")
+	kf := f.KeyFile
 	if kf != "" && kf != "-" {
 		files = append(files, kf)
 	}
-	if l := p.str("tcrypt-keyfiles"); l != "" {
+	if l := f.TCryptKeyfiles; l != "" {
 		for _, f := range strings.Split(l, ",") {
 			if f != "" {
 				files = append(files, f)
@@ -98,7 +76,7 @@ func tcryptOpenOptions(env *Env, p *parsed, _, _ string, o *blkcrypt.OpenOptions
 		}
 		keyfiles = append(keyfiles, b)
 	}
-	pass, pim, err := tcryptSecrets(env, p, kf == "-")
+	pass, pim, err := tcryptSecrets(r.env, f, kf == "-")
 	if err != nil {
 		wipeAll(keyfiles)
 		return err
@@ -106,7 +84,7 @@ func tcryptOpenOptions(env *Env, p *parsed, _, _ string, o *blkcrypt.OpenOptions
 	if pim != 0 {
 		t.PIM = pim
 	}
-	*wipe = append(append(*wipe, pass), keyfiles...)
+	r.keep(append([][]byte{pass}, keyfiles...)...)
 	o.Passphrase, o.KeyFiles, o.TCRYPT = pass, keyfiles, t
 	return nil
 }
@@ -120,19 +98,15 @@ func wipeAll(bs [][]byte) {
 // tcryptSecrets reads the passphrase (and the PIM with
 // --veracrypt-query-pim): from the terminal, or from stdin one line each,
 // or with --key-file - the whole of stdin as the passphrase.
-func tcryptSecrets(env *Env, p *parsed, stdinKeyFile bool) ([]byte, uint32, error) {
-	q := &parsed{set: map[string]string{}, args: p.args}
-	for k, v := range p.set {
-		if k != "key-file" {
-			q.set[k] = v
-		}
-	}
+func tcryptSecrets(env *Env, f *openFlags, stdinKeyFile bool) ([]byte, uint32, error) {
+	k := f.keyFileFlags
+	k.KeyFile = ""
 	if stdinKeyFile {
-		q.set["key-file"] = "-"
+		k.KeyFile = "-"
 	}
-	query := p.bool("veracrypt-query-pim")
+	query := f.VeraCryptQueryPIM
 	if !query || stdinKeyFile || (env.Prompt != nil && env.StdinIsTerminal) {
-		pass, _, err := readSecret(env, q, "Enter passphrase: ")
+		pass, _, err := k.read(env, false, "Enter passphrase: ")
 		if err != nil {
 			return nil, 0, err
 		}
@@ -159,7 +133,7 @@ func tcryptSecrets(env *Env, p *parsed, stdinKeyFile bool) ([]byte, uint32, erro
 	}
 	// Both from a pipe: the passphrase line, then the PIM line.
 	br := bufio.NewReader(env.Stdin)
-	pass, err := keyinput.ReadPassphrase(br, keyinput.Options{Offset: p.int("keyfile-offset", 0), Size: p.int("keyfile-size", 0)})
+	pass, err := keyinput.ReadPassphrase(br, keyinput.Options{Offset: f.KeyfileOffset, Size: orZero(f.KeyfileSize)})
 	if err != nil {
 		return nil, 0, usageErr("%v", err)
 	}

@@ -34,10 +34,10 @@ func TestParseSize(t *testing.T) {
 // bytes, as before); the sector counts do not, as in cryptsetup.
 func TestSizeOption(t *testing.T) {
 	p, err := parseArgs("format", []string{"x", "--size", "64M"})
-	if err != nil || p.int("size", 0) != 64<<20 {
+	if err != nil || p.set["size"] != "67108864" {
 		t.Fatalf("format --size 64M: %v, %v", p, err)
 	}
-	if p, err = parseArgs("format", []string{"x", "--size=17825792"}); err != nil || p.int("size", 0) != 17825792 {
+	if p, err = parseArgs("format", []string{"x", "--size=17825792"}); err != nil || p.set["size"] != "17825792" {
 		t.Fatalf("format --size=17825792: %v, %v", p, err)
 	}
 	for _, args := range [][]string{
@@ -48,7 +48,7 @@ func TestSizeOption(t *testing.T) {
 			t.Errorf("%v: accepted", args)
 		}
 	}
-	if p, err := parseArgs("read", []string{"x", "--size", "2048"}); err != nil || p.int("size", 0) != 2048 {
+	if p, err := parseArgs("read", []string{"x", "--size", "2048"}); err != nil || p.set["size"] != "2048" {
 		t.Errorf("read --size 2048 (sectors): %v %v", p, err)
 	}
 	// End to end: a 20 MiB image from "--size 20M".

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/blkcrypt/blkcrypt"
@@ -74,99 +73,12 @@ type stackFlags struct {
 	LV string `flag:"lv" help:"an LVM2 logical volume VG/LV inside the decrypted volume (or on the partition or DEVICE when it is not encrypted)" def:"the volume itself"`
 }
 
-// legacy is the adapter to the unlock helpers that still read *parsed
-// (openVolume and the format bindings of rw.go and type_*.go, which another
-// change is converting): the typed flags as the command line they came
-// from, given flags only.
-func (f openFlags) legacy(s stackFlags, extra map[string]string) *parsed {
-	p := &parsed{set: map[string]string{}}
-	str := func(name, v string) {
-		if v != "" {
-			p.set[name] = v
-		}
-	}
-	num := func(name string, v *int64) {
-		if v != nil {
-			p.set[name] = strconv.FormatInt(*v, 10)
-		}
-	}
-	flag := func(name string, v bool) {
-		if v {
-			p.set[name] = "true"
-		}
-	}
-	str("type", f.Type)
-	str("key-file", f.KeyFile)
-	if f.KeyfileOffset != 0 {
-		p.set["keyfile-offset"] = strconv.FormatInt(f.KeyfileOffset, 10)
-	}
-	num("keyfile-size", f.KeyfileSize)
-	num("key-slot", f.KeySlot)
-	str("volume-key-file", f.VolumeKeyFile)
-	str("header", f.Header)
-	flag("token-only", f.TokenOnly)
-	num("token-id", f.TokenID)
-	str("token-type", f.TokenType)
-	str("tpm2-device", f.TPM2Device)
-	str("tpm2-pin-file", f.TPM2PINFile)
-	str("cipher", f.Cipher)
-	num("key-size", f.KeySize)
-	str("hash", f.Hash)
-	num("offset", f.Offset)
-	num("skip", f.Skip)
-	num("size", f.Size)
-	num("sector-size", f.SectorSize)
-	flag("iv-large-sectors", f.IVLargeSectors)
-	num("veracrypt-pim", f.VeraCryptPIM)
-	flag("veracrypt-query-pim", f.VeraCryptQueryPIM)
-	flag("veracrypt", f.VeraCrypt)
-	flag("disable-veracrypt", f.DisableVeraCrypt)
-	flag("tcrypt-hidden", f.TCryptHidden)
-	flag("tcrypt-system", f.TCryptSystem)
-	flag("tcrypt-backup", f.TCryptBackup)
-	str("tcrypt-keyfiles", f.TCryptKeyfiles)
-	flag("tcrypt-read-write", f.TCryptReadWrite)
-	flag("bitlk-read-write", f.BitlkReadWrite)
-	flag("fvault2-read-write", f.FVault2ReadWrite)
-	if s.Partition != nil {
-		p.set["partition"] = *s.Partition
-	}
-	str("lv", s.LV)
-	for k, v := range extra {
-		p.set[k] = v
-	}
-	return p
-}
-
-// init declares --partition and --lv for the legacy verbs (read, write,
-// test-passphrase, dump: options.go and flags.go hold their tables) until
-// they are typed; the typed verbs declare them in their structs.
-func init() {
-	addFlags(
-		flagDef{"partition", 0, kindString, "a partition of DEVICE: N (as /dev/sdaN), PARTUUID=… or PARTLABEL=…"},
-		flagDef{"lv", 0, kindString, "an LVM2 logical volume VG/LV inside the decrypted volume (or on the partition or DEVICE when it is not encrypted)"},
-	)
-	partOpt := o("partition", "DEVICE as a whole")
-	lvOpt := o("lv", "the volume itself")
-	// The LUKS header verbs act on the header inside the partition; an
-	// LV is above the header, so they take no --lv.
-	for _, v := range []string{"test-passphrase", "dump"} {
-		verbOptions[v] = append(verbOptions[v], partOpt)
-	}
-	for _, v := range []string{"read", "write"} {
-		verbOptions[v] = append(verbOptions[v], partOpt, lvOpt)
-	}
-}
-
 // checkStackFlags refuses --partition and --lv on a verb that does not
 // take them: verbs ignore flags they do not read, and `format IMAGE
 // --partition 3` silently formatting the whole disk would be a disaster.
-func checkStackFlags(verb string, p *parsed) error {
+func checkStackFlags(verb string, specs []flagSpec, p *commandLine) error {
 	for _, f := range []string{"partition", "lv"} {
-		if _, given := p.set[f]; !given {
-			continue
-		}
-		if _, ok := optFor(verb, f); !ok {
+		if _, given := p.set[f]; given && !hasSpec(specs, f) {
 			return fmt.Errorf("%s does not take --%s", verb, f)
 		}
 	}
@@ -176,11 +88,6 @@ func checkStackFlags(verb string, p *parsed) error {
 // diskPartition is the partition --partition names, on its locked disk:
 // closing it closes (and unlocks) the disk.
 type diskPartition struct{ *blkcrypt.Stack }
-
-// openPartitionFlag is partitionFlag.openPartition for rw.go, which reads *parsed.
-func openPartitionFlag(ctx context.Context, p *parsed, path string, readOnly bool) (*diskPartition, error) {
-	return fromParsed[partitionFlag](p).openPartition(ctx, path, readOnly)
-}
 
 // openPartition opens the partition --partition names, or nil without the
 // flag.
@@ -208,18 +115,16 @@ type target interface {
 }
 
 // openTarget opens DEVICE as read, write, serve and mount need it: the
-// unlocked volume (of --partition when given), or the --lv inside it. p is
-// the legacy command line (openFlags.legacy makes one of typed flags).
-func openTarget(ctx context.Context, env *Env, p *parsed, path string, readOnly bool) (target, error) {
-	st := fromParsed[stackFlags](p)
+// unlocked volume (of --partition when given), or the --lv inside it.
+func openTarget(ctx context.Context, env *Env, f *openFlags, st stackFlags, path string, readOnly bool) (target, error) {
 	if st.LV == "" {
-		v, err := openVolume(ctx, env, p, path, readOnly)
+		v, err := openVolume(ctx, env, f, st.Partition, path, readOnly, nil)
 		if err != nil {
 			return nil, err
 		}
 		return v, nil
 	}
-	s, err := openStack(ctx, env, fromParsed[openFlags](p), st, path, readOnly, true)
+	s, err := openStack(ctx, env, f, st, path, readOnly, true)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +134,7 @@ func openTarget(ctx context.Context, env *Env, p *parsed, path string, readOnly 
 // openStack opens DEVICE, --partition, the volume (unlocked when a
 // signature or --type says it is encrypted; needEncrypted refuses a
 // device that is not, except under --lv) and --lv.
-func openStack(ctx context.Context, env *Env, f openFlags, st stackFlags, path string, readOnly, needEncrypted bool) (*blkcrypt.Stack, error) {
+func openStack(ctx context.Context, env *Env, f *openFlags, st stackFlags, path string, readOnly, needEncrypted bool) (*blkcrypt.Stack, error) {
 	if !blkcrypt.IsURI(path) {
 		f, err := openDevice(path, true) // its one-line errors for a missing device
 		if err != nil {
@@ -241,35 +146,13 @@ func openStack(ctx context.Context, env *Env, f openFlags, st stackFlags, path s
 	if needEncrypted && st.LV == "" {
 		unlock = blkcrypt.UnlockRequired
 	}
-	var wipe [][]byte
-	defer func() {
-		for _, b := range wipe {
-			clear(b)
-		}
-	}()
-	typ := f.Type
-	if err := checkType(typ); err != nil {
+	if err := checkType(f.Type); err != nil {
 		return nil, err
 	}
-	p := f.legacy(st, nil) // for the format bindings
-	o := blkcrypt.OpenOptions{Type: typ, ReadOnly: readOnly, Header: f.Header}
-	if f.KeySlot != nil {
-		o.Keyslot = blkcrypt.Slot(int(*f.KeySlot))
-	}
-	if vt, ok := blkcrypt.LookupVolumeType(typ); ok && vt.ReadOnlyByDefault && !readOnly && f.readWrite(typ) {
-		o.ReadWrite = true // before the open: a writable volume takes the exclusive lock
-	}
-	// The format's flags and secret, once the library knows the type.
-	o.Prepare = func(t string, q *blkcrypt.OpenOptions) error {
-		bind, ok := typeBindings[t]
-		if !ok {
-			return usageErr("unknown or unsupported --type %q", t)
-		}
-		readWriteFlag(env, p, t, readOnly, q)
-		return bind(env, p, path, t, q, &wipe, false)
-	}
+	var wipe [][]byte
+	defer func() { wipeAll(wipe) }()
 	s, err := blkcrypt.OpenStack(ctx, path, blkcrypt.StackOptions{
-		Partition: orEmpty(st.Partition), Unlock: unlock, Open: o, LV: st.LV, ReadOnly: readOnly})
+		Partition: orEmpty(st.Partition), Unlock: unlock, Open: f.openOptions(env, st.Partition, path, readOnly, nil, &wipe, nil), LV: st.LV, ReadOnly: readOnly})
 	if err != nil {
 		return nil, stackErr(err)
 	}
@@ -285,6 +168,14 @@ func orEmpty(sel *string) string {
 		return ""
 	}
 	return *sel
+}
+
+// orZero is an optional number flag, 0 when not given.
+func orZero(v *int64) int64 {
+	if v == nil {
+		return 0
+	}
+	return *v
 }
 
 // stackErr gives a layer's error its exit code: a partition or LV that is
@@ -326,7 +217,7 @@ func openFS(ctx context.Context, env *Env, o *fileOptions, args []string, nargs 
 	if err != nil {
 		return nil, "", nil, usageErr("%v", err)
 	}
-	s, err := openStack(ctx, env, o.openFlags, o.stackFlags, args[0], true, false)
+	s, err := openStack(ctx, env, &o.openFlags, o.stackFlags, args[0], true, false)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -478,10 +369,10 @@ func runProbe(ctx context.Context, env *Env, po *probeOptions, args []string) er
 
 // ---- helpers of the other verbs ----
 
-// partitionType is what the partition --partition names holds ("" when
-// it cannot be read: the verb's open reports why).
-func partitionType(ctx context.Context, p *parsed, path string) string {
-	part, err := fromParsed[partitionFlag](p).openPartition(ctx, path, true)
+// partitionType is what the partition sel of DEVICE holds ("" when it
+// cannot be read: the verb's open reports why).
+func partitionType(ctx context.Context, sel *string, path string) string {
+	part, err := partitionFlag{sel}.openPartition(ctx, path, true)
 	if err != nil || part == nil {
 		return ""
 	}
@@ -490,14 +381,13 @@ func partitionType(ctx context.Context, p *parsed, path string) string {
 }
 
 // bitlkClearKeyIn is bitlkClearKey for the volume the flags name: DEVICE,
-// or its --partition.
-func bitlkClearKeyIn(p *parsed, path string) bool {
-	sel := fromParsed[partitionFlag](p).Partition
-	if sel == nil { // see volumeTypeContext
+// or its partition sel.
+func bitlkClearKeyIn(sel *string, path string) bool {
+	if sel == nil {
 		return bitlkClearKey(path)
 	}
-	// Not through openPartitionFlag: the verb holds the disk's lock
-	// already (exclusive for a write), and this only peeks.
+	// Not through openPartition: the verb holds the disk's lock already
+	// (exclusive for a write), and this only peeks.
 	f, err := os.Open(path)
 	if err != nil {
 		return false

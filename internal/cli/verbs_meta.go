@@ -14,13 +14,6 @@ import (
 // cryptsetup's header-maintenance verbs: isLuks, luksUUID, config, erase,
 // token, repair. Each is flag handling over one method of the LUKS handle.
 
-func typedDump(typ string) func(context.Context, *Env, *parsed) error {
-	return func(ctx context.Context, env *Env, p *parsed) error {
-		p.set["type"] = typ
-		return runDump(ctx, env, p)
-	}
-}
-
 // silent is an exit code without a message, for verbs whose answer is the
 // exit code (isLuks prints nothing unless -v).
 func silent(code int) error { return &exitError{code, errors.New("")} }
@@ -249,7 +242,7 @@ func runRepair(ctx context.Context, env *Env, o *luksVerbOptions, args []string)
 }
 
 type tokenOptions struct {
-	TokenID        *int64 `flag:"token-id" help:"token id (0-31)" def:"the first free id (add, import)"`
+	TokenID        *int64 `flag:"token-id" help:"the token's number (0-31): the one to remove or export, or the one add and import write" def:"the first free id (add, import)"`
 	JSONFile       string `flag:"json-file" help:"the token's JSON file" def:"stdin (import), stdout (export)"`
 	KeySlot        *int64 `flag:"key-slot" short:"S" help:"assign the token to this keyslot" def:"none (import), every keyslot (add)"`
 	KeyDescription string `flag:"key-description" help:"add: kernel keyring key description"`

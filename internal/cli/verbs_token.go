@@ -21,7 +21,7 @@ import (
 // none works; --token-only never falls back to a passphrase.
 type tokenFlags struct {
 	TokenOnly   bool   `flag:"token-only" help:"unlock with a LUKS2 token only, never ask for a passphrase"`
-	TokenID     *int64 `flag:"token-id" help:"token id (0-31)" def:"every token"`
+	TokenID     *int64 `flag:"token-id" help:"unlock with this token only (0-31), as cryptsetup open --token-id" def:"every token"`
 	TokenType   string `flag:"token-type" help:"try only tokens of this type (systemd-tpm2, clevis)" def:"every type"`
 	TPM2Device  string `flag:"tpm2-device" help:"TPM2 in systemd's spelling (device:/dev/tpmrm0, swtpm:host=H,port=P, swtpm:path=S)" def:"/dev/tpmrm0"`
 	TPM2PINFile string `flag:"tpm2-pin-file" help:"read the TPM2 PIN from this file (one trailing newline dropped)" def:"asked on a terminal"`
@@ -475,22 +475,6 @@ func runList(ctx context.Context, env *Env, o *listOptions, args []string) error
 		}
 	}
 	return nil
-}
-
-// tokenOrSecret is the passphrase of a verb over *parsed that unlocks a
-// LUKS handle (test-passphrase, dump --dump-volume-key): a token's, else
-// the one read per the key flags.
-func tokenOrSecret(ctx context.Context, env *Env, p *parsed, h *blkcrypt.LUKS) ([]byte, error) {
-	tf := fromParsed[tokenFlags](p)
-	if p.str("key-file") != "" {
-		if tf.TokenOnly {
-			return nil, usageErr("--token-only cannot be used with --key-file")
-		}
-	} else if pass, err := tf.unlockToken(ctx, env, h); err != nil || pass != nil {
-		return pass, err
-	}
-	pass, _, err := readSecret(env, p, "Enter passphrase: ")
-	return pass, err
 }
 
 // existing is the existing passphrase of a typed key verb (add-key): a
