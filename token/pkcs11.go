@@ -147,6 +147,7 @@ const (
 
 	ckfLoginRequired     = 0x4
 	ckfProtectedAuthPath = 0x100
+	ckfTokenInitialized  = 0x400
 	ckfUserPINCountLow   = 0x10000
 	ckfUserPINFinalTry   = 0x20000
 	ckfUserPINLocked     = 0x40000
@@ -512,8 +513,8 @@ func EnrollPKCS11(ctx context.Context, h *blkcrypt.LUKS, o PKCS11EnrollOptions) 
 	return addWithToken(ctx, h, pass, o.EnrollOptions, bytes.TrimSpace(tok.Bytes()))
 }
 
-// PKCS11TokenURIs lists the security tokens the p11-kit proxy (or the
-// module at modulePath) reaches, as pkcs11: URIs.
+// PKCS11TokenURIs lists the initialised security tokens the p11-kit
+// proxy (or the module at modulePath) reaches, as pkcs11: URIs.
 func PKCS11TokenURIs(modulePath string) ([]string, error) {
 	mod, _, err := moduleFor(&PKCS11URI{ModulePath: modulePath})
 	if err != nil {
@@ -526,7 +527,11 @@ func PKCS11TokenURIs(modulePath string) ([]string, error) {
 	}
 	out := make([]string, 0, len(slots))
 	for _, s := range slots {
-		out = append(out, s.Token.uri())
+		// softhsm2 and others offer an uninitialised token in a spare
+		// slot: nothing to enroll there.
+		if s.Token.Flags&ckfTokenInitialized != 0 {
+			out = append(out, s.Token.uri())
+		}
 	}
 	return out, nil
 }

@@ -22,22 +22,29 @@ import (
 type tokenFlags struct {
 	TokenOnly   bool   `flag:"token-only" help:"unlock with a LUKS2 token only, never ask for a passphrase"`
 	TokenID     *int64 `flag:"token-id" help:"unlock with this token only (0-31), as cryptsetup open --token-id" def:"every token"`
-	TokenType   string `flag:"token-type" help:"try only tokens of this type (systemd-tpm2, clevis)" def:"every type"`
+	TokenType   string `flag:"token-type" help:"try only tokens of this type (systemd-tpm2, systemd-pkcs11, clevis)" def:"every type"`
 	TPM2Device  string `flag:"tpm2-device" help:"TPM2 in systemd's spelling (device:/dev/tpmrm0, swtpm:host=H,port=P, swtpm:path=S)" def:"/dev/tpmrm0"`
 	TPM2PINFile string `flag:"tpm2-pin-file" help:"read the TPM2 PIN from this file (one trailing newline dropped)" def:"asked on a terminal"`
+	// The token's pkcs11: URI may carry pin-value or pin-source too.
+	PKCS11PINFile string `flag:"pkcs11-pin-file" help:"read the PKCS#11 security token's PIN from this file (one trailing newline dropped)" def:"the URI's pin-source or pin-value, else asked on a terminal"`
 }
 
 // asked reports whether the command line names a token to use.
 func (t tokenFlags) asked() bool { return t.TokenOnly || t.TokenID != nil || t.TokenType != "" }
 
-// pin reads --tpm2-pin-file, or nil without it.
+// pin reads --tpm2-pin-file, else --pkcs11-pin-file, or nil without
+// either.
 func (t tokenFlags) pin() ([]byte, error) {
-	if t.TPM2PINFile == "" {
+	file, flag := t.TPM2PINFile, "--tpm2-pin-file"
+	if file == "" {
+		file, flag = t.PKCS11PINFile, "--pkcs11-pin-file"
+	}
+	if file == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(t.TPM2PINFile)
+	b, err := os.ReadFile(file)
 	if err != nil {
-		return nil, usageErr("cannot read --tpm2-pin-file: %w", err)
+		return nil, usageErr("cannot read %s: %w", flag, err)
 	}
 	if n := len(b); n > 0 && b[n-1] == '\n' {
 		clear(b[n-1:])
@@ -75,7 +82,11 @@ func (t tokenFlags) unlockToken(ctx context.Context, env *Env, h *blkcrypt.LUKS)
 	defer func() { clear(o.PIN) }()
 	pass, _, err := token.Unlock(ctx, h, o)
 	if err != nil && o.PIN == nil && errors.Is(err, token.ErrNeedPIN) && env.Prompt != nil && env.StdinIsTerminal {
-		if o.PIN, err = env.Prompt("Please enter TPM2 PIN: "); err != nil {
+		prompt := "Please enter TPM2 PIN: "
+		if strings.Contains(err.Error(), token.TypePKCS11) {
+			prompt = "Please enter security token PIN: "
+		}
+		if o.PIN, err = env.Prompt(prompt); err != nil {
 			return nil, err
 		}
 		pass, _, err = token.Unlock(ctx, h, o)
@@ -132,23 +143,43 @@ type enrollOptions struct {
 	TPM2WithPIN   bool   `flag:"tpm2-with-pin" help:"the TPM2 token also needs a PIN (--tpm2-pin-file, else asked twice)"`
 	TPM2PINFile   string `flag:"tpm2-pin-file" help:"read the new TPM2 PIN from this file" def:"asked on a terminal"`
 	RecoveryKey   bool   `flag:"recovery-key" help:"enroll a recovery key and print it"`
-	WipeSlot      string `flag:"wipe-slot" help:"after enrolling, remove these keyslots: numbers, all, empty, password, recovery, tpm2, clevis (comma-separated)"`
+	// A pin-value in the URI is a secret in argv: --pkcs11-pin-file or
+	// the terminal is better (systemd accepts it, and so do we).
+	PKCS11TokenURI string `flag:"pkcs11-token-uri" help:"enroll a PKCS#11 security token by its pkcs11: URI (its X.509 certificate's RSA key); auto is the only token present, list prints the tokens"`
+	PKCS11PINFile  string `flag:"pkcs11-pin-file" help:"read the security token's PIN from this file" def:"the URI's pin-source or pin-value, else asked on a terminal"`
+	WipeSlot       string `flag:"wipe-slot" help:"after enrolling, remove these keyslots: numbers, all, empty, password, recovery, tpm2, clevis (comma-separated)"`
 }
 
-// runEnroll is systemd-cryptenroll DEVICE: a TPM2 token or a recovery key
-// in a new keyslot (keyslot and token in one header update), then
-// --wipe-slot.
+// runEnroll is systemd-cryptenroll DEVICE: a TPM2 token, a PKCS#11
+// token or a recovery key in a new keyslot (keyslot and token in one
+// header update), then --wipe-slot. --pkcs11-token-uri list needs no
+// DEVICE.
 func runEnroll(ctx context.Context, env *Env, o *enrollOptions, args []string) error {
+	if o.PKCS11TokenURI == "list" {
+		uris, err := token.PKCS11TokenURIs("")
+		if err != nil {
+			return err
+		}
+		for _, u := range uris {
+			fmt.Fprintln(env.Stdout, u)
+		}
+		return nil
+	}
 	if len(args) != 1 {
 		return usageErr("enroll takes one DEVICE")
 	}
 	dev := args[0]
-	tpm := o.TPM2Device != ""
-	if tpm && o.RecoveryKey {
-		return usageErr("--tpm2-device and --recovery-key cannot be enrolled at once")
+	tpm, pkcs11 := o.TPM2Device != "", o.PKCS11TokenURI != ""
+	if n := btoi(tpm) + btoi(pkcs11) + btoi(o.RecoveryKey); n > 1 {
+		return usageErr("only one of --tpm2-device, --pkcs11-token-uri and --recovery-key can be enrolled at once")
 	}
-	if !tpm && !o.RecoveryKey && o.WipeSlot == "" {
-		return usageErr("nothing to do: give --tpm2-device, --recovery-key or --wipe-slot")
+	if !tpm && !pkcs11 && !o.RecoveryKey && o.WipeSlot == "" {
+		return usageErr("nothing to do: give --tpm2-device, --pkcs11-token-uri, --recovery-key or --wipe-slot")
+	}
+	if pkcs11 && o.PKCS11TokenURI != "auto" {
+		if _, err := token.ParsePKCS11URI(o.PKCS11TokenURI); err != nil {
+			return usageErr("--pkcs11-token-uri: %w", err)
+		}
 	}
 	var pcrs []int
 	if tpm {
@@ -189,6 +220,13 @@ func runEnroll(ctx context.Context, env *Env, o *enrollOptions, args []string) e
 		}
 		newSlot = s
 		fmt.Fprintf(env.Stderr, "New TPM2 token enrolled as key slot %d.\n", s)
+	case pkcs11:
+		s, err := enrollPKCS11(ctx, env, h, o, eo)
+		if err != nil {
+			return err
+		}
+		newSlot = s
+		fmt.Fprintf(env.Stderr, "New PKCS#11 token enrolled as key slot %d.\n", s)
 	case o.RecoveryKey:
 		key, s, _, err := token.EnrollRecovery(ctx, h, eo)
 		if err != nil {
@@ -203,6 +241,52 @@ func runEnroll(ctx context.Context, env *Env, o *enrollOptions, args []string) e
 		return wipeSlots(ctx, env, h, o.WipeSlot, newSlot, slot)
 	}
 	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// enrollPKCS11 enrolls the security token --pkcs11-token-uri names (auto:
+// the only one present). Its PIN is --pkcs11-pin-file's, else the URI's,
+// else asked on the terminal if the token needs one to show its
+// certificate.
+func enrollPKCS11(ctx context.Context, env *Env, h *blkcrypt.LUKS, o *enrollOptions, eo token.EnrollOptions) (int, error) {
+	uri := o.PKCS11TokenURI
+	if uri == "auto" {
+		uris, err := token.PKCS11TokenURIs("")
+		if err != nil {
+			return -1, err
+		}
+		if len(uris) != 1 {
+			return -1, usageErr("--pkcs11-token-uri auto: %d security tokens present, want exactly one (list shows them)", len(uris))
+		}
+		uri = uris[0]
+	}
+	po := token.PKCS11EnrollOptions{EnrollOptions: eo, URI: uri}
+	if o.PKCS11PINFile != "" {
+		pin, err := tokenFlags{PKCS11PINFile: o.PKCS11PINFile}.pin()
+		if err != nil {
+			return -1, err
+		}
+		defer clear(pin)
+		po.PIN = pin
+	}
+	s, _, err := token.EnrollPKCS11(ctx, h, po)
+	if errors.Is(err, token.ErrNeedPIN) && po.PIN == nil {
+		if env.Prompt == nil || !env.StdinIsTerminal {
+			return -1, usageErr("%v: give --pkcs11-pin-file or run on a terminal", err)
+		}
+		if po.PIN, err = env.Prompt("Please enter security token PIN: "); err != nil {
+			return -1, err
+		}
+		defer clear(po.PIN)
+		s, _, err = token.EnrollPKCS11(ctx, h, po)
+	}
+	return s, err
 }
 
 // existingPassphrase reads a key file (- is stdin), or asks on the
