@@ -58,6 +58,10 @@ command -v socat      >/dev/null || need+=(socat)
 command -v jose       >/dev/null || need+=(jose)
 compgen -G '/usr/lib/*/libtss2-tcti-swtpm.so*' >/dev/null || need+=(libtss2-tcti-swtpm0)
 command -v python3    >/dev/null || need+=(python3)
+# systemd-pkcs11 tokens (-tags pkcs11): a softhsm2 token, OpenSC's pkcs11-tool as judge, p11-kit's proxy module.
+command -v softhsm2-util >/dev/null || need+=(softhsm2)
+command -v pkcs11-tool >/dev/null || need+=(opensc)
+compgen -G '/usr/lib/*/p11-kit-proxy.so' >/dev/null || need+=(p11-kit-modules)
 command -v qemu-aarch64-static >/dev/null || need+=(qemu-user-static)  # the arm64 kernels under qemu-user (internal/aes ce)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing: ${need[*]}"
@@ -141,6 +145,8 @@ echo "== go test"
 go test -count=1 -timeout 30m ./...
 echo "== go test -tags ceph (the native rbd: device through librbd's C API)"
 go test -count=1 -timeout 10m -tags ceph -run 'Native|ParseSpec' ./rbd/ ./internal/cephtest/
+echo "== go test -tags pkcs11 (systemd-pkcs11 tokens through a cgo PKCS#11 binding, over softhsm2)"
+go test -count=1 -tags pkcs11 -run 'PKCS11' ./token/ ./internal/cli/
 echo "== examples (an outside module over the public API only)"
 (cd examples && go vet ./... && go test -count=1 -timeout 10m ./...)
 echo "== generated S-box circuits (the searches of internal/serpent/_asm)"
