@@ -24,47 +24,6 @@ var defaultBenchRows = []benchRow{
 	{"aes-xts", "aes-xts-plain64", 512}, {"serpent-xts", "serpent-xts-plain64", 512}, {"twofish-xts", "twofish-xts-plain64", 512},
 }
 
-// measureSectors encrypts (or decrypts) a 1 MiB buffer in 64 KiB requests
-// of whole sectors, as dm-crypt would see them, for about d; MiB/s.
-func measureSectors(c *sector.Cipher, d time.Duration, decrypt bool) float64 {
-	buf := make([]byte, 1<<20)
-	const req = 64 << 10
-	f := c.EncryptSectors
-	if decrypt {
-		f = c.DecryptSectors
-	}
-	// Warm up: the first call may measure the engine's break-even.
-	f(buf[:req], buf[:req], 0) //nolint:errcheck
-	f(buf, buf, 0)             //nolint:errcheck
-	var n int64
-	start := time.Now()
-	for time.Since(start) < d {
-		for off := 0; off < len(buf); off += req {
-			f(buf[off:off+req], buf[off:off+req], uint64(off/512)) //nolint:errcheck
-		}
-		n += int64(len(buf))
-	}
-	return float64(n) / (1 << 20) / time.Since(start).Seconds()
-}
-
-// pbkdf2PerSecond measures PBKDF2 iterations per second for a 256-bit key.
-func pbkdf2PerSecond(hash string) (float64, error) {
-	hf, err := kdf.HashFunc(hash)
-	if err != nil {
-		return 0, err
-	}
-	pw, salt := []byte("foo"), make([]byte, 32)
-	for it := 1000; ; it *= 2 {
-		t0 := time.Now()
-		if _, err := kdf.PBKDF2Key(hf, pw, salt, it, 32); err != nil {
-			return 0, err
-		}
-		if el := time.Since(t0); el > 200*time.Millisecond || it >= 1<<26 {
-			return float64(it) / el.Seconds(), nil
-		}
-	}
-}
-
 type benchmarkOptions struct {
 	Cipher     string  `flag:"cipher" short:"c" help:"measure this cipher specification only" def:"the cryptsetup table"`
 	KeySize    *int64  `flag:"key-size" short:"s" help:"key size in bits" def:"256 (512 for xts)"`
@@ -111,7 +70,7 @@ func runBenchmark(ctx context.Context, env *Env, o *benchmarkOptions, args []str
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			r, err := pbkdf2PerSecond(h)
+			r, err := kdf.PBKDF2PerSecond(h)
 			if err != nil {
 				fmt.Fprintf(w, "PBKDF2-%-9s N/A\n", h)
 				continue
@@ -148,8 +107,8 @@ func runBenchmark(ctx context.Context, env *Env, o *benchmarkOptions, args []str
 			fmt.Fprintf(w, "%15s %9s %16s %16s\n", r.label, fmt.Sprintf("%db", r.bits), "N/A", "N/A")
 			continue
 		}
-		enc := measureSectors(c, dur, false)
-		dec := measureSectors(c, dur, true)
+		enc := sector.MeasureSectors(c, dur, false)
+		dec := sector.MeasureSectors(c, dur, true)
 		fmt.Fprintf(w, "%15s %9s %11.1f MiB/s %11.1f MiB/s\n", r.label, fmt.Sprintf("%db", r.bits), enc, dec)
 		c.Wipe()
 	}
@@ -164,7 +123,7 @@ func runBenchmark(ctx context.Context, env *Env, o *benchmarkOptions, args []str
 		}
 		fmt.Fprintf(w, "# engine: %d workers (GOMAXPROCS %d); inline/parallel break-even for %s (%s): %s\n",
 			e.Workers(), runtime.GOMAXPROCS(0), rows[0].spec, c.Driver(), desc)
-		printAFALG(w)
+		sector.WriteAFALGReport(w)
 	}
 	return nil
 }

@@ -68,46 +68,8 @@ func runSpeed(ctx context.Context, env *Env, o *speedOptions, algs []string) err
 type cryptoOptions struct{}
 
 func runCrypto(ctx context.Context, env *Env, _ *cryptoOptions, names []string) error {
-	if len(names) == 0 {
-		names = commonAlgs
-	}
-	for _, n := range names {
-		ds, err := capi.Drivers(n)
-		if err != nil {
-			return usageErr("%v", err)
-		}
-		for _, d := range ds {
-			d.SelfTest()
-		}
-	}
-	for _, a := range capi.List() {
-		fmt.Fprintf(env.Stdout, "name         : %s\ndriver       : %s\npriority     : %d\ntype         : %s\nselftest     : %s\n",
-			a.Name, a.Driver, a.Priority, a.Type, a.SelfTestState())
-		switch a.Type {
-		case capi.TypeHash:
-			fmt.Fprintf(env.Stdout, "blocksize    : %d\ndigestsize   : %d\n", a.BlockSize, a.DigestSize)
-		default:
-			fmt.Fprintf(env.Stdout, "blocksize    : %d\nivsize       : %d\nkeysizes     : %s\n", a.BlockSize, a.IVSize, bitsOf(a.KeySizes))
-		}
-		fmt.Fprintln(env.Stdout)
+	if err := capi.WriteProc(env.Stdout, names); err != nil {
+		return usageErr("%v", err)
 	}
 	return nil
-}
-
-func bitsOf(ks []int) string {
-	s := ""
-	for i, k := range ks {
-		if i > 0 {
-			s += " "
-		}
-		s += fmt.Sprint(k * 8)
-	}
-	return s
-}
-
-// commonAlgs are the transforms cryptsetup volumes use.
-var commonAlgs = []string{
-	"ecb(aes)", "cbc(aes)", "ctr(aes)", "xts(aes)", "lrw(aes)", "essiv(cbc(aes),sha256)",
-	"cbc(serpent)", "xts(serpent)", "cbc(twofish)", "xts(twofish)",
-	"adiantum(xchacha12,aes)", "sha1", "sha256", "sha512", "ripemd160", "wp512",
 }

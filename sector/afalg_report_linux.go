@@ -1,6 +1,6 @@
 //go:build linux
 
-package cli
+package sector
 
 import (
 	"crypto/rand"
@@ -8,16 +8,16 @@ import (
 	"io"
 	"strings"
 	"time"
-
-	"github.com/blkcrypt/blkcrypt/sector"
 )
 
-// printAFALG reports the AF_ALG offload engine: whether the kernel offers
-// it and, when it does, the kernel driver, its throughput against the
-// in-process drivers at 512, 4096 and 65536 bytes, and the measured
-// break-even below which the engine keeps requests in-process.
-func printAFALG(w io.Writer) {
-	if err := sector.AFALGAvailable(); err != nil {
+// WriteAFALGReport writes, as "# engine:" comment lines (blkcrypt
+// benchmark's), whether the kernel offers the AF_ALG offload engine and,
+// when it does, the kernel driver of aes-xts-plain64 and
+// aes-cbc-essiv:sha256, its throughput against the in-process drivers at
+// 512, 4096 and 65536 bytes, and the measured break-even below which the
+// engine keeps requests in-process. It takes a few seconds.
+func WriteAFALGReport(w io.Writer) {
+	if err := AFALGAvailable(); err != nil {
 		fmt.Fprintf(w, "# engine: AF_ALG offload: absent (%v); every request runs in-process\n", err)
 		return
 	}
@@ -30,22 +30,22 @@ func printAFALG(w io.Writer) {
 		var cells []string
 		name := ""
 		for _, size := range []int{512, 4096, 65536} {
-			a, err := sector.NewAFALGCipher(r.spec, key, sector.Options{SectorSize: min(size, 4096)}, sector.AFALGOptions{Threshold: -1})
+			a, err := NewAFALGCipher(r.spec, key, Options{SectorSize: min(size, 4096)}, AFALGOptions{Threshold: -1})
 			if err != nil {
 				cells = append(cells, fmt.Sprintf("%d B: N/A (%v)", size, err))
 				continue
 			}
 			name = a.Name()
 			buf := make([]byte, size)
-			k := rate(func() error { return a.OffloadSectors(buf, buf, 0, true) }, size)
+			k := RequestRate(func() error { return a.OffloadSectors(buf, buf, 0, true) }, size, 100*time.Millisecond)
 			c := a.Cipher()
-			in := rate(func() error { return c.EncryptSectors(buf, buf, 0) }, size)
+			in := RequestRate(func() error { return c.EncryptSectors(buf, buf, 0) }, size, 100*time.Millisecond)
 			cells = append(cells, fmt.Sprintf("%d B %.1f vs %.1f MiB/s", size, k, in))
 			a.Close()
 		}
 		fmt.Fprintf(w, "# engine: AF_ALG %s (%s), kernel vs in-process: %s\n", r.spec, name, strings.Join(cells, "; "))
 		for _, ss := range []int{512, 4096} {
-			a, err := sector.NewAFALGCipher(r.spec, key, sector.Options{SectorSize: ss}, sector.AFALGOptions{})
+			a, err := NewAFALGCipher(r.spec, key, Options{SectorSize: ss}, AFALGOptions{})
 			if err != nil {
 				continue
 			}
@@ -57,20 +57,4 @@ func printAFALG(w io.Writer) {
 			a.Close()
 		}
 	}
-}
-
-// rate runs f (one request of size bytes) for about 100 ms; MiB/s.
-func rate(f func() error, size int) float64 {
-	if f() != nil {
-		return 0
-	}
-	n := 0
-	start := time.Now()
-	for time.Since(start) < 100*time.Millisecond {
-		if f() != nil {
-			return 0
-		}
-		n++
-	}
-	return float64(n*size) / (1 << 20) / time.Since(start).Seconds()
 }
