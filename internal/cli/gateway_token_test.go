@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/blkcrypt/blkcrypt/internal/tangtest"
+	"github.com/blkcrypt/blkcrypt/nbd"
 )
 
 // tokenGatewayImages makes LUKS2 images (gatewayImage: cryptsetup, cheap
@@ -296,4 +297,48 @@ func TestGatewayCinderKey(t *testing.T) {
 	if code != ExitUsage || !strings.Contains(e, "is empty") {
 		t.Errorf("an empty cinder-key-file: exit %d, want %d: %s", code, ExitUsage, e)
 	}
+}
+
+// FuzzExportOptions: any export line either is refused with an error
+// naming the export, or gives typed options that keep the rules: no key
+// source means token-only, token-only never comes with a key, a
+// non-LUKS type always has a key; errors are one line.
+func FuzzExportOptions(f *testing.F) {
+	for _, s := range []string{
+		"a=/dev/x",
+		"a=rbd:rbd/img@conf=/etc/ceph.conf,token-only,token-id=3,token-type=clevis,tpm2-device=swtpm:host=127.0.0.1,port=1",
+		"a=img,key-file=k,keyfile-offset=0x10,keyfile-size=32,key-slot=1,type=luks2,header=h,read-only,allow-discards",
+		"a=img,cinder-key-file=k,partition=2,lv=vg/lv",
+		"a=img,type=plain,cipher=aes-xts-plain64,key-size=512,hash=sha256,offset=8,skip=8,size=100,sector-size=4096,iv-large-sectors,key-file=k",
+		"a=img,token-id=99",
+		"a=img,type=bitlk",
+		"a=img,key-file=k,token-only",
+		"a=img,cinder-key-file=-",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		e, err := nbd.ParseExport(line, exportSyntax)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("multi-line error %q", err)
+			}
+			return
+		}
+		o, err := exportOptionsOf(e)
+		if err != nil {
+			t.Fatalf("ParseExport accepted %q, exportOptionsOf refused it: %v", line, err)
+		}
+		f := o.open
+		key := f.KeyFile != "" || f.VolumeKeyFile != "" || o.cinderKeyFile != ""
+		if !key && !f.TokenOnly {
+			t.Fatalf("%q: no key and not token-only", line)
+		}
+		if key && f.TokenOnly {
+			t.Fatalf("%q: a key and token-only", line)
+		}
+		if f.Type != "" && !strings.HasPrefix(f.Type, "luks") && !key {
+			t.Fatalf("%q: type %s without a key", line, f.Type)
+		}
+	})
 }
