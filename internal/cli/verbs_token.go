@@ -145,7 +145,7 @@ type enrollOptions struct {
 	RecoveryKey   bool   `flag:"recovery-key" help:"enroll a recovery key and print it"`
 	// A pin-value in the URI is a secret in argv: --pkcs11-pin-file or
 	// the terminal is better (systemd accepts it, and so do we).
-	PKCS11TokenURI string `flag:"pkcs11-token-uri" help:"enroll a PKCS#11 security token by its pkcs11: URI (its X.509 certificate's RSA key); auto is the only token present, list prints the tokens"`
+	PKCS11TokenURI string `flag:"pkcs11-token-uri" help:"enroll a PKCS#11 security token by its pkcs11: URI (its X.509 certificate's RSA key; a pin-value in the URI shows in the process list: prefer --pkcs11-pin-file); auto is the only token present, list prints the tokens"`
 	PKCS11PINFile  string `flag:"pkcs11-pin-file" help:"read the security token's PIN from this file" def:"the URI's pin-source or pin-value, else asked on a terminal"`
 	WipeSlot       string `flag:"wipe-slot" help:"after enrolling, remove these keyslots: numbers, all, empty, password, recovery, tpm2, clevis (comma-separated)"`
 }
