@@ -408,6 +408,12 @@ func triesNote(sess p11Session) string {
 // it). pin, when nil, is the URI's pin-value or pin-source.
 func DecryptPKCS11(ctx context.Context, t *PKCS11Token, pin []byte) ([]byte, error) {
 	u := t.Parsed
+	if u == nil {
+		var err error
+		if u, err = ParsePKCS11URI(t.URI); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadToken, err)
+		}
+	}
 	if u.Type != "" && u.Type != "private" {
 		return nil, fmt.Errorf("%w: the URI selects a %q object, not a private key", ErrBadToken, u.Type)
 	}

@@ -10,6 +10,11 @@
 // accepts (device:/dev/tpmrm0, swtpm:host=H,port=P, swtpm:path=SOCKET,
 // and /dev/tpmrm0 when none is given). It sits above the root package, as
 // nbd/nbdclient does: the root compiles no TPM or network code.
+//
+// systemd-pkcs11 tokens (a secret encrypted to a security token's RSA
+// certificate; EnrollPKCS11, DecryptPKCS11) need the pkcs11 build tag,
+// which compiles a cgo PKCS#11 binding; the default build has no cgo and
+// reports ErrPKCS11NotBuilt for them.
 package token
 
 import (
