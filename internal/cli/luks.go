@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/blkcrypt/blkcrypt"
@@ -619,6 +620,7 @@ type formatOptions struct {
 	UUID         string `flag:"uuid" help:"volume UUID" def:"random"`
 	Label        string `flag:"label" help:"LUKS2 label"`
 	Subsystem    string `flag:"subsystem" help:"LUKS2 subsystem"`
+	Integrity    string `flag:"integrity" help:"LUKS2 authenticated sectors, as cryptsetup's: aead (--cipher aes-gcm-random or aegis128-random), poly1305 (chacha20-random), hmac-sha256, hmac-sha512 or hmac-sha1 (with a cipher such as aes-xts-plain64; its key is added to --key-size)" def:"none"`
 	headerFlag
 	keyFileFlags  `def:"key-file=the terminal (asked twice), or stdin"`
 	VolumeKeyFile string    `flag:"volume-key-file" help:"use a raw volume key from a file" def:"random"`
@@ -643,6 +645,9 @@ func runFormat(ctx context.Context, env *Env, opts *formatOptions, args []string
 		return usageErr("unknown --type %q for format", o.Type)
 	}
 	bits := int64(512)
+	if opts.Integrity != "" && opts.KeySize == nil && opts.Cipher != "" && !strings.Contains(opts.Cipher, "xts") {
+		bits = 256 // cryptsetup's default: 256 bits, twice that for XTS
+	}
 	if opts.KeySize != nil {
 		bits = *opts.KeySize
 	}
@@ -650,6 +655,12 @@ func runFormat(ctx context.Context, env *Env, opts *formatOptions, args []string
 		return usageErr("--key-size %d is not a positive multiple of 8", bits)
 	}
 	o.KeySize = int(bits / 8)
+	if opts.Integrity != "" {
+		// As cryptsetup, --key-size is the cipher's key: an HMAC's key
+		// (its digest size) follows it in the volume key.
+		o.Integrity = opts.Integrity
+		o.KeySize += map[string]int{"hmac-sha1": 20, "hmac(sha1)": 20, "hmac-sha256": 32, "hmac(sha256)": 32, "hmac-sha512": 64, "hmac(sha512)": 64}[opts.Integrity]
+	}
 	if opts.SectorSize != nil {
 		o.SectorSize = int(*opts.SectorSize)
 	}
