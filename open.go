@@ -32,7 +32,7 @@ const (
 type OpenOptions struct {
 	// Type is one of the Type constants, "luks" for either LUKS version,
 	// or "" to detect the formats with a signature (LUKS, BitLocker,
-	// FileVault 2), as cryptsetup and the CLI do. plain, loopaes and
+	// FileVault 2, dm-integrity), as cryptsetup and the CLI do. plain, loopaes and
 	// tcrypt (TrueCrypt/VeraCrypt) have none and must be named.
 	Type string
 	// Passphrase is the passphrase (LUKS, TCRYPT, FileVault 2), the

@@ -23,7 +23,7 @@ import (
 // whether it is detected (by signature only, cryptsetup's policy: plain,
 // loop-AES and TCRYPT are never guessed), whether it opens read-only by
 // default, and how it is opened and dumped. Its typed options
-// (TCRYPTOptions, LoopAESOptions, PlainOptions) are converted once, here,
+// (TCRYPTOptions, LoopAESOptions, PlainOptions, IntegrityOptions) are converted once, here,
 // into what the format package takes. Open, OpenDevice, DetectType and
 // DumpVolume all go through it, and so does the command line.
 
@@ -152,7 +152,7 @@ func readOnlyByDefault(typ string) bool {
 
 // DetectType names the format of dev by its signature, the one detection
 // policy of Open, DumpVolume and the command line (cryptsetup's): LUKS1,
-// LUKS2, BitLocker or FileVault 2. A device without a signature is
+// LUKS2, BitLocker, FileVault 2 or dm-integrity (blkid's DM_integrity). A device without a signature is
 // ErrNoHeader (plain, loop-AES and TrueCrypt/VeraCrypt have none and are
 // never guessed: a TrueCrypt search takes seconds and cannot tell "no
 // volume" from "wrong passphrase"), or luks1.ErrReencryptInProgress when a
@@ -182,7 +182,7 @@ func DetectType(ctx context.Context, dev io.ReaderAt) (string, error) {
 }
 
 // Detect names the format whose signature dev carries ("luks1", "luks2",
-// "bitlk", "fvault2"), or "" when none does or dev cannot be read.
+// "bitlk", "fvault2", "integrity"), or "" when none does or dev cannot be read.
 func Detect(dev io.ReaderAt) string {
 	t, _ := DetectErr(dev)
 	return t
@@ -340,8 +340,8 @@ type DumpVolumeOptions struct {
 
 // DumpVolume prints the metadata of the volume at path (a file, a block
 // device, or a URI of a registered scheme) to w as cryptsetup prints it:
-// luksDump, tcryptDump, bitlkDump, fvault2Dump, and a description of a
-// loop-AES volume, which has no header. The type is o.Open.Type or
+// luksDump, tcryptDump, bitlkDump, fvault2Dump, integritysetup dump, and a
+// description of a loop-AES volume, which has no header. The type is o.Open.Type or
 // detected as Open detects it. A format without metadata (plain) is
 // ErrUnsupported. Nothing is written to the device.
 func DumpVolume(ctx context.Context, path string, w io.Writer, o DumpVolumeOptions) error {
