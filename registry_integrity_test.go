@@ -102,6 +102,9 @@ func TestStandaloneIntegrity(t *testing.T) {
 			if v.Type() != blkcrypt.TypeIntegrity || v.Cipher() != nil || v.ReadOnly() {
 				t.Errorf("type %q, cipher %v, read-only %v", v.Type(), v.Cipher(), v.ReadOnly())
 			}
+			if sb, ok := v.IntegrityVolume(); !ok || sb.SectorSize() != v.SectorSize() || sb.ProvidedDataSectors*512 != uint64(v.Size()) {
+				t.Errorf("IntegrityVolume: %+v, %v; sector size %d, size %d", sb, ok, v.SectorSize(), v.Size())
+			}
 			ss := int64(v.SectorSize())
 			want := make([]byte, v.Size())
 			for k := range want {
