@@ -54,9 +54,9 @@ func flagOpt(field func(*exportOptions) *bool) exportOption {
 
 // exportOptionTable is every option an export line may carry, named as the
 // flags of serve DEVICE. Secrets come only from files: a gateway has no
-// terminal for prompts, and one stdin. Without key-file or
-// volume-key-file the export is unlocked by its LUKS2 tokens alone (tang,
-// TPM2), so that no key is on the gateway's disk.
+// terminal for prompts, and one stdin. Without key-file, volume-key-file
+// or cinder-key-file the export is unlocked by its LUKS2 tokens alone
+// (tang, TPM2), so that no key is on the gateway's disk.
 var exportOptionTable = map[string]exportOption{
 	"key-file": strOpt(func(o *exportOptions) *string { return &o.open.KeyFile }),
 	"keyfile-offset": {nbd.OptionInt, func(o *exportOptions, v string) {
