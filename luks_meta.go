@@ -425,8 +425,8 @@ type RestoreOptions struct {
 // BackupHeader's output) over the device's header, with cryptsetup's
 // checks made before anything is written: the backup holds a valid LUKS
 // header and exactly the bytes it needs, and the device's header, if it
-// has one, has the backup's data offset, else the data would be lost
-// (ErrInvalidOptions for each); the device is large enough
+// has one, has the backup's data offset (and for LUKS1 its key size),
+// else the data would be lost (ErrInvalidOptions for each); the device is large enough
 // (ErrDeviceTooSmall); a device with a header needs o.Force
 // (ErrWouldDestroy). Exclusive
 // lock. The backup's keyslot areas go first where the current header does
@@ -445,6 +445,11 @@ func (h *LUKS) RestoreHeader(ctx context.Context, backup []byte, o RestoreOption
 		}
 		if cur != nil && cur.DataOffset() != bh.DataOffset() {
 			return fmt.Errorf("%w: data offset differs between the backup (%d) and the device (%d)", errBadBackup, bh.DataOffset(), cur.DataOffset())
+		}
+		// LUKS1 also refuses a backup of another key size over its header
+		// (cryptsetup's LUKS_hdr_restore).
+		if cur != nil && cur.Version() == 1 && bh.Version() == 1 && cur.KeySize() != bh.KeySize() {
+			return fmt.Errorf("%w: key size differs between the backup (%d bits) and the device (%d bits)", errBadBackup, 8*bh.KeySize(), 8*cur.KeySize())
 		}
 		if n, err := h.dev.Size(); err != nil {
 			return fmt.Errorf("device size: %w", err)

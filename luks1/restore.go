@@ -23,7 +23,10 @@ func RestoreHeader(dev Device, backup []byte) error {
 	if int64(len(backup)) < h.HeaderSize() {
 		return fmt.Errorf("%w: the backup is %d bytes, its header and keyslots need %d", ErrCorruptHeader, len(backup), h.HeaderSize())
 	}
-	// The header's second sector first, then the first: the switch is a
-	// one-sector write, as in writeHeader.
-	return luksutil.RestoreHeader(dev, backup, []luksutil.Range{{Off: SectorSize, Len: PhdrSize - SectorSize}, {Off: 0, Len: SectorSize}})
+	// Only the header and its keyslot areas are written, as cryptsetup's
+	// LUKS_hdr_restore writes them: the backup's zero padding to a page
+	// may lie over the data or luksmeta's gap. The header's second
+	// sector first, then the first: the switch is a one-sector write, as
+	// in writeHeader.
+	return luksutil.RestoreHeader(dev, backup[:h.HeaderSize()], []luksutil.Range{{Off: SectorSize, Len: PhdrSize - SectorSize}, {Off: 0, Len: SectorSize}})
 }

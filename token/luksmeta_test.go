@@ -229,6 +229,89 @@ func TestLUKSMetaClevisTang(t *testing.T) {
 		})
 	}
 
+	// cryptsetup refuses to convert a LUKS1 header with luksmeta to
+	// LUKS2, and so does Convert, changing nothing.
+	cs := testenv.Need(t, "cryptsetup", "cryptsetup-bin")
+	t.Run("convert to luks2", func(t *testing.T) {
+		dir := t.TempDir()
+		theirs, ours := filepath.Join(dir, "theirs"), filepath.Join(dir, "ours")
+		for _, p := range []string{theirs, ours} {
+			if err := os.WriteFile(p, raw, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out, cerr := runErr(nil, nil, cs, "convert", "--type", "luks2", "-q", theirs)
+		h, err := blkcrypt.OpenLUKS(ctx, ours, blkcrypt.LUKSOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = h.Convert(ctx, "luks2")
+		h.Close()
+		if cerr == nil || err == nil || !strings.Contains(out, "LUKSMETA") || !strings.Contains(err.Error(), "LUKSMETA") {
+			t.Fatalf("convert to luks2 with luksmeta: ours %v; cryptsetup %v: %s", err, cerr, out)
+		}
+		for _, p := range []string{theirs, ours} {
+			if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, raw) {
+				t.Fatalf("%s changed by a refused convert (%v)", filepath.Base(p), err)
+			}
+		}
+	})
+
+	// Header backups: ours is luksHeaderBackup's, byte for byte (the
+	// luksmeta gap is in neither); each restored by the other tool over
+	// a copy whose clevis keyslot was killed gives the image back, and
+	// the binding unlocks again.
+	t.Run("header backup and restore", func(t *testing.T) {
+		dir := t.TempDir()
+		theirBackup := filepath.Join(dir, "theirs.hdr")
+		run(t, nil, nil, cs, "luksHeaderBackup", f.img, "--header-backup-file", theirBackup)
+		tb, err := os.ReadFile(theirBackup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ob bytes.Buffer
+		if _, err := h.BackupHeader(ctx, &ob); err != nil || !bytes.Equal(ob.Bytes(), tb) {
+			t.Fatalf("our header backup differs from luksHeaderBackup's (%v)", err)
+		}
+		ourBackup := filepath.Join(dir, "ours.hdr")
+		if err := os.WriteFile(ourBackup, ob.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		x1, x2 := filepath.Join(dir, "x1"), filepath.Join(dir, "x2")
+		for _, p := range []string{x1, x2} {
+			if err := os.WriteFile(p, raw, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			run(t, nil, nil, cs, "luksKillSlot", "-q", p, strconv.Itoa(slot))
+		}
+		run(t, nil, nil, cs, "luksHeaderRestore", "-q", x1, "--header-backup-file", ourBackup)
+		if err := blkcrypt.RestoreLUKSHeader(ctx, x2, tb, blkcrypt.RestoreOptions{Force: true}); err != nil {
+			t.Fatalf("RestoreLUKSHeader: %v", err)
+		}
+		for _, p := range []string{x1, x2} {
+			if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, raw) {
+				var diffs []int
+				for i := range b {
+					if b[i] != raw[i] {
+						diffs = append(diffs, i)
+					}
+				}
+				if len(diffs) > 0 {
+					t.Logf("%d bytes differ, from %d to %d; the backup is %d bytes", len(diffs), diffs[0], diffs[len(diffs)-1], len(tb))
+				}
+				t.Fatalf("%s after the restore is not the image backed up (%v)", filepath.Base(p), err)
+			}
+		}
+		h2, err := blkcrypt.OpenLUKS(ctx, x2, blkcrypt.LUKSOptions{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h2.Close()
+		if p2, id, err := Unlock(ctx, h2, Options{TangTimeout: 10 * time.Second}); err != nil || id != slot || !bytes.Equal(p2, pass) {
+			t.Fatalf("Unlock after the restore: luksmeta slot %d, %v", id, err)
+		}
+	})
+
 	// Tang stopped: one line naming the luksmeta slot, within the timeout.
 	tg.stop()
 	start := time.Now()
