@@ -3,6 +3,7 @@ package token
 import (
 	"bytes"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 )
@@ -173,4 +174,47 @@ func FuzzPKCS11URI(f *testing.F) {
 			t.Fatalf("withType(%q) = %q changed other attributes", s, w)
 		}
 	})
+}
+
+// TestPKCS11URIPIN: pin-value is the PIN; pin-source reads a file
+// (file:PATH, file://PATH or PATH; one trailing newline dropped), and
+// refuses what is not a file or is too long.
+func TestPKCS11URIPIN(t *testing.T) {
+	dir := t.TempDir()
+	p := dir + "/pin"
+	if err := os.WriteFile(p, []byte("4711\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	long := dir + "/long"
+	if err := os.WriteFile(long, bytes.Repeat([]byte("1"), maxPINLen+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for uri, want := range map[string]string{
+		"pkcs11:token=a?pin-value=12%2034":      "12 34",
+		"pkcs11:token=a?pin-source=file:" + p:   "4711",
+		"pkcs11:token=a?pin-source=file://" + p: "4711",
+		"pkcs11:token=a?pin-source=" + p:        "4711",
+	} {
+		got, err := mustParse(t, uri).pin()
+		if err != nil || string(got) != want {
+			t.Errorf("%s: %q, %v", uri, got, err)
+		}
+	}
+	if got, err := mustParse(t, "pkcs11:token=a").pin(); got != nil || err != nil {
+		t.Errorf("no PIN in the URI: %q, %v", got, err)
+	}
+	for _, bad := range []string{"pkcs11:?pin-source=https://x/pin", "pkcs11:?pin-source=relative", "pkcs11:?pin-source=" + long, "pkcs11:?pin-source=" + dir + "/missing"} {
+		if _, err := mustParse(t, bad).pin(); err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}
+
+func mustParse(t *testing.T, s string) *PKCS11URI {
+	t.Helper()
+	u, err := ParsePKCS11URI(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
