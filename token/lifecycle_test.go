@@ -190,7 +190,7 @@ func (v *lifecycleVolume) checkUnlocks(t *testing.T, img string) {
 }
 
 // TestTokensLifecycleLikeCryptsetup: reencryption keeping each kind of
-// keyslot (-S N, several keyslots), convert to LUKS1 (refused: tokens),
+// keyslot (-S N, several keyslots; then without -S, one keyslot left), convert to LUKS1 (refused: tokens),
 // and header backup and restore in both directions, each by cryptsetup
 // and by blkcrypt, leave the same tokens, and they still unlock.
 func TestTokensLifecycleLikeCryptsetup(t *testing.T) {
@@ -200,37 +200,54 @@ func TestTokensLifecycleLikeCryptsetup(t *testing.T) {
 	t.Logf("tokens: %v", base)
 	ctx := ctxT(t)
 
+	// reencrypt runs cryptsetup reencrypt (offline) on theirs and
+	// Reencrypt on ours, keeping keyslot slot (nil: the only one), and
+	// compares the tokens cryptsetup exports of both.
+	reencrypt := func(t *testing.T, theirs, ours string, pass []byte, slot *int) {
+		t.Helper()
+		keyFile := filepath.Join(t.TempDir(), "key")
+		if err := os.WriteFile(keyFile, pass, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"reencrypt", "--force-offline-reencrypt", "--batch-mode", "--pbkdf", "pbkdf2",
+			"--pbkdf-force-iterations", "1000", "--key-file", keyFile}
+		if slot != nil {
+			args = append(args, "--key-slot", strconv.Itoa(*slot))
+		}
+		run(t, nil, nil, cs, append(args, theirs)...)
+		h, err := blkcrypt.OpenLUKS(ctx, ours, blkcrypt.LUKSOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = h.Reencrypt(ctx, pass, blkcrypt.LUKSReencryptOptions{Keyslot: slot,
+			PBKDF: blkcrypt.PBKDFOptions{Type: "pbkdf2", Hash: "sha256", Iterations: 1000}})
+		h.Close()
+		if err != nil {
+			t.Fatalf("Reencrypt: %v", err)
+		}
+		want, got := tokenState(t, theirs), tokenState(t, ours)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("tokens after our reencryption:\n%v\ncryptsetup's:\n%v", got, want)
+		}
+	}
 	for _, c := range []struct {
 		name string
 		slot int
 		pass func(t *testing.T) []byte
+		// again: reencrypt once more without -S, the kept keyslot
+		// being the only one left.
+		again bool
 	}{
-		{"clevis keyslot", v.clevisSlot, func(t *testing.T) []byte { return v.clevisPass(t, nil, v.clevisSlot) }},
-		{"tpm2 keyslot", v.tpmSlot, func(t *testing.T) []byte { return judge(t, v.img, 0, v.tcti) }},
-		{"passphrase keyslot", 0, func(*testing.T) []byte { return v.pass }},
+		{"clevis keyslot", v.clevisSlot, func(t *testing.T) []byte { return v.clevisPass(t, nil, v.clevisSlot) }, true},
+		{"tpm2 keyslot", v.tpmSlot, func(t *testing.T) []byte { return judge(t, v.img, 0, v.tcti) }, false},
+		{"passphrase keyslot", 0, func(*testing.T) []byte { return v.pass }, false},
 	} {
 		t.Run("reencrypt -S "+c.name, func(t *testing.T) {
 			pass := c.pass(t)
 			theirs, ours := v.copyTo(t, "theirs"), v.copyTo(t, "ours")
-			keyFile := filepath.Join(t.TempDir(), "key")
-			if err := os.WriteFile(keyFile, pass, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			run(t, nil, nil, cs, "reencrypt", "--force-offline-reencrypt", "--batch-mode", "--pbkdf", "pbkdf2",
-				"--pbkdf-force-iterations", "1000", "--key-file", keyFile, "--key-slot", strconv.Itoa(c.slot), theirs)
-			h, err := blkcrypt.OpenLUKS(ctx, ours, blkcrypt.LUKSOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = h.Reencrypt(ctx, pass, blkcrypt.LUKSReencryptOptions{Keyslot: &c.slot,
-				PBKDF: blkcrypt.PBKDFOptions{Type: "pbkdf2", Hash: "sha256", Iterations: 1000}})
-			h.Close()
-			if err != nil {
-				t.Fatalf("Reencrypt: %v", err)
-			}
-			want, got := tokenState(t, theirs), tokenState(t, ours)
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("tokens after our reencryption:\n%v\ncryptsetup's:\n%v", got, want)
+			reencrypt(t, theirs, ours, pass, &c.slot)
+			if c.again {
+				reencrypt(t, theirs, ours, pass, nil)
 			}
 			v.checkUnlocks(t, ours)
 		})
