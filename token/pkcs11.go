@@ -221,6 +221,10 @@ func moduleFor(u *PKCS11URI) (p11Module, string, error) {
 	}
 	m, err := loadPKCS11(path)
 	if err != nil {
+		if u.ModulePath == "" {
+			// dlerror() names the file; say what provides it.
+			return nil, path, fmt.Errorf("PKCS#11 module %s (p11-kit's proxy, Debian's p11-kit-modules; or give module-path= in the URI): %w", path, err)
+		}
 		return nil, path, fmt.Errorf("PKCS#11 module %s: %w", path, err)
 	}
 	return m, path, nil

@@ -294,3 +294,16 @@ func TestPKCS11Enroll(t *testing.T) {
 		t.Fatalf("Unlock through module-path and pin-value: %v", err)
 	}
 }
+
+// TestPKCS11ModuleMissing: a module-path that does not load fails on one
+// line naming it, changing nothing.
+func TestPKCS11ModuleMissing(t *testing.T) {
+	tok, err := ParsePKCS11Token([]byte(`{"type":"systemd-pkcs11","keyslots":["0"],"pkcs11-uri":"pkcs11:token=x?module-path=/nonexistent/libnone.so","pkcs11-key":"AAEC"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = DecryptPKCS11(ctxT(t), tok, []byte("1234"))
+	if err == nil || !strings.Contains(err.Error(), "PKCS#11 module /nonexistent/libnone.so") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("missing module: %v", err)
+	}
+}

@@ -385,7 +385,7 @@ func wipeSlots(ctx context.Context, env *Env, h *blkcrypt.LUKS, spec string, enr
 			}
 		case "recovery", "tpm2", "clevis", "pkcs11", "fido2":
 			typ := map[string]string{"recovery": token.TypeRecovery, "tpm2": token.TypeTPM2, "clevis": token.TypeClevis,
-				"pkcs11": "systemd-pkcs11", "fido2": "systemd-fido2"}[w]
+				"pkcs11": token.TypePKCS11, "fido2": "systemd-fido2"}[w]
 			for _, s := range active {
 				if byType[s] == typ {
 					wipe = append(wipe, s)
