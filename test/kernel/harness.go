@@ -505,6 +505,10 @@ type Boot struct {
 	Timeout time.Duration
 	// MemoryMiB defaults to 1024, CPUs to 2.
 	MemoryMiB, CPUs int
+	// TPMSocket, if set, is the control socket of a running swtpm
+	// ("swtpm socket --tpm2 --ctrl type=unixio,path=TPMSocket"), which
+	// the guest sees as a TIS TPM 2.0 (/dev/tpm0, /dev/tpmrm0).
+	TPMSocket string
 }
 
 // Result is what a boot printed.
@@ -714,6 +718,13 @@ func (k *Kernel) boot(ctx context.Context, b Boot, initrd, accel string) (*Resul
 		args = append(args, "-accel", "kvm", "-cpu", "host")
 	} else {
 		args = append(args, "-accel", "tcg", "-cpu", "max")
+	}
+	if b.TPMSocket != "" {
+		if strings.Contains(b.TPMSocket, ",") {
+			return nil, fmt.Errorf("TPM socket path %q: qemu's option syntax takes no commas", b.TPMSocket)
+		}
+		args = append(args, "-chardev", "socket,id=chrtpm,path="+b.TPMSocket,
+			"-tpmdev", "emulator,id=tpm0,chardev=chrtpm", "-device", "tpm-tis,tpmdev=tpm0")
 	}
 	const rootSlots = 24
 	if len(b.Disks) > rootSlots {
