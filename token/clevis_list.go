@@ -29,13 +29,25 @@ func (b ClevisBinding) String() string {
 
 // ListClevis lists the volume's clevis bindings by keyslot, as clevis
 // luks list does (a token naming several keyslots is listed for each).
-// Tokens that do not parse are skipped, as clevis skips them.
+// Tokens that do not parse are skipped, as clevis skips them. On LUKS1
+// the bindings are luksmeta's (TokenID -1).
 func ListClevis(ctx context.Context, h *blkcrypt.LUKS) ([]ClevisBinding, error) {
 	toks, err := h.Tokens(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []ClevisBinding
+	if len(toks) == 0 {
+		lm, _, err := luksmetaClevis(ctx, h)
+		if err != nil {
+			return nil, err
+		}
+		for slot, t := range lm {
+			if pin, cfg, err := ClevisConfig(t.JWE); err == nil {
+				out = append(out, ClevisBinding{Keyslot: slot, TokenID: -1, Pin: pin, Config: cfg})
+			}
+		}
+	}
 	for id, js := range toks {
 		if tokenType(js) != TypeClevis {
 			continue
@@ -137,7 +149,8 @@ func clevisConfig(jwe string, depth int) (string, string, error) {
 // luks unbind -d DEV -s SLOT does: the keyslot, then the token (a token
 // left naming no keyslot by a crash between the two is harmless, and
 // clevis luks bind removes such tokens). The last keyslot is refused
-// unless force (blkcrypt.ErrWouldDestroy).
+// unless force (blkcrypt.ErrWouldDestroy). A LUKS1 binding (luksmeta's)
+// is refused (ErrUnsupported) and nothing is written.
 func UnbindClevis(ctx context.Context, h *blkcrypt.LUKS, slot int, force bool) error {
 	bs, err := ListClevis(ctx, h)
 	if err != nil {
@@ -146,6 +159,9 @@ func UnbindClevis(ctx context.Context, h *blkcrypt.LUKS, slot int, force bool) e
 	i := slices.IndexFunc(bs, func(b ClevisBinding) bool { return b.Keyslot == slot })
 	if i < 0 {
 		return fmt.Errorf("%w: keyslot %d has no clevis binding", blkcrypt.ErrInvalidOptions, slot)
+	}
+	if bs[i].TokenID < 0 {
+		return fmt.Errorf("%w: keyslot %d's clevis binding is in LUKS1's luksmeta, which blkcrypt only reads (clevis luks unbind removes it)", ErrUnsupported, slot)
 	}
 	if err := h.KillSlot(ctx, slot, blkcrypt.KeyOptions{Force: force}); err != nil {
 		return err

@@ -88,8 +88,8 @@ func luksmetaShow(t *testing.T, img string) string {
 }
 
 // TestLUKSMetaClevisTang: a LUKS1 binding Debian's clevis luks bind makes
-// with tang (stored with luksmeta) reads as luksmeta reads it, and
-// unlocks through Unlock, alone, to the passphrase clevis luks pass
+// with tang (stored with luksmeta) reads as luksmeta reads it, lists as
+// clevis luks list lists it (unbinding it is refused), and unlocks through Unlock, alone, to the passphrase clevis luks pass
 // prints; the volume then reads the plaintext cryptsetup wrote. With tang
 // stopped, and with the luksmeta header or slot data corrupted, Unlock
 // fails with one line naming the luksmeta slot, and luksmeta agrees the
@@ -136,6 +136,20 @@ func TestLUKSMetaClevisTang(t *testing.T) {
 	theirs := luksmetaShow(t, f.img)
 	if got := strings.Join(show, "\n") + "\n"; got != theirs {
 		t.Fatalf("our luksmeta slots:\n%sluksmeta show:\n%s", got, theirs)
+	}
+
+	// clevis luks list's lines; unbinding a luksmeta binding is refused,
+	// writing nothing.
+	f.sameListing(t, nil, h)
+	before, err := os.ReadFile(f.img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := UnbindClevis(ctx, h, slot, false); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("UnbindClevis of a luksmeta binding: %v", err)
+	}
+	if after, err := os.ReadFile(f.img); err != nil || !bytes.Equal(after, before) {
+		t.Fatalf("a refused UnbindClevis changed the image (%v)", err)
 	}
 
 	pass, id, err := Unlock(ctx, h, Options{TangTimeout: 10 * time.Second})
