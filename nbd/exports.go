@@ -19,7 +19,9 @@ import (
 //	NAME=DEVICE,option[=value],...
 //
 // A blank line or one whose first non-blank character is # is skipped.
-// Neither DEVICE nor a value may contain a comma. Which options a line
+// DEVICE may not contain a comma; a value that does is written in double
+// quotes (tpm2-device="swtpm:host=H,port=P": systemd's TCTI spelling),
+// and a quoted value may not contain a double quote. Which options a line
 // may carry, and what they mean, is the caller's (ExportSyntax): the
 // blkcrypt command takes its unlock flags (key-file=, type=, read-only,
 // partition=, lv=, …). ExportTable keeps a gateway's exports in step with
@@ -61,7 +63,11 @@ func (e ExportSpec) String() string {
 	var b strings.Builder
 	b.WriteString(e.Name + "=" + e.Device)
 	for _, k := range keys {
-		b.WriteString("," + k + "=" + e.Options[k])
+		v := e.Options[k]
+		if strings.Contains(v, ",") {
+			v = `"` + v + `"` // as it was written, and unlike any other options
+		}
+		b.WriteString("," + k + "=" + v)
 	}
 	return b.String()
 }
@@ -79,13 +85,20 @@ func ParseExport(s string, syn ExportSyntax) (ExportSpec, error) {
 	if name == "" || len(name) > maxStringLen || strings.ContainsAny(name, " \t\r\n,") || !printable(name) {
 		return ExportSpec{}, fmt.Errorf("export name %q must be 1 to 4096 printable characters without spaces or commas", name)
 	}
-	parts := strings.Split(rest, ",")
-	e := ExportSpec{Name: name, Device: parts[0], Options: map[string]string{}}
+	device, opts, hasOpts := strings.Cut(rest, ",")
+	e := ExportSpec{Name: name, Device: device, Options: map[string]string{}}
 	if e.Device == "" {
 		return ExportSpec{}, fmt.Errorf("export %s: no DEVICE", name)
 	}
-	for _, kv := range parts[1:] {
-		k, v, hasVal := strings.Cut(kv, "=")
+	var fields []optionField
+	if hasOpts {
+		var err error
+		if fields, err = optionFields(opts); err != nil {
+			return ExportSpec{}, fmt.Errorf("export %s: %w", name, err)
+		}
+	}
+	for _, f := range fields {
+		k, v, hasVal := f.key, f.value, f.hasValue
 		kind, known := syn.Options[k]
 		switch {
 		case !known:
@@ -113,6 +126,49 @@ func ParseExport(s string, syn ExportSyntax) (ExportSpec, error) {
 		}
 	}
 	return e, nil
+}
+
+// optionField is one option of an export line: key, or key=value.
+type optionField struct {
+	key, value string
+	hasValue   bool
+}
+
+// optionFields splits the options of an export line at the commas outside
+// double quotes: a value written "…" may hold commas, but no double quote.
+func optionFields(s string) ([]optionField, error) {
+	var out []optionField
+	for {
+		var f optionField
+		end := strings.IndexAny(s, "=,")
+		if end < 0 || s[end] == ',' { // a flag
+			if end < 0 {
+				return append(out, optionField{key: s}), nil
+			}
+			out, s = append(out, optionField{key: s[:end]}), s[end+1:]
+			continue
+		}
+		f.key, f.hasValue, s = s[:end], true, s[end+1:]
+		if v, ok := strings.CutPrefix(s, `"`); ok {
+			q := strings.IndexByte(v, '"')
+			if q < 0 {
+				return nil, fmt.Errorf("option %s: the value's opening \" is not closed", f.key)
+			}
+			f.value, s = v[:q], v[q+1:]
+			if s != "" && s[0] != ',' {
+				return nil, fmt.Errorf("option %s: text after the value's closing \"", f.key)
+			}
+		} else if c := strings.IndexByte(s, ','); c >= 0 {
+			f.value, s = s[:c], s[c:]
+		} else {
+			f.value, s = s, ""
+		}
+		out = append(out, f)
+		if s == "" {
+			return out, nil
+		}
+		s = s[1:] // the comma
+	}
 }
 
 func printable(s string) bool {

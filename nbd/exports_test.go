@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,8 @@ func TestParseExports(t *testing.T) {
 func FuzzParseExports(f *testing.F) {
 	f.Add("a=/dev/sdb,read-only,key-file=/k\n# c\nb=x,key-file=k,size=7\n")
 	f.Add("x=d,key-file=k,key-file=j")
+	f.Add(`q=d,key-file="a,read-only=true",read-only`)
+	f.Add(`q=d,key-file="unclosed`)
 	f.Fuzz(func(t *testing.T, in string) {
 		specs, err := ParseExports(strings.NewReader(in), "f", testSyntax)
 		if err != nil {
@@ -70,13 +73,24 @@ func FuzzParseExports(f *testing.F) {
 		}
 		var b strings.Builder
 		for _, s := range specs {
-			line := s.String()
-			for k, v := range s.Options {
-				if testSyntax.Options[k] == OptionFlag {
-					line = strings.Replace(line, ","+k+"="+v, ","+k, 1)
+			// The line as written: flags bare, values with commas quoted.
+			b.WriteString(s.Name + "=" + s.Device)
+			keys := make([]string, 0, len(s.Options))
+			for k := range s.Options {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				switch v := s.Options[k]; {
+				case testSyntax.Options[k] == OptionFlag:
+					b.WriteString("," + k)
+				case strings.Contains(v, ","):
+					b.WriteString("," + k + `="` + v + `"`)
+				default:
+					b.WriteString("," + k + "=" + v)
 				}
 			}
-			b.WriteString(line + "\n")
+			b.WriteString("\n")
 		}
 		again, err := ParseExports(strings.NewReader(b.String()), "f", testSyntax)
 		if err != nil || len(again) != len(specs) {
