@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/blkcrypt/blkcrypt/internal/tangtest"
+	"github.com/blkcrypt/blkcrypt/internal/testenv"
 	"github.com/blkcrypt/blkcrypt/nbd"
 )
 
@@ -314,6 +315,9 @@ func FuzzExportOptions(f *testing.F) {
 		"a=img,type=bitlk",
 		"a=img,key-file=k,token-only",
 		"a=img,cinder-key-file=-",
+		`a=img,tpm2-device="swtpm:host=127.0.0.1,port=2321",token-type=systemd-tpm2`,
+		`a=img,key-file="k,1"x`,
+		`a=img,key-file="k`,
 	} {
 		f.Add(s)
 	}
@@ -341,4 +345,49 @@ func FuzzExportOptions(f *testing.F) {
 			t.Fatalf("%q: type %s without a key", line, f.Type)
 		}
 	})
+}
+
+// TestGatewayTPM2: exports sealed to the gateway's TPM (systemd-cryptenroll
+// on swtpm, PCR 7) and named with tpm2-device= and no key are served by
+// their systemd-tpm2 tokens: nbdcopy reads what the passphrase wrote.
+// After PCR 7 changes (another boot state), a SIGHUP that adds the second
+// export reports it on one line naming the token and the PCR mismatch,
+// and the first, already unlocked, goes on serving.
+func TestGatewayTPM2(t *testing.T) {
+	needTool(t, "cryptsetup", "cryptsetup-bin")
+	needTool(t, "nbdcopy", "libnbd-bin")
+	needTool(t, "nbdinfo", "libnbd-bin")
+	tcti := startTestSwtpm(t)
+	enroll := testenv.Need(t, "systemd-cryptenroll", "systemd")
+	extendPCR7(t, tcti) // else systemd warns that PCR 7 is unset
+	dir := t.TempDir()
+	imgs, passes, data := tokenGatewayImages(t, dir, nil, []string{"p", "q"}, nil)
+	for _, n := range []string{"p", "q"} {
+		mustTool(t, nil, nil, enroll, "--tpm2-device="+tcti, "--tpm2-pcrs=7", "--unlock-key-file="+passes[n], imgs[n])
+	}
+	// systemd's TCTI spelling has a comma: the value is quoted.
+	line := func(n string) string { return n + "=" + imgs[n] + `,tpm2-device="` + tcti + `"` }
+	exports := writeFile(t, dir, "exports", []byte(line("p")+"\n"))
+	sock, stderr, stop := startGatewayCLI(t, "--exports", exports)
+	if !bytes.Equal(copyExport(t, sock, "p"), data["p"]) {
+		t.Fatal("the export unlocked through its TPM2 token reads other bytes than were written with its passphrase")
+	}
+	extendPCR7(t, tcti)
+	writeFile(t, dir, "exports", []byte(line("p")+"\n"+line("q")+"\n"))
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	stderr.waitFor(t, "reloaded:", 1)
+	if l := gatewayLine(stderr.String(), "q"); !strings.Contains(l, "not served") || !strings.Contains(l, "systemd-tpm2") || !strings.Contains(l, "PCR") {
+		t.Errorf("export q after PCR 7 changed: want one line naming the token and the PCRs, got %q\n%s", l, stderr.String())
+	}
+	if got := strings.Join(listedExports(t, sock), ","); got != "p" {
+		t.Fatalf("after the reload nbdinfo --list = %s, want p", got)
+	}
+	if !bytes.Equal(copyExport(t, sock, "p"), data["p"]) {
+		t.Fatal("export p reads other bytes after PCR 7 changed")
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("gateway exited %d: %s", code, stderr.String())
+	}
 }
