@@ -4,6 +4,9 @@
 # each fuzz target for a bounded time. `make test` and .ci/run call this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each section's heading says when it started (seconds since the suite
+# began), so a run's log shows where the 40-minute budget goes.
+section() { echo "== $* [+${SECONDS}s]"; }
 
 need=()
 command -v cryptsetup >/dev/null || need+=(cryptsetup-bin)
@@ -84,7 +87,7 @@ export CI="${CI:-true}"
 # Every archive the fixture manifest names must be there, whole, before any
 # test starts: a missing or truncated fixture is reported once, here, with
 # the way to fix it, instead of as a hundred failing tests.
-echo "== fixtures ($BLKCRYPT_FIXTURES)"
+section "fixtures ($BLKCRYPT_FIXTURES)"
 manifest="$BLKCRYPT_VECTORS/fixture_manifest.json"
 if [ ! -f "$manifest" ]; then
   echo "fixture manifest $manifest not found: set BLKCRYPT_VECTORS to shared/vectors" >&2
@@ -112,7 +115,7 @@ echo "$n archives present and intact"
 
 # Prove the rule above: under CI, tests that need the fixtures must fail
 # when the folder is absent, never pass by skipping.
-echo "== missing fixtures fail under CI"
+section "missing fixtures fail under CI"
 # Each package on its own: -failfast across packages would not start the
 # later ones after the first failure.
 out=$(mktemp)
@@ -132,28 +135,28 @@ done
 rm -f "$out"
 echo "ok: bitlk, fvault2 and luks2 fail without their fixtures"
 
-echo "== go vet"
+section "go vet"
 go vet ./...
-echo "== gofmt"
+section "gofmt"
 bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$bad" ]; then echo "gofmt needed: $bad" >&2; exit 1; fi
 
-echo "== go test"
+section "go test"
 # internal/cephtest is in ./...: one single-node Ceph cluster for the whole
 # package (about 10 s to start, about 2 minutes of tests in all), stopped
 # by its TestMain or, should the binary die first, by its watchdog.
 go test -count=1 -timeout 30m ./...
-echo "== go test -tags ceph (the native rbd: device through librbd's C API)"
+section "go test -tags ceph (the native rbd: device through librbd's C API)"
 go test -count=1 -timeout 10m -tags ceph -run 'Native|ParseSpec' ./rbd/ ./internal/cephtest/
-echo "== go test -tags pkcs11 (systemd-pkcs11 tokens through a cgo PKCS#11 binding, over softhsm2)"
+section "go test -tags pkcs11 (systemd-pkcs11 tokens through a cgo PKCS#11 binding, over softhsm2)"
 go test -count=1 -tags pkcs11 -run 'PKCS11' ./token/ ./internal/cli/
-echo "== examples (an outside module over the public API only)"
+section "examples (an outside module over the public API only)"
 (cd examples && go vet ./... && go test -count=1 -timeout 10m ./...)
-echo "== generated S-box circuits (the searches of internal/serpent/_asm)"
+section "generated S-box circuits (the searches of internal/serpent/_asm)"
 BLKCRYPT_SLOW_GENERATORS=1 go test -count=1 -run '^TestGeneratedCircuits$' ./internal/serpent/
-echo "== go test -tags purego (generic fallbacks)"
+section "go test -tags purego (generic fallbacks)"
 go test -count=1 -tags purego ./internal/aes/... ./internal/serpent/... ./internal/adiantum/... ./capi/... ./sector/...
-echo "== arm64 under qemu-user (internal/aes ce kernels, and the purego fallback)"
+section "arm64 under qemu-user (internal/aes ce kernels, and the purego fallback)"
 # No arm64 machine: the ce kernels run under qemu-aarch64-static through
 # the same conformance suite, testmgr vectors and fuzz seeds as the amd64
 # ones. BLKCRYPT_TEST_AES_IMPLS makes TestImplSelection fail if the
@@ -172,10 +175,10 @@ BLKCRYPT_TEST_AES_IMPLS=generic GOARCH=arm64 go test -exec 'qemu-aarch64-static 
 BLKCRYPT_TEST_AES_IMPLS=generic arm64_test -tags purego -run '^(TestImpls|TestImplSelection|TestXTS|TestCBC|TestKAT.*|Fuzz.*)$' ./internal/aes/...
 BLKCRYPT_TEST_AES_IMPLS=generic arm64_test -tags purego ./capi/...
 BLKCRYPT_TEST_AES_IMPLS=generic arm64_test -tags purego -run '^(TestCryptsetupSectorIV|TestBadInput|TestKeyCount)$' ./sector/...
-echo "== go test -race (concurrent packages)"
+section "go test -race (concurrent packages)"
 go test -count=1 -race -timeout 15m ./sector/... ./nbd/... .
 
-echo "== fuzz (bounded)"
+section "fuzz (bounded)"
 # Go 1.26's fuzz coordinator can report a bare "context deadline exceeded" when
 # -fuzztime expires while a worker is mid-call (go.dev/issue/75804, fixed in
 # Go 1.27). That is not a finding: Go writes every real failing input to
@@ -221,4 +224,4 @@ for t in "${targets[@]}"; do
   echo "-- $pkg $f"
   fuzz_one "$pkg" "$dir" "$f"
 done
-echo "== all tests passed"
+section "all tests passed"
