@@ -149,6 +149,7 @@ go test -count=1 -timeout 30m ./...
 section "go test -tags ceph (the native rbd: device through librbd's C API)"
 go test -count=1 -timeout 10m -tags ceph -run 'Native|ParseSpec' ./rbd/ ./internal/cephtest/
 section "go test -tags pkcs11 (systemd-pkcs11 tokens through a cgo PKCS#11 binding, over softhsm2)"
+go vet -tags pkcs11 ./token/ ./internal/cli/
 go test -count=1 -tags pkcs11 -run 'PKCS11' ./token/ ./internal/cli/
 section "examples (an outside module over the public API only)"
 (cd examples && go vet ./... && go test -count=1 -timeout 10m ./...)
