@@ -46,6 +46,7 @@ type Server struct {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{socat: testenv.Need(t, "socat", "socat"), Dir: t.TempDir()}
+	testenv.Need(t, "jose", "jose") // tangd-keygen runs it
 	if _, err := os.Stat(tangd); err != nil {
 		testenv.Missing(t, "%s (apt package tang): %v", tangd, err)
 	}
