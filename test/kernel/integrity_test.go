@@ -338,7 +338,7 @@ integritysetup open %s --integrity-bitmap-mode --bitmap-flush-time 600000 /dev/d
 dd if=/kt/pat of=/dev/mapper/bcut2 bs=4096 skip=%d seek=7 count=9 conv=fsync 2>/dev/null || echo "@@E bcut2 dd"
 integritysetup open %s --journal-watermark 90 --journal-commit-time 600000 /dev/disk/%s ccut2 2>/tmp/err || echo "@@E ccut2 open: $(cat /tmp/err)"
 dd if=/kt/pat of=/dev/mapper/ccut2 bs=4096 skip=%d seek=50 count=6 conv=fsync 2>/dev/null || echo "@@E ccut2 dd"
-echo "@@I power-off"
+echo "@@I power-off $(cut -d' ' -f1 /proc/uptime)"
 echo o > /proc/sysrq-trigger
 sleep 10
 `, cut.guestArgs(), cut.name, (2<<20)/4096, (3<<20)/4096, bcut.guestArgs(), bcut.name, (4<<20)/4096, ccut.guestArgs(), ccut.name, (5<<20)/4096)
@@ -358,7 +358,7 @@ sleep 10
 	if r == nil {
 		t.Fatal(err)
 	}
-	t.Logf("boot: %s, %v", r.Accel, r.Duration.Round(time.Millisecond))
+	t.Logf("boot: %s, %v, guest script %s", r.Accel, r.Duration.Round(time.Millisecond), guestScriptTime(r.Console))
 	if len(guestLines(r.Console, "@@I power-off")) != 1 {
 		t.Fatalf("the guest did not reach the power cut (%v):\n%s", err, tail(r.Console, 6000))
 	}
