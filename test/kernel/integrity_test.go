@@ -347,14 +347,16 @@ sleep 10
 	if err != nil || len(isetupData) == 0 {
 		t.Fatalf("reading %s: %v", isetup, err)
 	}
+	packed, links, unpack := packDisks(t, dir, "p-", disks)
 	r, err := k.Run(context.Background(), Boot{
-		Script:      script.String(),
+		Script:      links + script.String(),
 		Files:       map[string][]byte{"/kt/pat": pat, "/kt/ikey": integrityKey, "/kt/jkey": integrityJKey, "/kt/ckey": integrityCKey},
 		Executables: map[string]string{"/sbin/integritysetup": isetup},
-		Disks:       disks,
+		Disks:       packed,
 		Timeout:     6 * time.Minute,
 		MemoryMiB:   512,
 	})
+	unpack()
 	if r == nil {
 		t.Fatal(err)
 	}
