@@ -3,12 +3,9 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/blkcrypt/blkcrypt"
@@ -80,17 +77,16 @@ func (t tokenFlags) unlockToken(ctx context.Context, env *Env, h *blkcrypt.LUKS)
 		return nil, err
 	}
 	defer func() { clear(o.PIN) }()
-	pass, _, err := token.Unlock(ctx, h, o)
-	if err != nil && o.PIN == nil && errors.Is(err, token.ErrNeedPIN) && env.Prompt != nil && env.StdinIsTerminal {
-		prompt := "Please enter TPM2 PIN: "
-		if strings.Contains(err.Error(), token.TypePKCS11) {
-			prompt = "Please enter security token PIN: "
+	var ask func(string) ([]byte, error)
+	if env.Prompt != nil && env.StdinIsTerminal {
+		ask = func(typ string) ([]byte, error) {
+			if typ == token.TypePKCS11 {
+				return env.Prompt("Please enter security token PIN: ")
+			}
+			return env.Prompt("Please enter TPM2 PIN: ")
 		}
-		if o.PIN, err = env.Prompt(prompt); err != nil {
-			return nil, err
-		}
-		pass, _, err = token.Unlock(ctx, h, o)
 	}
+	pass, _, err := token.UnlockWithPIN(ctx, h, o, ask)
 	if err == nil {
 		return pass, nil
 	}
@@ -135,14 +131,14 @@ func tokenPassphrase(ctx context.Context, env *Env, t tokenFlags, path, header s
 	return t.unlockToken(ctx, env, h)
 }
 
-// enrollOptions are systemd-cryptenroll's options.
+// enrollOptions are systemd-cryptenroll's options (token.Enrollment).
 type enrollOptions struct {
-	UnlockKeyFile string `flag:"unlock-key-file" help:"a file holding an existing passphrase" def:"asked on the terminal"`
-	TPM2Device    string `flag:"tpm2-device" help:"enroll a TPM2 token on this TPM (systemd's spelling; auto is /dev/tpmrm0)"`
-	TPM2PCRs      string `flag:"tpm2-pcrs" help:"PCRs to seal to, e.g. 7 or 0+7 (\"\" for none)" def:"7"`
-	TPM2WithPIN   bool   `flag:"tpm2-with-pin" help:"the TPM2 token also needs a PIN (--tpm2-pin-file, else asked twice)"`
-	TPM2PINFile   string `flag:"tpm2-pin-file" help:"read the new TPM2 PIN from this file" def:"asked on a terminal"`
-	RecoveryKey   bool   `flag:"recovery-key" help:"enroll a recovery key and print it"`
+	UnlockKeyFile string  `flag:"unlock-key-file" help:"a file holding an existing passphrase" def:"asked on the terminal"`
+	TPM2Device    string  `flag:"tpm2-device" help:"enroll a TPM2 token on this TPM (systemd's spelling; auto is /dev/tpmrm0)"`
+	TPM2PCRs      *string `flag:"tpm2-pcrs" help:"PCRs to seal to, e.g. 7 or 0+7 (\"\" for none)" def:"7"`
+	TPM2WithPIN   bool    `flag:"tpm2-with-pin" help:"the TPM2 token also needs a PIN (--tpm2-pin-file, else asked twice)"`
+	TPM2PINFile   string  `flag:"tpm2-pin-file" help:"read the new TPM2 PIN from this file" def:"asked on a terminal"`
+	RecoveryKey   bool    `flag:"recovery-key" help:"enroll a recovery key and print it"`
 	// A pin-value in the URI is a secret in argv: --pkcs11-pin-file or
 	// the terminal is better (systemd accepts it, and so do we).
 	PKCS11TokenURI string `flag:"pkcs11-token-uri" help:"enroll a PKCS#11 security token by its pkcs11: URI (its X.509 certificate's RSA key; a pin-value in the URI shows in the process list: prefer --pkcs11-pin-file); auto is the only token present, list prints the tokens"`
@@ -150,143 +146,71 @@ type enrollOptions struct {
 	WipeSlot       string `flag:"wipe-slot" help:"after enrolling, remove these keyslots: numbers, all, empty, password, recovery, tpm2, clevis (comma-separated)"`
 }
 
-// runEnroll is systemd-cryptenroll DEVICE: a TPM2 token, a PKCS#11
-// token or a recovery key in a new keyslot (keyslot and token in one
-// header update), then --wipe-slot. --pkcs11-token-uri list needs no
-// DEVICE.
+// runEnroll is systemd-cryptenroll DEVICE (token.Enroll): a TPM2 token, a
+// PKCS#11 token or a recovery key in a new keyslot, then --wipe-slot.
+// --pkcs11-token-uri list needs no DEVICE.
 func runEnroll(ctx context.Context, env *Env, o *enrollOptions, args []string) error {
 	if o.PKCS11TokenURI == "list" {
 		uris, err := token.PKCS11TokenURIs("")
-		if err != nil {
-			return err
-		}
 		for _, u := range uris {
 			fmt.Fprintln(env.Stdout, u)
 		}
-		return nil
+		return err
 	}
 	if len(args) != 1 {
 		return usageErr("enroll takes one DEVICE")
 	}
-	dev := args[0]
-	tpm, pkcs11 := o.TPM2Device != "", o.PKCS11TokenURI != ""
-	if n := btoi(tpm) + btoi(pkcs11) + btoi(o.RecoveryKey); n > 1 {
-		return usageErr("only one of --tpm2-device, --pkcs11-token-uri and --recovery-key can be enrolled at once")
+	e := token.Enrollment{TPM2Device: o.TPM2Device, TPM2WithPIN: o.TPM2WithPIN, PKCS11URI: o.PKCS11TokenURI, RecoveryKey: o.RecoveryKey}
+	if o.WipeSlot != "" {
+		e.Wipe = strings.Split(o.WipeSlot, ",")
 	}
-	if !tpm && !pkcs11 && !o.RecoveryKey && o.WipeSlot == "" {
-		return usageErr("nothing to do: give --tpm2-device, --pkcs11-token-uri, --recovery-key or --wipe-slot")
-	}
-	if pkcs11 && o.PKCS11TokenURI != "auto" {
-		if _, err := token.ParsePKCS11URI(o.PKCS11TokenURI); err != nil {
-			return usageErr("--pkcs11-token-uri: %w", err)
+	if o.TPM2PCRs != nil && o.TPM2Device != "" {
+		pcrs, err := token.ParsePCRs(*o.TPM2PCRs)
+		if err != nil {
+			return usageErr("--tpm2-pcrs: %w", err)
 		}
+		e.TPM2PCRs = pcrs
 	}
-	var pcrs []int
-	if tpm {
-		var err error
-		if pcrs, err = parsePCRs(o.TPM2PCRs); err != nil {
-			return err
-		}
-	}
-	if err := checkDevice(dev, false); err != nil {
+	if err := e.Check(); err != nil {
 		return err
 	}
-	h, err := blkcrypt.OpenLUKS(ctx, dev, blkcrypt.LUKSOptions{})
+	h, err := openLUKS(ctx, args[0], false)
 	if err != nil {
-		return deviceErr(fmt.Errorf("device %s is not a valid LUKS device: %w", dev, err))
+		return err
 	}
 	defer h.Close()
-	existing, err := existingPassphrase(env, o.UnlockKeyFile)
-	if err != nil {
+	if e.Existing, err = existingPassphrase(env, o.UnlockKeyFile); err != nil {
 		return err
 	}
-	defer clear(existing)
-	slot, err := h.TestPassphrase(ctx, existing, blkcrypt.KeyOptions{})
-	if err != nil {
-		return err
-	}
-	newSlot := -1
-	eo := token.EnrollOptions{Existing: existing}
-	switch {
-	case tpm:
-		pin, err := newTPM2PIN(env, o)
-		if err != nil {
-			return err
-		}
-		defer clear(pin)
-		s, _, err := token.EnrollTPM2(ctx, h, token.TPM2EnrollOptions{EnrollOptions: eo, TPM2Device: o.TPM2Device, PCRs: pcrs, PIN: pin})
-		if err != nil {
-			return err
-		}
-		newSlot = s
-		fmt.Fprintf(env.Stderr, "New TPM2 token enrolled as key slot %d.\n", s)
-	case pkcs11:
-		s, err := enrollPKCS11(ctx, env, h, o, eo)
-		if err != nil {
-			return err
-		}
-		newSlot = s
-		fmt.Fprintf(env.Stderr, "New PKCS#11 token enrolled as key slot %d.\n", s)
-	case o.RecoveryKey:
-		key, s, _, err := token.EnrollRecovery(ctx, h, eo)
-		if err != nil {
-			return err
-		}
-		newSlot = s
-		fmt.Fprintf(env.Stdout, "%s\n", key)
-		clear(key)
-		fmt.Fprintf(env.Stderr, "New recovery key enrolled as key slot %d.\n", s)
-	}
-	if o.WipeSlot != "" {
-		return wipeSlots(ctx, env, h, o.WipeSlot, newSlot, slot)
-	}
-	return nil
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// enrollPKCS11 enrolls the security token --pkcs11-token-uri names (auto:
-// the only one present). Its PIN is --pkcs11-pin-file's, else the URI's,
-// else asked on the terminal if the token needs one to show its
-// certificate.
-func enrollPKCS11(ctx context.Context, env *Env, h *blkcrypt.LUKS, o *enrollOptions, eo token.EnrollOptions) (int, error) {
-	uri := o.PKCS11TokenURI
-	if uri == "auto" {
-		uris, err := token.PKCS11TokenURIs("")
-		if err != nil {
-			return -1, err
-		}
-		if len(uris) != 1 {
-			return -1, usageErr("--pkcs11-token-uri auto: %d security tokens present, want exactly one (list shows them)", len(uris))
-		}
-		uri = uris[0]
-	}
-	po := token.PKCS11EnrollOptions{EnrollOptions: eo, URI: uri}
+	defer clear(e.Existing)
 	if o.PKCS11PINFile != "" {
-		pin, err := tokenFlags{PKCS11PINFile: o.PKCS11PINFile}.pin()
-		if err != nil {
-			return -1, err
+		if e.PKCS11PIN, err = (tokenFlags{PKCS11PINFile: o.PKCS11PINFile}).pin(); err != nil {
+			return err
 		}
-		defer clear(pin)
-		po.PIN = pin
+		defer clear(e.PKCS11PIN)
 	}
-	s, _, err := token.EnrollPKCS11(ctx, h, po)
-	if errors.Is(err, token.ErrNeedPIN) && po.PIN == nil {
+	e.AskPIN = func(typ string) ([]byte, error) {
+		if typ == token.TypeTPM2 {
+			return newTPM2PIN(env, o)
+		}
 		if env.Prompt == nil || !env.StdinIsTerminal {
-			return -1, usageErr("%v: give --pkcs11-pin-file or run on a terminal", err)
+			return nil, usageErr("give --pkcs11-pin-file or run on a terminal")
 		}
-		if po.PIN, err = env.Prompt("Please enter security token PIN: "); err != nil {
-			return -1, err
-		}
-		defer clear(po.PIN)
-		s, _, err = token.EnrollPKCS11(ctx, h, po)
+		return env.Prompt("Please enter security token PIN: ")
 	}
-	return s, err
+	r, err := token.Enroll(ctx, h, e)
+	if r.Keyslot >= 0 {
+		if r.RecoveryKey != nil {
+			fmt.Fprintf(env.Stdout, "%s\n", r.RecoveryKey)
+			clear(r.RecoveryKey)
+		}
+		name := map[string]string{token.TypeTPM2: "TPM2 token", token.TypePKCS11: "PKCS#11 token", token.TypeRecovery: "recovery key"}[r.Type]
+		fmt.Fprintf(env.Stderr, "New %s enrolled as key slot %d.\n", name, r.Keyslot)
+	}
+	for _, s := range r.Wiped {
+		fmt.Fprintf(env.Stderr, "Wiped slot %d.\n", s)
+	}
+	return err
 }
 
 // existingPassphrase reads a key file (- is stdin), or asks on the
@@ -296,12 +220,9 @@ func existingPassphrase(env *Env, file string) ([]byte, error) {
 	return b, err
 }
 
-// newTPM2PIN is the PIN of a new TPM2 token: nil without --tpm2-with-pin,
-// else --tpm2-pin-file, else asked twice on the terminal.
+// newTPM2PIN is the PIN of a new TPM2 token (--tpm2-with-pin):
+// --tpm2-pin-file, else asked twice on the terminal.
 func newTPM2PIN(env *Env, o *enrollOptions) ([]byte, error) {
-	if !o.TPM2WithPIN {
-		return nil, nil
-	}
 	if o.TPM2PINFile != "" {
 		pin, err := tokenFlags{TPM2PINFile: o.TPM2PINFile}.pin()
 		if err == nil && len(pin) == 0 {
@@ -329,125 +250,6 @@ func newTPM2PIN(env *Env, o *enrollOptions) ([]byte, error) {
 	return a, nil
 }
 
-// parsePCRs reads systemd's PCR list: numbers joined by + or ,; "" is none.
-func parsePCRs(s string) ([]int, error) {
-	if s == "" {
-		return []int{}, nil
-	}
-	var out []int
-	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == '+' || r == ',' }) {
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 0 || n > 23 {
-			return nil, usageErr("--tpm2-pcrs: %q is not a PCR number 0..23", f)
-		}
-		out = append(out, n)
-	}
-	return out, nil
-}
-
-// wipeSlots removes the keyslots spec names (systemd-cryptenroll's
-// --wipe-slot), never the one just enrolled, and the tokens left naming
-// none of the remaining keyslots. With nothing enrolled, the slot that
-// authorised the call is kept too, so the volume stays openable.
-func wipeSlots(ctx context.Context, env *Env, h *blkcrypt.LUKS, spec string, enrolled, authorised int) error {
-	hd, err := h.Header(ctx)
-	if err != nil {
-		return err
-	}
-	toks, err := h.Tokens(ctx)
-	if err != nil {
-		return err
-	}
-	byType := map[int]string{} // keyslot → the type of a token naming it
-	for _, js := range toks {
-		typ, slots := tokenSlots(js)
-		for _, s := range slots {
-			byType[s] = typ
-		}
-	}
-	active := hd.ActiveKeyslots()
-	var wipe []int
-	for _, w := range strings.Split(spec, ",") {
-		switch w = strings.TrimSpace(w); w {
-		case "all":
-			wipe = append(wipe, active...)
-		case "empty":
-			for _, s := range active {
-				if _, err := h.TestPassphrase(ctx, []byte{}, blkcrypt.KeyOptions{Keyslot: &s}); err == nil {
-					wipe = append(wipe, s)
-				}
-			}
-		case "password":
-			for _, s := range active {
-				if _, ok := byType[s]; !ok {
-					wipe = append(wipe, s)
-				}
-			}
-		case "recovery", "tpm2", "clevis", "pkcs11", "fido2":
-			typ := map[string]string{"recovery": token.TypeRecovery, "tpm2": token.TypeTPM2, "clevis": token.TypeClevis,
-				"pkcs11": token.TypePKCS11, "fido2": "systemd-fido2"}[w]
-			for _, s := range active {
-				if byType[s] == typ {
-					wipe = append(wipe, s)
-				}
-			}
-		default:
-			n, err := strconv.Atoi(w)
-			if err != nil || !slices.Contains(active, n) {
-				return usageErr("--wipe-slot: %q is no active keyslot or slot class", w)
-			}
-			wipe = append(wipe, n)
-		}
-	}
-	slices.Sort(wipe)
-	wipe = slices.Compact(wipe)
-	keep := enrolled
-	if keep < 0 {
-		keep = authorised
-	}
-	for _, s := range wipe {
-		if s == keep {
-			continue
-		}
-		if err := h.KillSlot(ctx, s, blkcrypt.KeyOptions{Force: true}); err != nil {
-			return fmt.Errorf("wiping keyslot %d: %w", s, err)
-		}
-		fmt.Fprintf(env.Stderr, "Wiped slot %d.\n", s)
-	}
-	// Tokens that now name no active keyslot go too.
-	if hd, err = h.Header(ctx); err != nil {
-		return err
-	}
-	left := hd.ActiveKeyslots()
-	for id, js := range toks {
-		_, slots := tokenSlots(js)
-		if len(slots) > 0 && !slices.ContainsFunc(slots, func(s int) bool { return slices.Contains(left, s) }) {
-			if err := h.RemoveToken(ctx, id); err != nil && !errors.Is(err, blkcrypt.ErrInvalidOptions) {
-				return fmt.Errorf("removing token %d: %w", id, err)
-			}
-		}
-	}
-	return nil
-}
-
-// tokenSlots is a token's type and keyslots, as far as they parse.
-func tokenSlots(js []byte) (string, []int) {
-	var t struct {
-		Type     string   `json:"type"`
-		Keyslots []string `json:"keyslots"`
-	}
-	if json.Unmarshal(js, &t) != nil {
-		return "", nil
-	}
-	var out []int
-	for _, k := range t.Keyslots {
-		if n, err := strconv.Atoi(k); err == nil {
-			out = append(out, n)
-		}
-	}
-	return t.Type, out
-}
-
 // bindOptions are clevis luks bind's options.
 type bindOptions struct {
 	Device    string `flag:"device" help:"the LUKS2 device (clevis's -d); or the first argument"`
@@ -461,19 +263,12 @@ type bindOptions struct {
 
 // runBind is clevis luks bind: DEVICE PIN CONFIG (or -d DEVICE PIN CONFIG).
 func runBind(ctx context.Context, env *Env, o *bindOptions, args []string) error {
-	if o.Device != "" {
-		args = append([]string{o.Device}, args...)
-	}
-	if len(args) != 3 {
+	if args = withDevice(o.Device, args); len(args) != 3 {
 		return usageErr("bind takes DEVICE PIN CONFIG")
 	}
-	dev, pin, cfg := args[0], args[1], args[2]
-	if err := checkDevice(dev, false); err != nil {
-		return err
-	}
-	h, err := blkcrypt.OpenLUKS(ctx, dev, blkcrypt.LUKSOptions{})
+	h, err := openLUKS(ctx, args[0], false)
 	if err != nil {
-		return deviceErr(fmt.Errorf("device %s is not a valid LUKS device: %w", dev, err))
+		return err
 	}
 	defer h.Close()
 	existing, err := existingPassphrase(env, o.KeyFile)
@@ -482,23 +277,12 @@ func runBind(ctx context.Context, env *Env, o *bindOptions, args []string) error
 	}
 	defer clear(existing)
 	bo := token.ClevisBindOptions{EnrollOptions: token.EnrollOptions{Existing: existing},
-		ClevisOptions: token.ClevisOptions{TPM2Device: o.TPM2Dev, TrustTang: o.Trust}}
-	if o.Slot != nil {
-		n := int(*o.Slot)
-		bo.NewKeyslot = &n
-	}
-	if o.TokenID != nil {
-		n := int(*o.TokenID)
-		bo.TokenID = &n
-	}
-	slot, _, err := token.BindClevis(ctx, h, pin, []byte(cfg), bo)
-	if err != nil {
-		return err
-	}
-	if o.Verbosity {
+		ClevisOptions: token.ClevisOptions{TPM2Device: o.TPM2Dev, TrustTang: o.Trust}, NewKeyslot: intPtr(o.Slot), TokenID: intPtr(o.TokenID)}
+	slot, _, err := token.BindClevis(ctx, h, args[1], []byte(args[2]), bo)
+	if err == nil && o.Verbosity {
 		fmt.Fprintf(env.Stdout, "%d\n", slot)
 	}
-	return nil
+	return err
 }
 
 // unbindOptions are clevis luks unbind's options.
@@ -510,18 +294,12 @@ type unbindOptions struct {
 
 // runUnbind is clevis luks unbind -s SLOT DEVICE.
 func runUnbind(ctx context.Context, env *Env, o *unbindOptions, args []string) error {
-	if o.Device != "" {
-		args = append([]string{o.Device}, args...)
-	}
-	if len(args) != 1 || o.Slot == nil {
+	if args = withDevice(o.Device, args); len(args) != 1 || o.Slot == nil {
 		return usageErr("unbind takes -s SLOT DEVICE")
 	}
-	if err := checkDevice(args[0], false); err != nil {
-		return err
-	}
-	h, err := blkcrypt.OpenLUKS(ctx, args[0], blkcrypt.LUKSOptions{})
+	h, err := openLUKS(ctx, args[0], false)
 	if err != nil {
-		return deviceErr(fmt.Errorf("device %s is not a valid LUKS device: %w", args[0], err))
+		return err
 	}
 	defer h.Close()
 	return token.UnbindClevis(ctx, h, int(*o.Slot), o.Force)
@@ -535,30 +313,38 @@ type listOptions struct {
 
 // runList is clevis luks list: "SLOT: PIN 'CONFIG'" a binding.
 func runList(ctx context.Context, env *Env, o *listOptions, args []string) error {
-	if o.Device != "" {
-		args = append([]string{o.Device}, args...)
-	}
-	if len(args) != 1 {
+	if args = withDevice(o.Device, args); len(args) != 1 {
 		return usageErr("list takes DEVICE")
 	}
-	if err := checkDevice(args[0], true); err != nil {
-		return err
-	}
-	h, err := blkcrypt.OpenLUKS(ctx, args[0], blkcrypt.LUKSOptions{ReadOnly: true})
+	h, err := openLUKS(ctx, args[0], true)
 	if err != nil {
-		return deviceErr(fmt.Errorf("device %s is not a valid LUKS device: %w", args[0], err))
+		return err
 	}
 	defer h.Close()
 	bs, err := token.ListClevis(ctx, h)
-	if err != nil {
-		return err
-	}
 	for _, b := range bs {
 		if o.Slot == nil || int64(b.Keyslot) == *o.Slot {
 			fmt.Fprintln(env.Stdout, b)
 		}
 	}
-	return nil
+	return err
+}
+
+// withDevice puts clevis's -d DEVICE, when given, before the arguments.
+func withDevice(dev string, args []string) []string {
+	if dev == "" {
+		return args
+	}
+	return append([]string{dev}, args...)
+}
+
+// intPtr is an optional flag's number as an int.
+func intPtr(n *int64) *int {
+	if n == nil {
+		return nil
+	}
+	i := int(*n)
+	return &i
 }
 
 // existing is the existing passphrase of a typed key verb (add-key): a
@@ -575,12 +361,17 @@ func (t tokenFlags) existing(ctx context.Context, env *Env, h *blkcrypt.LUKS, k 
 	return pass, err
 }
 
-// checkDevice gives cryptsetup's wording for a missing or unopenable
-// device before the LUKS handle is opened.
-func checkDevice(path string, readOnly bool) error {
-	f, err := openDevice(path, readOnly)
+// openLUKS opens the LUKS header on dev for the token verbs, with
+// cryptsetup's wording for a missing or unopenable device first.
+func openLUKS(ctx context.Context, dev string, readOnly bool) (*blkcrypt.LUKS, error) {
+	f, err := openDevice(dev, readOnly)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return f.Close()
+	f.Close()
+	h, err := blkcrypt.OpenLUKS(ctx, dev, blkcrypt.LUKSOptions{ReadOnly: readOnly})
+	if err != nil {
+		return nil, deviceErr(fmt.Errorf("device %s is not a valid LUKS device: %w", dev, err))
+	}
+	return h, nil
 }
