@@ -74,8 +74,8 @@ func openIntegrityCall(_ context.Context, c *openCall) (*Volume, error) {
 		return nil, fmt.Errorf("%w: a dm-integrity volume has no detached header", ErrInvalidOptions)
 	}
 	o := c.o.Integrity
-	if o.Mode != integrity.ModeJournal && o.Mode != integrity.ModeBitmap && o.Mode != integrity.ModeDirect {
-		return nil, fmt.Errorf("%w: integrity mode %d", ErrInvalidOptions, o.Mode)
+	if err := o.Check(); err != nil {
+		return nil, err
 	}
 	alg := o.Algorithm
 	if alg == "" {
@@ -190,7 +190,8 @@ type FormatIntegrityOptions struct {
 // data zeroed and every tag computed unless NoWipe, an empty journal, the
 // superblock written last), under the exclusive lock. Without Force it
 // refuses a device whose first 4 KiB hold anything (integrity.ErrNotEmpty,
-// which is ErrInvalidOptions too).
+// which is ErrInvalidOptions too). Options Check refuses are refused
+// before the device is opened.
 func FormatIntegrity(ctx context.Context, path string, o FormatIntegrityOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -201,8 +202,8 @@ func FormatIntegrity(ctx context.Context, path string, o FormatIntegrityOptions)
 	if IsURI(path) {
 		return fmt.Errorf("%w: FormatIntegrity on a URI device", ErrUnsupported)
 	}
-	if o.JournalSize < 0 {
-		return fmt.Errorf("%w: negative journal size", ErrInvalidOptions)
+	if err := o.Check(); err != nil {
+		return err
 	}
 	f, release, err := openLocked(path, false)
 	if err != nil {

@@ -93,17 +93,17 @@ func (g *integrityFlags) options(env *Env, sectorSize *int64, keep func(...[]byt
 	case g.IntegrityNoJournal:
 		o.Mode = integrity.ModeDirect
 	}
-	if g.TagSize != nil {
-		if *g.TagSize <= 0 || *g.TagSize > integrity.MaxTagSize {
-			return o, usageErr("--tag-size %d is not between 1 and %d", *g.TagSize, integrity.MaxTagSize)
+	for _, sz := range []struct {
+		flag string
+		v    *int64
+		dst  *int
+	}{{"tag-size", g.TagSize, &o.TagSize}, {"sector-size", sectorSize, &o.SectorSize}} {
+		// A given size is never 0, which means "not given" to the library.
+		if sz.v != nil && (*sz.v <= 0 || *sz.v > 1<<20) {
+			return o, usageErr("--%s %d is out of range", sz.flag, *sz.v)
+		} else if sz.v != nil {
+			*sz.dst = int(*sz.v)
 		}
-		o.TagSize = int(*g.TagSize)
-	}
-	if sectorSize != nil {
-		if s := *sectorSize; s != 512 && s != 1024 && s != 2048 && s != 4096 {
-			return o, usageErr("--sector-size %d: an integrity sector is 512, 1024, 2048 or 4096 bytes", s)
-		}
-		o.SectorSize = int(*sectorSize)
 	}
 	for _, k := range []struct {
 		what, alg, file string
@@ -114,22 +114,13 @@ func (g *integrityFlags) options(env *Env, sectorSize *int64, keep func(...[]byt
 		{"journal-integrity", g.JournalIntegrity, g.JournalIntegrityKeyFile, g.JournalIntegrityKeySize, &o.JournalIntegrityKey},
 		{"journal-crypt", g.JournalCrypt, g.JournalCryptKeyFile, g.JournalCryptKeySize, &o.JournalCryptKey},
 	} {
-		if k.file != "" && k.alg == "" && k.what != "integrity" {
-			return o, usageErr("--%s-key-file without --%s", k.what, k.what)
-		}
 		key, err := integrityKey(env, k.what, k.file, k.size, keep)
 		if err != nil {
 			return o, err
 		}
 		*k.dst = key
 	}
-	if g.JournalCrypt != "" && o.JournalCryptKey == nil {
-		return o, usageErr("--journal-crypt needs --journal-crypt-key-file")
-	}
-	if g.JournalIntegrity != "" && o.JournalIntegrityKey == nil {
-		return o, usageErr("--journal-integrity needs --journal-integrity-key-file")
-	}
-	return o, nil
+	return o, o.Check()
 }
 
 // integrityOptions binds the --type integrity flags: o.Integrity, with
@@ -173,23 +164,22 @@ func formatIntegrity(ctx context.Context, env *Env, alg string, sectorSize *int6
 	if err != nil {
 		return err
 	}
-	o := blkcrypt.FormatIntegrityOptions{
-		Algorithm: iopts.Algorithm, Key: iopts.Key, TagSize: iopts.TagSize, SectorSize: iopts.SectorSize,
-		JournalIntegrity: iopts.JournalIntegrity, JournalIntegrityKey: iopts.JournalIntegrityKey,
-		JournalCrypt: iopts.JournalCrypt, JournalCryptKey: iopts.JournalCryptKey,
-		NoWipe: opts.NoWipe, Force: true,
-	}
+	o := iopts.FormatOptions()
+	o.NoWipe, o.Force = opts.NoWipe, true
 	if j := opts.JournalSize; j != nil {
-		if *j < 4096 {
-			return usageErr("--journal-size %d is too small", *j)
+		if *j == 0 {
+			return usageErr("--journal-size 0 is too small")
 		}
 		o.JournalSize = int64(*j)
 	}
 	if il := opts.InterleaveSectors; il != nil {
-		if *il < 8 || *il > 1<<31 || *il&(*il-1) != 0 {
+		if *il <= 0 {
 			return usageErr("--interleave-sectors %d is not a power of 2 from 8 to 2^31", *il)
 		}
 		o.InterleaveSectors = uint64(*il)
+	}
+	if err := o.Check(); err != nil {
+		return err
 	}
 	st, err := os.Stat(dev)
 	if err != nil {
