@@ -609,7 +609,7 @@ func runHeaderRestore(ctx context.Context, env *Env, o *headerRestoreOptions, ar
 }
 
 type formatOptions struct {
-	Type         string `flag:"type" help:"luks2 or luks1 (luks is luks2)" def:"luks2"`
+	Type         string `flag:"type" help:"luks2 or luks1 (luks is luks2), or integrity (integritysetup format)" def:"luks2"`
 	Cipher       string `flag:"cipher" short:"c" help:"cipher specification, e.g. aes-xts-plain64" def:"aes-xts-plain64"`
 	KeySize      *int64 `flag:"key-size" short:"s" help:"key size in bits" def:"512"`
 	Hash         string `flag:"hash" short:"h" help:"hash of the keyslot's PBKDF and the LUKS digest" def:"sha256"`
@@ -620,13 +620,14 @@ type formatOptions struct {
 	UUID         string `flag:"uuid" help:"volume UUID" def:"random"`
 	Label        string `flag:"label" help:"LUKS2 label"`
 	Subsystem    string `flag:"subsystem" help:"LUKS2 subsystem"`
-	Integrity    string `flag:"integrity" help:"LUKS2 authenticated sectors, as cryptsetup's: aead (--cipher aes-gcm-random or aegis128-random), poly1305 (chacha20-random), hmac-sha256, hmac-sha512 or hmac-sha1 (with a cipher such as aes-xts-plain64; its key is added to --key-size)" def:"none"`
+	Integrity    string `flag:"integrity" help:"LUKS2 authenticated sectors, as cryptsetup's: aead (--cipher aes-gcm-random or aegis128-random), poly1305 (chacha20-random), hmac-sha256, hmac-sha512 or hmac-sha1 (with a cipher such as aes-xts-plain64; its key is added to --key-size); with --type integrity, integritysetup's tag algorithm (crc32c, sha256, hmac-sha256, …)" def:"none (LUKS2), crc32c (--type integrity)"`
 	headerFlag
 	keyFileFlags  `def:"key-file=the terminal (asked twice), or stdin"`
 	VolumeKeyFile string    `flag:"volume-key-file" help:"use a raw volume key from a file" def:"random"`
 	Size          *byteSize `flag:"size" short:"b" help:"create or grow an image file to this many bytes (blkcrypt only; takes K/M/G/T/P/E units)" def:"the file's size"`
 	pbkdfFlags
 	batchFlag
+	integrityFormatFlags // --type integrity: integritysetup format's (type_integrity.go)
 }
 
 // runFormat creates a LUKS volume: the options become
@@ -640,6 +641,9 @@ func runFormat(ctx context.Context, env *Env, opts *formatOptions, args []string
 		Type: opts.Type, Cipher: opts.Cipher, Hash: opts.Hash,
 		UUID: opts.UUID, Label: opts.Label, Subsystem: opts.Subsystem,
 		Header: opts.Header, Keyslot: slotPtr(opts.KeySlot),
+	}
+	if o.Type == blkcrypt.TypeIntegrity {
+		return formatIntegrity(ctx, env, opts.Integrity, opts.SectorSize, &opts.integrityFormatFlags, opts.batchFlag, args)
 	}
 	if o.Type != "" && o.Type != "luks" && o.Type != "luks1" && o.Type != "luks2" {
 		return usageErr("unknown --type %q for format", o.Type)

@@ -50,6 +50,7 @@ type openFlags struct {
 	TCryptReadWrite   bool   `flag:"tcrypt-read-write" help:"tcrypt: allow writes (read-only by default)"`
 	BitlkReadWrite    bool   `flag:"bitlk-read-write" help:"bitlk: allow writes (read-only by default)"`
 	FVault2ReadWrite  bool   `flag:"fvault2-read-write" help:"fvault2: allow writes (read-only by default)"`
+	integrityFlags           // --type integrity (type_integrity.go)
 }
 
 // readWrite reports whether --TYPE-read-write asks for writes to a format
