@@ -159,6 +159,9 @@ func guestLibs(t *testing.T, files map[string][]byte, libs ...string) {
 		if err != nil {
 			t.Fatalf("ldd %s: %v", l, err)
 		}
+		if _, err := os.Stat(l); err != nil {
+			testenv.Missing(t, "%s (apt package tpm2-tools or systemd): %v", l, err)
+		}
 		paths := []string{l}
 		for _, line := range strings.Split(string(out), "\n") {
 			line = strings.TrimSpace(line)
@@ -222,11 +225,26 @@ kt_attach() {
 kt_attach sdA plain
 PIN=@PIN@ kt_attach sdB pin
 PIN=wrong-pin kt_attach sdBwrong pin
-# ... and with libcryptsetup's systemd-tpm2 token plugin.
+# ... and with libcryptsetup's systemd-tpm2 token plugin (the PIN on stdin).
 cryptsetup open --token-only /dev/disk/plain csA >/tmp/csA.log 2>&1
 rc=$?
 [ $rc = 0 ] || sed "s/^/@@S csA: /" /tmp/csA.log
 kt_sum csA $rc
+printf %s @PIN@ | cryptsetup open --token-only /dev/disk/pin csB >/tmp/csB.log 2>&1
+rc=$?
+[ $rc = 0 ] || sed "s/^/@@S csB: /" /tmp/csB.log
+kt_sum csB $rc
+# Told not to use token plugins (and without the plugin), systemd-cryptsetup
+# unseals with its own TPM2 code.
+mv /lib/x86_64-linux-gnu/cryptsetup /lib/x86_64-linux-gnu/cryptsetup.off
+export SYSTEMD_CRYPTSETUP_USE_TOKEN_MODULE=0
+kt_attach sdAbuiltin plain
+PIN=@PIN@ kt_attach sdBbuiltin pin
+PIN=wrong-pin kt_attach sdBbuiltinwrong pin
+unset SYSTEMD_CRYPTSETUP_USE_TOKEN_MODULE
+echo "@@RC builtin-plugin-loads $(cat /tmp/sdAbuiltin.log /tmp/sdBbuiltin.log | grep -c 'Token handler systemd-tpm2')"
+mv /lib/x86_64-linux-gnu/cryptsetup.off /lib/x86_64-linux-gnu/cryptsetup
+echo "@@RC plugin-loads $(cat /tmp/sdA.log /tmp/sdB.log | grep -c 'Token handler systemd-tpm2')"
 
 # 2. systemd-cryptenroll enrolls the third volume; the host opens it later.
 systemd-cryptenroll --unlock-key-file=/kt/key --tpm2-device=auto --tpm2-pcrs=7 /dev/disk/guest >/tmp/enroll.log 2>&1
@@ -272,7 +290,7 @@ func TestTPMGuest(t *testing.T) {
 	const plugin = "/usr/lib/x86_64-linux-gnu/cryptsetup/libcryptsetup-token-systemd-tpm2.so"
 	for _, p := range []string{sdCryptsetup, plugin} {
 		if _, err := os.Stat(p); err != nil {
-			testenv.Missing(t, "%s (apt package systemd-cryptsetup): %v", p, err)
+			testenv.Missing(t, "%s (apt package systemd): %v", p, err)
 		}
 	}
 	dir := t.TempDir()
@@ -318,6 +336,11 @@ func TestTPMGuest(t *testing.T) {
 
 	// Host: blkcrypt enrolls against the swtpm, PCR 7 as the guest's will be.
 	sw := startTPMSwtpm(t, state, false)
+	// The wrong PINs the guest tries count against the TPM's dictionary
+	// attack protection; swtpm's default few tries would lock the TPM
+	// out before systemd-cryptenroll's turn.
+	mustTPMTool(t, []string{"TPM2TOOLS_TCTI=" + sw.tcti}, testenv.Need(t, "tpm2_dictionarylockout", "tpm2-tools"),
+		"--setup-parameters", "--max-tries=100", "--recovery-time=1", "--lockout-recovery-time=1", "--clear-lockout")
 	hostPCR := hostPCR7(t, sw, seabiosPCR7Event)
 	mustTPMTool(t, nil, cli, "enroll", "--tpm2-device", sw.tcti, "--tpm2-pcrs", "7", "--unlock-key-file", keyFile, imgs["plain"])
 	mustTPMTool(t, nil, cli, "enroll", "--tpm2-device", sw.tcti, "--tpm2-pcrs", "7", "--tpm2-with-pin", "--tpm2-pin-file", pinFile,
@@ -346,9 +369,8 @@ func TestTPMGuest(t *testing.T) {
 		Timeout:   6 * time.Minute,
 	})
 	qsw.stop(t)
-	for _, l := range res.Lines("@@S ") {
-		t.Logf("guest: %s", l)
-	}
+	// The guest's diagnostics (@@S: the logs of steps that failed, as the
+	// refusals should) are shown only when the test fails.
 	defer func() {
 		if t.Failed() {
 			t.Logf("guest output:\n%s", res.Output)
@@ -394,6 +416,18 @@ func TestTPMGuest(t *testing.T) {
 	opens("sdB", "pin", "systemd-cryptsetup attach of blkcrypt's PCR 7+PIN token with $PIN")
 	refuses("sdBwrong", "systemd-cryptsetup attach with a wrong $PIN")
 	opens("csA", "plain", "cryptsetup open --token-only (systemd-tpm2 plugin) of blkcrypt's token")
+	opens("csB", "pin", "cryptsetup open --token-only (systemd-tpm2 plugin, PIN on stdin) of blkcrypt's PIN token")
+	opens("sdAbuiltin", "plain", "systemd-cryptsetup attach (its own TPM2 code, no plugin) of blkcrypt's PCR 7 token")
+	opens("sdBbuiltin", "pin", "systemd-cryptsetup attach (its own TPM2 code, no plugin) of blkcrypt's PCR 7+PIN token with $PIN")
+	refuses("sdBbuiltinwrong", "systemd-cryptsetup attach (its own TPM2 code) with a wrong $PIN")
+	// Both of systemd-cryptsetup's ways were taken: the plugin when it
+	// is there, its own code when it is not.
+	if n := one("@@RC plugin-loads "); n != "2" {
+		t.Errorf("systemd-cryptsetup loaded the systemd-tpm2 plugin %s times for the two volumes, want 2", n)
+	}
+	if n := one("@@RC builtin-plugin-loads "); n != "0" {
+		t.Errorf("systemd-cryptsetup loaded the systemd-tpm2 plugin %s times after it was moved away, want 0", n)
+	}
 	if rc := one("@@RC enroll "); rc != "0" {
 		t.Fatalf("systemd-cryptenroll in the guest exited %s", rc)
 	}
