@@ -40,6 +40,17 @@ type aeadVol struct {
 
 const aeadImg = 4 << 20
 
+// imgSize is the volume's image: 3 MiB where the sectors are 4096 bytes
+// (less data for the TCG guest to encrypt and hash); 512-byte sectors with
+// 32 or 64-byte tags need 4 MiB for cryptsetup to fit the dm-integrity
+// device.
+func (v aeadVol) imgSize() int64 {
+	if v.sector == 4096 {
+		return 3 << 20
+	}
+	return aeadImg
+}
+
 // aeadFill is the guest's shell to fill mapping $1 with /kt/pat from
 // 4096-byte block $2 on: whole 4096-byte blocks, then any tail of 512-byte
 // sectors, so that no sector keeps the unwritten tags --integrity-no-wipe
@@ -120,7 +131,7 @@ kt_asum() { h=$(sha256sum < /dev/mapper/$1 | cut -d' ' -f1); echo "@@R $1 $(bloc
 		if err := os.WriteFile(img(v.name), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Truncate(img(v.name), aeadImg); err != nil {
+		if err := os.Truncate(img(v.name), v.imgSize()); err != nil {
 			t.Fatal(err)
 		}
 		disks1 = append(disks1, Disk{Name: v.name, Path: img(v.name)})
@@ -249,7 +260,7 @@ cryptsetup close %s
 		if err := os.WriteFile(img(scan), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Truncate(img(scan), aeadImg); err != nil {
+		if err := os.Truncate(img(scan), v.imgSize()); err != nil {
 			t.Fatal(err)
 		}
 		disks2 = append(disks2, Disk{Name: scan, Path: img(scan)})
@@ -272,7 +283,7 @@ cryptsetup close %s
 			keyBytes += map[string]int{"hmac-sha256": 32, "hmac-sha512": 64}[v.integ]
 		}
 		if err := blkcrypt.Format(context.Background(), img(b), passphrase, blkcrypt.FormatOptions{Type: "luks2", Cipher: v.cipher,
-			Integrity: v.integ, KeySize: keyBytes, SectorSize: v.sector, Size: aeadImg, Offset: 2048,
+			Integrity: v.integ, KeySize: keyBytes, SectorSize: v.sector, Size: v.imgSize(), Offset: 2048,
 			PBKDF: blkcrypt.PBKDFOptions{Type: "pbkdf2", Iterations: 1000}}); err != nil {
 			t.Fatalf("%s: format: %v", b, err)
 		}
