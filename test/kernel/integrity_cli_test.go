@@ -207,7 +207,7 @@ integritysetup close %s
 				continue
 			}
 		}
-		if s := fmt.Sprintf("%d %s", len(data), hexSHA256(data)); s != got[v.name] || !bytes.Equal(data, pat[v.patOff:][:len(data)]) {
+		if s := fmt.Sprintf("%d %s", len(data), hexSHA256(data)); s != got[v.name] || int64(len(data)) > int64(len(pat))-v.patOff || !bytes.Equal(data, pat[v.patOff:][:len(data)]) {
 			t.Errorf("%s: blkcrypt reads %s, the kernel wrote %s", v.name, s, got[v.name])
 		}
 	}
