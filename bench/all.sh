@@ -43,4 +43,3 @@ if [ "${1:-}" = "-quick" ]; then
   exit 0
 fi
 go run ./bench/report -full -o BENCHMARKS.md -svg bench/throughput.svg "$@"
-{ printf '## Authenticated sectors: AEAD per sector against OpenSSL 3, integrity volumes (issue #29) (`bench/aead.sh`)\n\n'; bench/aead.sh; } >>BENCHMARKS.md

@@ -98,6 +98,12 @@ var targets = []target{
 	// Issue #26: a file out of an image as fast as the volume under it.
 	{area: "images", what: "`cat` of a 256 MiB ext4 file through GPT, LUKS2 and LVM ≥ 0.8× `read` of as many bytes of the volume (#26)",
 		keys: []string{"image.cat_vs_read"}, min: 0.8},
+	// Issue #29: authenticated sectors.
+	{area: "aead", what: "AES-256-GCM per 4096-byte sector ≥ 1.2× OpenSSL 3's (#29)", keys: []string{"aead.gcm_vs_openssl3"}, min: 1.2},
+	{area: "aead", what: "AEGIS-128 per 4096-byte sector ≥ 1.5× our AES-GCM (#29)", keys: []string{"aead.aegis_vs_gcm"}, min: 1.5},
+	{area: "aead", what: "a LUKS2 --integrity volume's sequential read/write ≥ 0.5× a plain LUKS2 volume's (journal mode; #29)",
+		keys:   []string{"aead.volume_gcm_random_read", "aead.volume_gcm_random_write", "aead.volume_xts_hmac_sha256_read", "aead.volume_xts_hmac_sha256_write"},
+		labels: []string{"gcm read", "gcm write", "xts+hmac read", "xts+hmac write"}, min: 0.5},
 	{area: "nbd", what: "read/write ≥ 2× nbdkit-luks", keys: []string{"nbd.read.nbdkit-luks", "nbd.write.nbdkit-luks"},
 		labels: []string{"read", "write"}, min: 2},
 	{area: "nbd", what: "read/write ≥ 3× qemu-nbd (with multi-conn)", keys: []string{"nbd.read.qemu-nbd", "nbd.write.qemu-nbd"},
@@ -251,6 +257,7 @@ func runFull() error {
 		{"The whole path: a volume on tmpfs read and written end to end (issue #14 item 5)", "bench/path.sh", pathSize},
 		{"Reencryption: blkcrypt against cryptsetup (issue #15)", "bench/reencrypt.sh", reencSize},
 		{"The data path before and after, and files out of images (issues #25, #26)", "bench/datapath.sh", ""},
+		{"Authenticated sectors: AEAD per sector against OpenSSL 3, integrity volumes (issue #29)", "bench/aead.sh", ""},
 		{"arm64: instructions per byte of AES-XTS counted under qemu-user, no arm64 timing (issue #27)", "bench/arm64-insn.sh", "2"},
 	} {
 		fmt.Fprintf(out, "## %s (`%s`)\n\n", sec.title, strings.TrimSpace(sec.script+" "+sec.size))
