@@ -2,6 +2,7 @@ package token
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,8 +27,8 @@ type Enrollment struct {
 	TPM2Device string
 	TPM2PCRs   []int
 	// TPM2WithPIN makes the TPM2 token need a PIN too: TPM2PIN, or when
-	// that is nil the one AskPIN(TypeTPM2) gives (a new PIN: the caller
-	// confirms it).
+	// that is nil a new PIN AskPIN is asked for twice (PromptTPM2PIN,
+	// PromptTPM2PINAgain); the answers must match and not be empty.
 	TPM2WithPIN bool
 	TPM2PIN     []byte
 	// PKCS11URI, when set, enrolls a systemd-pkcs11 token (EnrollPKCS11)
@@ -36,19 +37,27 @@ type Enrollment struct {
 	PKCS11URI string
 	// PKCS11PIN logs in to the security token if it needs a login to show
 	// its certificate; nil is the URI's pin-value or pin-source, else the
-	// PIN AskPIN(TypePKCS11) gives.
+	// PIN AskPIN gives (PromptPKCS11PIN).
 	PKCS11PIN []byte
 	// RecoveryKey enrolls a systemd recovery key (EnrollRecovery).
 	RecoveryKey bool
 	// Wipe names the keyslots removed after enrolling, in
 	// systemd-cryptenroll's --wipe-slot words (see WipeKeyslots).
 	Wipe []string
-	// AskPIN, when set, is called for a PIN the fields above do not hold,
-	// only after Existing opened a keyslot; typ is TypeTPM2 or TypePKCS11.
-	// Enroll wipes the PIN it returns. Without AskPIN a PIN that is
+	// AskPIN, when set, asks the user for a PIN the fields above do not
+	// hold, with one of the Prompt strings, only after Existing opened a
+	// keyslot. Enroll wipes what it returns. Without AskPIN a PIN that is
 	// needed and not given is ErrNeedPIN.
-	AskPIN func(typ string) ([]byte, error)
+	AskPIN func(prompt string) ([]byte, error)
 }
+
+// The prompts Enrollment.AskPIN and UnlockWithPIN's ask are called with:
+// systemd's words.
+const (
+	PromptTPM2PIN      = "Please enter TPM2 PIN: "
+	PromptTPM2PINAgain = "Please enter TPM2 PIN (repeat): "
+	PromptPKCS11PIN    = "Please enter security token PIN: "
+)
 
 // Enrolled is what Enroll did.
 type Enrolled struct {
@@ -136,7 +145,7 @@ func Enroll(ctx context.Context, h *blkcrypt.LUKS, e Enrollment) (Enrolled, erro
 			if e.AskPIN == nil {
 				return r, fmt.Errorf("%w: a new TPM2 PIN", ErrNeedPIN)
 			}
-			if pin, err = e.AskPIN(TypeTPM2); err != nil {
+			if pin, err = newPIN(e.AskPIN); err != nil {
 				return r, err
 			}
 			defer wipe(pin)
@@ -181,7 +190,7 @@ func (e *Enrollment) enrollPKCS11(ctx context.Context, h *blkcrypt.LUKS) (slot, 
 	po := PKCS11EnrollOptions{EnrollOptions: e.EnrollOptions, URI: uri, PIN: e.PKCS11PIN}
 	slot, tokenID, err = EnrollPKCS11(ctx, h, po)
 	if errors.Is(err, ErrNeedPIN) && po.PIN == nil && e.AskPIN != nil {
-		pin, askErr := e.AskPIN(TypePKCS11)
+		pin, askErr := e.AskPIN(PromptPKCS11PIN)
 		if askErr != nil {
 			return -1, -1, fmt.Errorf("%w: %w", err, askErr)
 		}
@@ -190,6 +199,26 @@ func (e *Enrollment) enrollPKCS11(ctx context.Context, h *blkcrypt.LUKS) (slot, 
 		slot, tokenID, err = EnrollPKCS11(ctx, h, po)
 	}
 	return slot, tokenID, err
+}
+
+// newPIN asks for a new TPM2 PIN twice, as systemd-cryptenroll does; the
+// answers must match and not be empty.
+func newPIN(ask func(string) ([]byte, error)) ([]byte, error) {
+	a, err := ask(PromptTPM2PIN)
+	if err != nil {
+		return nil, err
+	}
+	b, err := ask(PromptTPM2PINAgain)
+	if err != nil {
+		wipe(a)
+		return nil, err
+	}
+	defer wipe(b)
+	if len(a) == 0 || subtle.ConstantTimeCompare(a, b) != 1 {
+		wipe(a)
+		return nil, fmt.Errorf("%w: the PINs do not match or are empty", blkcrypt.ErrInvalidOptions)
+	}
+	return a, nil
 }
 
 // ParsePCRs reads systemd's list of PCRs (--tpm2-pcrs): numbers in 0..23
@@ -307,20 +336,20 @@ func typeAndKeyslots(js []byte) (string, []int) {
 
 // UnlockWithPIN is Unlock asking for a PIN only when one is needed, as
 // systemd-cryptsetup does: when o.PIN is nil and Unlock fails because a
-// token needs a PIN (ErrNeedPIN), ask is called with the type of that
-// token (TypePKCS11 when a systemd-pkcs11 token needs it, else TypeTPM2)
-// and Unlock tries again with the answer, which is then wiped. A nil ask
-// is Unlock alone.
-func UnlockWithPIN(ctx context.Context, h *blkcrypt.LUKS, o Options, ask func(typ string) ([]byte, error)) (passphrase []byte, tokenID int, err error) {
+// token needs a PIN (ErrNeedPIN), ask is called with PromptPKCS11PIN
+// when a systemd-pkcs11 token needs it, else PromptTPM2PIN, and Unlock
+// tries again with the answer, which is then wiped. A nil ask is Unlock
+// alone.
+func UnlockWithPIN(ctx context.Context, h *blkcrypt.LUKS, o Options, ask func(prompt string) ([]byte, error)) (passphrase []byte, tokenID int, err error) {
 	pass, id, err := Unlock(ctx, h, o)
 	if err == nil || o.PIN != nil || ask == nil || !errors.Is(err, ErrNeedPIN) {
 		return pass, id, err
 	}
-	typ := TypeTPM2
+	prompt := PromptTPM2PIN
 	if strings.Contains(err.Error(), TypePKCS11) {
-		typ = TypePKCS11
+		prompt = PromptPKCS11PIN
 	}
-	if o.PIN, err = ask(typ); err != nil {
+	if o.PIN, err = ask(prompt); err != nil {
 		return nil, -1, err
 	}
 	defer wipe(o.PIN)

@@ -30,6 +30,7 @@ func imageSum(t *testing.T, img string) [32]byte {
 // passphrase no longer opens; a recovery key enrolled with
 // --wipe-slot=tpm2 leaves what systemd-cryptenroll lists as one recovery
 // keyslot. UnlockWithPIN asks for a PIN token's PIN once, naming TPM2.
+// (The refusals change no byte of the image.)
 func TestEnrollLikeCryptenroll(t *testing.T) {
 	tpm := startSwtpm(t)
 	tpm.extendPCR7(t)
@@ -38,10 +39,10 @@ func TestEnrollLikeCryptenroll(t *testing.T) {
 	ctx := ctxT(t)
 	before := imageSum(t, f.img)
 	asked := 0
-	askPIN := func(typ string) ([]byte, error) {
+	askPIN := func(prompt string) ([]byte, error) {
 		asked++
-		if typ != TypeTPM2 {
-			t.Errorf("asked for a %s PIN, want %s", typ, TypeTPM2)
+		if !strings.Contains(prompt, "TPM2 PIN") {
+			t.Errorf("asked %q, want a TPM2 PIN", prompt)
 		}
 		return []byte("2468"), nil
 	}
@@ -74,9 +75,15 @@ func TestEnrollLikeCryptenroll(t *testing.T) {
 		t.Fatal("a refused enrollment changed the image")
 	}
 
-	// A PIN token, the PIN asked for once.
+	// New PINs that differ are refused; a PIN token, its PIN asked for
+	// twice.
+	n := 0
+	differ := func(string) ([]byte, error) { n++; return []byte{byte('0' + n)}, nil }
+	if r, err := Enroll(ctx, h, Enrollment{EnrollOptions: EnrollOptions{Existing: f.pass}, TPM2Device: tpm.tcti, TPM2WithPIN: true, AskPIN: differ}); !errors.Is(err, blkcrypt.ErrInvalidOptions) || n != 2 || r.Keyslot != -1 {
+		t.Fatalf("Enroll with PINs that differ: asked %d times: %v", n, err)
+	}
 	r, err := Enroll(ctx, h, Enrollment{EnrollOptions: EnrollOptions{Existing: f.pass}, TPM2Device: tpm.tcti, TPM2WithPIN: true, AskPIN: askPIN})
-	if err != nil || r.Type != TypeTPM2 || r.Keyslot != 1 || r.Authorised != 0 || asked != 1 {
+	if err != nil || r.Type != TypeTPM2 || r.Keyslot != 1 || r.Authorised != 0 || asked != 2 {
 		t.Fatalf("Enroll with a PIN: %+v, asked %d: %v", r, asked, err)
 	}
 	pinToken := r.TokenID
@@ -84,7 +91,7 @@ func TestEnrollLikeCryptenroll(t *testing.T) {
 		t.Fatalf("UnlockWithPIN without ask: %v", err)
 	}
 	pass, id, err := UnlockWithPIN(ctx, h, Options{TPM2Device: tpm.tcti}, askPIN)
-	if err != nil || id != pinToken || asked != 2 || !f.cryptsetupAcceptsSlot(t, pass, 1) {
+	if err != nil || id != pinToken || asked != 3 || !f.cryptsetupAcceptsSlot(t, pass, 1) {
 		t.Fatalf("UnlockWithPIN: token %d, asked %d: %v", id, asked, err)
 	}
 

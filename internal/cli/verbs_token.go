@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -77,16 +76,7 @@ func (t tokenFlags) unlockToken(ctx context.Context, env *Env, h *blkcrypt.LUKS)
 		return nil, err
 	}
 	defer func() { clear(o.PIN) }()
-	var ask func(string) ([]byte, error)
-	if env.Prompt != nil && env.StdinIsTerminal {
-		ask = func(typ string) ([]byte, error) {
-			if typ == token.TypePKCS11 {
-				return env.Prompt("Please enter security token PIN: ")
-			}
-			return env.Prompt("Please enter TPM2 PIN: ")
-		}
-	}
-	pass, _, err := token.UnlockWithPIN(ctx, h, o, ask)
+	pass, _, err := token.UnlockWithPIN(ctx, h, o, askPIN(env))
 	if err == nil {
 		return pass, nil
 	}
@@ -183,22 +173,30 @@ func runEnroll(ctx context.Context, env *Env, o *enrollOptions, args []string) e
 		return err
 	}
 	defer clear(e.Existing)
-	if o.PKCS11PINFile != "" {
+	// A PIN file's PIN, else one asked on the terminal.
+	if o.TPM2Device != "" && o.TPM2WithPIN && o.TPM2PINFile != "" {
+		if e.TPM2PIN, err = (tokenFlags{TPM2PINFile: o.TPM2PINFile}).pin(); err != nil {
+			return err
+		}
+		defer clear(e.TPM2PIN)
+		if len(e.TPM2PIN) == 0 {
+			return usageErr("--tpm2-pin-file %s is empty", o.TPM2PINFile)
+		}
+	}
+	if o.PKCS11TokenURI != "" && o.PKCS11PINFile != "" {
 		if e.PKCS11PIN, err = (tokenFlags{PKCS11PINFile: o.PKCS11PINFile}).pin(); err != nil {
 			return err
 		}
 		defer clear(e.PKCS11PIN)
 	}
-	e.AskPIN = func(typ string) ([]byte, error) {
-		if typ == token.TypeTPM2 {
-			return newTPM2PIN(env, o)
-		}
-		if env.Prompt == nil || !env.StdinIsTerminal {
-			return nil, usageErr("give --pkcs11-pin-file or run on a terminal")
-		}
-		return env.Prompt("Please enter security token PIN: ")
-	}
+	e.AskPIN = askPIN(env)
 	r, err := token.Enroll(ctx, h, e)
+	if errors.Is(err, token.ErrNeedPIN) && e.AskPIN == nil {
+		if e.TPM2Device != "" {
+			return usageErr("--tpm2-with-pin needs a terminal or --tpm2-pin-file")
+		}
+		return usageErr("%v: give --pkcs11-pin-file or run on a terminal", err)
+	}
 	if r.Keyslot >= 0 {
 		if r.RecoveryKey != nil {
 			fmt.Fprintf(env.Stdout, "%s\n", r.RecoveryKey)
@@ -220,34 +218,12 @@ func existingPassphrase(env *Env, file string) ([]byte, error) {
 	return b, err
 }
 
-// newTPM2PIN is the PIN of a new TPM2 token (--tpm2-with-pin):
-// --tpm2-pin-file, else asked twice on the terminal.
-func newTPM2PIN(env *Env, o *enrollOptions) ([]byte, error) {
-	if o.TPM2PINFile != "" {
-		pin, err := tokenFlags{TPM2PINFile: o.TPM2PINFile}.pin()
-		if err == nil && len(pin) == 0 {
-			err = usageErr("--tpm2-pin-file %s is empty", o.TPM2PINFile)
-		}
-		return pin, err
-	}
+// askPIN asks for a token's PIN on the terminal; nil without one.
+func askPIN(env *Env) func(prompt string) ([]byte, error) {
 	if env.Prompt == nil || !env.StdinIsTerminal {
-		return nil, usageErr("--tpm2-with-pin needs a terminal or --tpm2-pin-file")
+		return nil
 	}
-	a, err := env.Prompt("Please enter TPM2 PIN: ")
-	if err != nil {
-		return nil, err
-	}
-	b, err := env.Prompt("Please enter TPM2 PIN (repeat): ")
-	if err != nil {
-		clear(a)
-		return nil, err
-	}
-	defer clear(b)
-	if !bytes.Equal(a, b) || len(a) == 0 {
-		clear(a)
-		return nil, usageErr("the PINs do not match or are empty")
-	}
-	return a, nil
+	return env.Prompt
 }
 
 // bindOptions are clevis luks bind's options.
