@@ -1,8 +1,10 @@
 package token
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"slices"
@@ -151,4 +153,28 @@ func FuzzWipeTokenJSON(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Bind a volume to the machine's TPM as systemd-cryptenroll
+// --tpm2-device=auto --tpm2-pcrs=7 --wipe-slot=password does, so that
+// it opens with no passphrase while PCR 7 holds its present value.
+func ExampleEnroll() {
+	ctx := context.Background()
+	h, err := blkcrypt.OpenLUKS(ctx, "disk.img", blkcrypt.LUKSOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer h.Close()
+	r, err := Enroll(ctx, h, Enrollment{
+		EnrollOptions: EnrollOptions{Existing: []byte("the passphrase")},
+		TPM2Device:    "auto",
+		TPM2PCRs:      []int{7},
+		Wipe:          []string{"password"},
+	})
+	if err != nil {
+		fmt.Println(err) // a wiping error still reports r.Keyslot: the token is enrolled
+		return
+	}
+	fmt.Println("TPM2 token", r.TokenID, "in keyslot", r.Keyslot, "; wiped", r.Wiped)
 }

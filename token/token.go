@@ -6,6 +6,10 @@
 // passphrase; the volume then opens through blkcrypt.Open with
 // OpenOptions.Passphrase, as any passphrase does.
 //
+// Enroll is systemd-cryptenroll as a call: one TPM2 token, PKCS#11 token
+// or recovery key in a new keyslot, then its --wipe-slot (WipeKeyslots);
+// UnlockWithPIN is Unlock asking for a PIN only when a token needs one.
+//
 // The package talks to a TPM with go-tpm over the TCTI strings systemd
 // accepts (device:/dev/tpmrm0, swtpm:host=H,port=P, swtpm:path=SOCKET,
 // and /dev/tpmrm0 when none is given). It sits above the root package, as
