@@ -7,17 +7,15 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/blkcrypt/blkcrypt/internal/swtpmtest"
 	"github.com/blkcrypt/blkcrypt/internal/testenv"
 )
 
@@ -27,95 +25,6 @@ import (
 // it so that a policy it signs for PCR 7 holds in the guest, whose PCR 7
 // the test checks against the host's.
 const seabiosPCR7Event = "ad95131bc0b799c0b1af477fb14fcf26a6a9f76079e48bf090acb7e8367bfd0e"
-
-// tpmSwtpm is one swtpm process over a state directory.
-type tpmSwtpm struct {
-	cmd    *exec.Cmd
-	out    bytes.Buffer
-	exited chan struct{}
-	tcti   string // for the host's tools (TCP mode)
-	sock   string // qemu's control socket (chardev mode)
-}
-
-// stop ends swtpm with SIGTERM, which saves its state, and waits for it.
-func (s *tpmSwtpm) stop(t *testing.T) {
-	t.Helper()
-	select {
-	case <-s.exited:
-		return
-	default:
-	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(30 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.exited
-		t.Fatalf("swtpm did not stop on SIGTERM: %s", s.out.String())
-	}
-}
-
-// startTPMSwtpm starts swtpm over the TPM state in dir: for the host's
-// tools on loopback TCP (started and PCRs reset, as after a boot) when
-// forQemu is false, else on a control socket for qemu's emulator backend,
-// which initialises the TPM itself.
-func startTPMSwtpm(t *testing.T, dir string, forQemu bool) *tpmSwtpm {
-	t.Helper()
-	bin := testenv.Need(t, "swtpm", "swtpm")
-	for attempt := 0; attempt < 5; attempt++ {
-		s := &tpmSwtpm{exited: make(chan struct{})}
-		args := []string{"socket", "--tpm2", "--tpmstate", "dir=" + dir}
-		port := 0
-		if forQemu {
-			s.sock = filepath.Join(dir, "ctrl.sock")
-			os.Remove(s.sock)
-			args = append(args, "--ctrl", "type=unixio,path="+s.sock)
-		} else {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			port = l.Addr().(*net.TCPAddr).Port
-			l.Close()
-			s.tcti = fmt.Sprintf("swtpm:host=127.0.0.1,port=%d", port)
-			args = append(args, "--server", fmt.Sprintf("type=tcp,port=%d,bindaddr=127.0.0.1", port),
-				"--ctrl", fmt.Sprintf("type=tcp,port=%d,bindaddr=127.0.0.1", port+1),
-				"--flags", "not-need-init,startup-clear")
-		}
-		s.cmd = exec.Command(bin, args...)
-		s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out
-		if err := s.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { s.cmd.Wait(); close(s.exited) }()
-		t.Cleanup(func() { s.cmd.Process.Kill(); <-s.exited })
-		for deadline := time.Now().Add(time.Minute); ; {
-			select {
-			case <-s.exited:
-				if forQemu {
-					t.Fatalf("swtpm exited: %s", s.out.String())
-				}
-				goto retry // a port was taken meanwhile
-			default:
-			}
-			if forQemu {
-				if _, err := os.Stat(s.sock); err == nil {
-					return s
-				}
-			} else if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
-				c.Close()
-				return s
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("swtpm did not listen within a minute: %s", s.out.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	retry:
-	}
-	t.Fatal("swtpm could not start on free ports")
-	return nil
-}
 
 // tpmTool runs a host tool and returns its combined output.
 func tpmTool(env []string, name string, args ...string) (string, error) {
@@ -132,22 +41,6 @@ func mustTPMTool(t *testing.T, env []string, name string, args ...string) string
 		t.Fatalf("%s %s: %v: %s", filepath.Base(name), strings.Join(args, " "), err, out)
 	}
 	return out
-}
-
-// hostPCR7 extends the host swtpm's PCR 7 with digest (hex) and returns
-// its new value.
-func hostPCR7(t *testing.T, s *tpmSwtpm, digest string) string {
-	t.Helper()
-	env := []string{"TPM2TOOLS_TCTI=" + s.tcti}
-	mustTPMTool(t, env, testenv.Need(t, "tpm2_pcrextend", "tpm2-tools"), "7:sha256="+digest)
-	out := mustTPMTool(t, env, testenv.Need(t, "tpm2_pcrread", "tpm2-tools"), "sha256:7")
-	for _, l := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "7 : 0x"); ok {
-			return strings.ToLower(strings.TrimSpace(v))
-		}
-	}
-	t.Fatalf("tpm2_pcrread printed no PCR 7: %s", out)
-	return ""
 }
 
 // guestLibs returns the shared libraries (and what they need, as ldd
@@ -335,17 +228,16 @@ func TestTPMGuest(t *testing.T) {
 	}
 
 	// Host: blkcrypt enrolls against the swtpm, PCR 7 as the guest's will be.
-	sw := startTPMSwtpm(t, state, false)
+	sw := swtpmtest.Start(t, state)
 	// The wrong PINs the guest tries count against the TPM's dictionary
 	// attack protection; swtpm's default few tries would lock the TPM
 	// out before systemd-cryptenroll's turn.
-	mustTPMTool(t, []string{"TPM2TOOLS_TCTI=" + sw.tcti}, testenv.Need(t, "tpm2_dictionarylockout", "tpm2-tools"),
-		"--setup-parameters", "--max-tries=100", "--recovery-time=1", "--lockout-recovery-time=1", "--clear-lockout")
-	hostPCR := hostPCR7(t, sw, seabiosPCR7Event)
-	mustTPMTool(t, nil, cli, "enroll", "--tpm2-device", sw.tcti, "--tpm2-pcrs", "7", "--unlock-key-file", keyFile, imgs["plain"])
-	mustTPMTool(t, nil, cli, "enroll", "--tpm2-device", sw.tcti, "--tpm2-pcrs", "7", "--tpm2-with-pin", "--tpm2-pin-file", pinFile,
+	sw.Tool(t, "tpm2_dictionarylockout", "--setup-parameters", "--max-tries=100", "--recovery-time=1", "--lockout-recovery-time=1", "--clear-lockout")
+	hostPCR := sw.ExtendPCR(t, 7, seabiosPCR7Event)
+	mustTPMTool(t, nil, cli, "enroll", "--tpm2-device", sw.TCTI, "--tpm2-pcrs", "7", "--unlock-key-file", keyFile, imgs["plain"])
+	mustTPMTool(t, nil, cli, "enroll", "--tpm2-device", sw.TCTI, "--tpm2-pcrs", "7", "--tpm2-with-pin", "--tpm2-pin-file", pinFile,
 		"--unlock-key-file", keyFile, imgs["pin"])
-	sw.stop(t)
+	sw.Stop(t)
 
 	// The guest, with the same TPM.
 	var ext [32]byte
@@ -359,16 +251,16 @@ func TestTPMGuest(t *testing.T) {
 	// libcryptsetup looks for token plugins next to itself, which is
 	// /lib/x86_64-linux-gnu in the guest (no merged /usr there).
 	files["/lib/x86_64-linux-gnu/cryptsetup/"+filepath.Base(plugin)] = files[plugin]
-	qsw := startTPMSwtpm(t, state, true)
+	qsw := swtpmtest.StartForQemu(t, state)
 	res := run(t, k, Boot{
 		Script:    script,
 		Files:     files,
 		Programs:  []string{sdCryptsetup, "systemd-cryptenroll", "tpm2_pcrextend"},
 		Disks:     []Disk{{Name: "plain", Path: imgs["plain"]}, {Name: "pin", Path: imgs["pin"]}, {Name: "guest", Path: imgs["guest"]}},
-		TPMSocket: qsw.sock,
+		TPMSocket: qsw.Socket,
 		Timeout:   6 * time.Minute,
 	})
-	qsw.stop(t)
+	qsw.Stop(t)
 	// The guest's diagnostics (@@S: the logs of steps that failed, as the
 	// refusals should) are shown only when the test fails.
 	defer func() {
@@ -440,21 +332,21 @@ func TestTPMGuest(t *testing.T) {
 
 	// Host again, same TPM: blkcrypt opens what systemd-cryptenroll
 	// enrolled in the guest, and refuses once PCR 7 differs.
-	sw = startTPMSwtpm(t, state, false)
-	if p := hostPCR7(t, sw, seabiosPCR7Event); p != hostPCR {
+	sw = swtpmtest.Start(t, state)
+	if p := sw.ExtendPCR(t, 7, seabiosPCR7Event); p != hostPCR {
 		t.Fatalf("host PCR 7 after the restart %s, want %s", p, hostPCR)
 	}
 	outFile := filepath.Join(dir, "guest.read")
 	read := func() (string, error) {
 		os.Remove(outFile)
-		return tpmTool(nil, cli, "read", "--token-only", "--tpm2-device", sw.tcti, "--length", strconv.Itoa(plainLen), "-o", outFile, imgs["guest"])
+		return tpmTool(nil, cli, "read", "--token-only", "--tpm2-device", sw.TCTI, "--length", strconv.Itoa(plainLen), "-o", outFile, imgs["guest"])
 	}
 	if out, err := read(); err != nil {
 		t.Errorf("blkcrypt read --token-only of the volume systemd-cryptenroll enrolled in the guest: %v: %s", err, out)
 	} else if got, _ := os.ReadFile(outFile); !bytes.Equal(got, plain["guest"]) {
 		t.Errorf("blkcrypt read --token-only of the volume systemd-cryptenroll enrolled in the guest gave %d bytes, not the plaintext", len(got))
 	}
-	hostPCR7(t, sw, hex.EncodeToString(ext[:]))
+	sw.ExtendPCR(t, 7, hex.EncodeToString(ext[:]))
 	if got, err := read(); err == nil {
 		t.Errorf("blkcrypt read --token-only after PCR 7 changed succeeded: %s", got)
 	} else if strings.Count(strings.TrimSpace(got), "\n") != 0 {
