@@ -6,8 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/blkcrypt/blkcrypt"
+	"github.com/blkcrypt/blkcrypt/internal/swtpmtest"
 	"github.com/blkcrypt/blkcrypt/internal/testenv"
 )
 
@@ -26,75 +25,12 @@ type swtpm struct {
 	port int
 }
 
-// freePortPair finds two consecutive free TCP ports on loopback (swtpm's
-// server port and its control port, P+1).
-func freePortPair(t *testing.T) int {
-	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if p >= 65535 {
-			continue
-		}
-		if l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1)); err == nil {
-			l2.Close()
-			return p
-		}
-	}
-	t.Fatal("no two consecutive free ports on 127.0.0.1")
-	return 0
-}
-
 // startSwtpm starts swtpm on free loopback ports with its state in a fresh
-// directory, waits until it answers, and kills it when the test ends.
+// directory (internal/swtpmtest), and kills it when the test ends.
 func startSwtpm(t *testing.T) *swtpm {
 	t.Helper()
-	bin := testenv.Need(t, "swtpm", "swtpm")
-	dir := t.TempDir()
-	for attempt := 0; ; attempt++ {
-		p := freePortPair(t)
-		var out bytes.Buffer
-		cmd := exec.Command(bin, "socket", "--tpm2",
-			"--server", fmt.Sprintf("type=tcp,port=%d,bindaddr=127.0.0.1", p),
-			"--ctrl", fmt.Sprintf("type=tcp,port=%d,bindaddr=127.0.0.1", p+1),
-			"--flags", "not-need-init,startup-clear", "--tpmstate", "dir="+dir)
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			<-exited
-		})
-		deadline := time.Now().Add(time.Minute)
-		for {
-			select {
-			case <-exited:
-				// Another process took the port between our probe and
-				// swtpm's bind: try other ports.
-				if attempt < 5 {
-					goto retry
-				}
-				t.Fatalf("swtpm exited: %s", out.String())
-			default:
-			}
-			if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p), time.Second); err == nil {
-				c.Close()
-				return &swtpm{tcti: fmt.Sprintf("swtpm:host=127.0.0.1,port=%d", p), port: p}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("swtpm did not listen within a minute: %s", out.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	retry:
-	}
+	s := swtpmtest.Start(t, "")
+	return &swtpm{tcti: s.TCTI, port: s.Port}
 }
 
 // run runs a tool with env added, failing the test with its output.
