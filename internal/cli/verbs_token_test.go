@@ -12,12 +12,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/blkcrypt/blkcrypt/internal/swtpmtest"
 	"github.com/blkcrypt/blkcrypt/internal/testenv"
 	"github.com/blkcrypt/blkcrypt/token"
 )
@@ -43,55 +43,11 @@ func mustTool(t *testing.T, env []string, stdin []byte, name string, args ...str
 	return out
 }
 
-// startTestSwtpm starts swtpm on free loopback ports (as package token's
-// tests do) and returns its TCTI in systemd's spelling.
+// startTestSwtpm starts swtpm on free loopback ports (internal/swtpmtest)
+// and returns its TCTI in systemd's spelling.
 func startTestSwtpm(t *testing.T) string {
 	t.Helper()
-	bin := testenv.Need(t, "swtpm", "swtpm")
-	dir := t.TempDir()
-	for attempt := 0; attempt < 5; attempt++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1)); err != nil || p >= 65535 {
-			continue
-		} else {
-			l2.Close()
-		}
-		var out bytes.Buffer
-		cmd := exec.Command(bin, "socket", "--tpm2",
-			"--server", fmt.Sprintf("type=tcp,port=%d,bindaddr=127.0.0.1", p),
-			"--ctrl", fmt.Sprintf("type=tcp,port=%d,bindaddr=127.0.0.1", p+1),
-			"--flags", "not-need-init,startup-clear", "--tpmstate", "dir="+dir)
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		t.Cleanup(func() { cmd.Process.Kill(); <-exited })
-		for deadline := time.Now().Add(time.Minute); ; {
-			select {
-			case <-exited:
-				goto retry // the port was taken meanwhile
-			default:
-			}
-			if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p), time.Second); err == nil {
-				c.Close()
-				return fmt.Sprintf("swtpm:host=127.0.0.1,port=%d", p)
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("swtpm did not listen within a minute: %s", out.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	retry:
-	}
-	t.Fatal("swtpm could not start on a free port")
-	return ""
+	return swtpmtest.Start(t, "").TCTI
 }
 
 // extendPCR7 extends PCR 7 (sha256) with a random digest through tpm2-tools.
