@@ -43,17 +43,17 @@ func mustTPMTool(t *testing.T, env []string, name string, args ...string) string
 	return out
 }
 
-// guestLibs returns the shared libraries (and what they need, as ldd
-// lists it) that guest programs dlopen, as initramfs files by host path.
+// guestLibs adds to files the shared libraries that guest programs
+// dlopen, with what they need as ldd lists it, at their host paths.
 func guestLibs(t *testing.T, files map[string][]byte, libs ...string) {
 	t.Helper()
 	for _, l := range libs {
+		if _, err := os.Stat(l); err != nil {
+			testenv.Missing(t, "%s (apt package tpm2-tools or systemd): %v", l, err)
+		}
 		out, err := exec.Command("ldd", l).Output()
 		if err != nil {
 			t.Fatalf("ldd %s: %v", l, err)
-		}
-		if _, err := os.Stat(l); err != nil {
-			testenv.Missing(t, "%s (apt package tpm2-tools or systemd): %v", l, err)
 		}
 		paths := []string{l}
 		for _, line := range strings.Split(string(out), "\n") {
@@ -89,7 +89,8 @@ func guestLibs(t *testing.T, files map[string][]byte, libs ...string) {
 //	@@PCR7 HEX           PCR 7 (sha256) as the guest's kernel reads it
 //	@@SUM NAME RC HEX    a step that opens a volume: its exit status and
 //	                     the SHA-256 of the first @LEN@ bytes of the mapping
-//	@@RC NAME RC         a step that must fail (or succeed) without a mapping
+//	@@RC NAME N          a step's exit status or count
+//	@@PCR7X HEX          PCR 7 after the guest extended it
 //	@@S …                diagnostics
 const tpmScript = `
 export SYSTEMD_LOG_LEVEL=debug SYSTEMD_LOG_TARGET=console
@@ -106,9 +107,10 @@ kt_sum() {
 	echo "@@SUM $1 $2 $s"
 	[ -e /dev/mapper/$1 ] && cryptsetup close $1
 }
-# kt_attach NAME DISK [OPTIONS]: systemd-cryptsetup attach.
+# kt_attach NAME DISK: systemd-cryptsetup attach, as crypttab's
+# "NAME DISK - tpm2-device=auto,headless=true" would.
 kt_attach() {
-	/lib/systemd/systemd-cryptsetup attach $1 /dev/disk/$2 - tpm2-device=auto,headless=true$3 >/tmp/$1.log 2>&1
+	/lib/systemd/systemd-cryptsetup attach $1 /dev/disk/$2 - tpm2-device=auto,headless=true >/tmp/$1.log 2>&1
 	rc=$?
 	[ $rc = 0 ] || grep -v "Requesting JSON" /tmp/$1.log | sed "s/^/@@S $1: /" | head -n 60
 	kt_sum $1 $rc
@@ -162,10 +164,14 @@ exit 0
 //
 //  1. blkcrypt enroll --tpm2-pcrs 7, with and without --tpm2-with-pin,
 //     on the host; in the guest Debian's systemd-cryptsetup attach
-//     (tpm2-device=auto, the PIN in $PIN) and cryptsetup open --token-only
-//     (the systemd-tpm2 token plugin) open the volumes, and the kernel's
-//     dm-crypt reads the plaintext blkcrypt wrote on the host. A wrong
-//     PIN is refused.
+//     (tpm2-device=auto, the PIN in $PIN), both through the systemd-tpm2
+//     token plugin and with its own TPM2 code
+//     (SYSTEMD_CRYPTSETUP_USE_TOKEN_MODULE=0, plugin moved away), and
+//     cryptsetup open --token-only (the plugin; the PIN on stdin) open
+//     the volumes, and the kernel's dm-crypt reads the plaintext blkcrypt
+//     wrote on the host. A wrong PIN is refused both ways. The TPM's
+//     dictionary-attack limit is raised first so that these refusals do
+//     not lock it out.
 //  2. systemd-cryptenroll --tpm2-pcrs=7 in the guest; after the boot
 //     blkcrypt read --token-only opens that volume through the swtpm.
 //  3. After PCR 7 is extended in the guest, systemd-cryptsetup and the
