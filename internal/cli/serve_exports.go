@@ -147,35 +147,10 @@ func runGateway(ctx context.Context, env *Env, o *serveOptions, args []string) e
 		return err
 	}
 	fmt.Fprintf(env.Stderr, "blkcrypt: gateway serving %d exports on %s\n", len(table.Names()), l.Addr())
-	// The table is reloaded here while serving, and closed only after
-	// Run (and this goroutine) ended.
-	reloads := make(chan struct{})
-	sctx, stop := context.WithCancel(ctx)
-	go func() {
-		defer close(reloads)
-		for {
-			select {
-			case <-sctx.Done():
-				return
-			case <-hup:
-				if o.exports() == "" {
-					logf("SIGHUP: no --exports file to re-read")
-					continue
-				}
-				if specs, err := gatewaySpecs(o); err != nil {
-					logf("reload: %v; keeping the current exports", err)
-				} else {
-					table.Apply(sctx, specs)
-					logf("reloaded: %d exports served", len(table.Names()))
-				}
-			}
+	return table.Run(ctx, l, 30*time.Second, hup, func() ([]nbd.ExportSpec, error) {
+		if o.exports() == "" {
+			return nil, errors.New("no --exports file to re-read")
 		}
-	}()
-	err = srv.Run(ctx, l, 30*time.Second)
-	stop()
-	<-reloads
-	if err != nil {
-		return err
-	}
-	return table.Close()
+		return gatewaySpecs(o)
+	})
 }
