@@ -76,24 +76,26 @@ type typeBinding func(r *bindRequest, o *blkcrypt.OpenOptions) error
 // typeBindings has an entry for every --type the registry opens; "luks"
 // is either LUKS version.
 var typeBindings = map[string]typeBinding{
-	"luks":    secretOptions,
-	"luks1":   secretOptions,
-	"luks2":   secretOptions,
-	"plain":   plainOptions,
-	"loopaes": loopAESOptions,
-	"tcrypt":  tcryptOpenOptions,
-	"bitlk":   secretOptions,
-	"fvault2": secretOptions,
+	"luks":      secretOptions,
+	"luks1":     secretOptions,
+	"luks2":     secretOptions,
+	"plain":     plainOptions,
+	"loopaes":   loopAESOptions,
+	"tcrypt":    tcryptOpenOptions,
+	"bitlk":     secretOptions,
+	"fvault2":   secretOptions,
+	"integrity": integrityOptions, // type_integrity.go
 }
 
 // typeDumpers print a format's metadata for `dump --type T` (or a detected
 // type) through blkcrypt.DumpVolume; LUKS is dumped by runDump through the
 // LUKS handle.
 var typeDumpers = map[string]func(env *Env, o *typedDumpOptions, path string) error{
-	"tcrypt":  dumpType,
-	"bitlk":   dumpType,
-	"fvault2": dumpType,
-	"loopaes": dumpType,
+	"tcrypt":    dumpType,
+	"bitlk":     dumpType,
+	"fvault2":   dumpType,
+	"loopaes":   dumpType,
+	"integrity": dumpType,
 }
 
 // detectType names the format whose signature path carries, or "".

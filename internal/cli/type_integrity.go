@@ -12,7 +12,7 @@ import (
 
 // --type integrity: standalone dm-integrity volumes, as integritysetup's
 // open and dump, through the format registry (typeBindings:
-// integrityOptions; typeDumpers: dumpType). The superblock gives the
+// integrityOptions; typeDumpers: dumpType; both in rw.go). The superblock gives the
 // layout; what it does not record comes from integritysetup's flags (the
 // integrityFlags group): the tag algorithm (--integrity, default crc32c)
 // and its key file, the journal's MAC and encryption with theirs, and the
@@ -21,11 +21,6 @@ import (
 // not match fails the request with the sector named (exit 4; NBD EIO).
 // integritysetup format is formatIntegrity below (format --type
 // integrity).
-
-func init() {
-	typeBindings[blkcrypt.TypeIntegrity] = integrityOptions
-	typeDumpers[blkcrypt.TypeIntegrity] = dumpType
-}
 
 // integrityFlags are integritysetup's options of an existing volume:
 // openFlags embeds them for the verbs that open one (read, write, serve,
