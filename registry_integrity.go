@@ -86,6 +86,7 @@ func openIntegrityCall(_ context.Context, c *openCall) (*Volume, error) {
 		JournalMAC: o.JournalIntegrity, JournalMACKey: o.JournalIntegrityKey,
 		JournalCrypt: o.JournalCrypt, JournalCryptKey: o.JournalCryptKey,
 		Mode: o.Mode, ReadOnly: c.o.ReadOnly, TagSize: o.TagSize, SectorSize: o.SectorSize,
+		DeviceSize: c.size,
 	})
 	if err != nil {
 		return nil, integrityOpenErr(err)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/blkcrypt/blkcrypt"
@@ -350,6 +351,40 @@ func TestStandaloneIntegrityPowerCut(t *testing.T) {
 		}
 		if sawOld == 0 || sawNew == 0 {
 			t.Fatalf("mode %d: the sweep saw %d old and %d new states: it cut nothing that matters", mode, sawOld, sawNew)
+		}
+	}
+}
+
+// TestIntegrityTruncatedDevice: a superblock promising more sectors than
+// the device holds is refused even when the device cannot tell its size
+// itself (a bytes.Reader through OpenDevice): the fuzzer found a
+// 114688-byte volume opened on a 90112-byte device.
+func TestIntegrityTruncatedDevice(t *testing.T) {
+	ctx := context.Background()
+	p := filepath.Join(t.TempDir(), "i.img")
+	if err := os.WriteFile(p, make([]byte, 256<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := blkcrypt.FormatIntegrity(ctx, p, blkcrypt.FormatIntegrityOptions{InterleaveSectors: 8}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := blkcrypt.OpenOptions{Type: blkcrypt.TypeIntegrity, ReadOnly: true}
+	v, err := blkcrypt.OpenDevice(ctx, bytes.NewReader(b), o)
+	if err != nil {
+		t.Fatalf("whole image: %v", err)
+	}
+	v.Close()
+	for _, n := range []int{90112, 65536} {
+		v, err := blkcrypt.OpenDevice(ctx, bytes.NewReader(b[:n]), o)
+		if err == nil {
+			t.Errorf("a %d-byte volume opened on a %d-byte device", v.Size(), n)
+			v.Close()
+		} else if !strings.Contains(err.Error(), "smaller than the layout") {
+			t.Errorf("%d bytes: %v", n, err)
 		}
 	}
 }

@@ -64,6 +64,11 @@ type Options struct {
 	// TagSize and SectorSize, when non-zero, must match the superblock
 	// (integritysetup open --tag-size/--sector-size).
 	TagSize, SectorSize int
+	// DeviceSize is the device's size in bytes, for a Device that cannot
+	// tell it (no Size method, not an *os.File); 0 asks the device. A
+	// superblock promising more sectors than the device holds is refused
+	// either way.
+	DeviceSize int64
 }
 
 // ErrIntegrity is the error of a block whose tag does not match its data
@@ -134,7 +139,11 @@ func Open(dev Device, opts Options) (*Volume, error) {
 		return nil, fmt.Errorf("%w: inline tags (superblock version 6) live in the disk's own metadata, out of userspace reach", ErrUnsupported)
 	}
 	g, _ := sb.Geometry()
-	if size, ok := deviceSize(dev); ok && !g.fits(uint64(size)>>9) {
+	size, ok := deviceSize(dev)
+	if opts.DeviceSize > 0 {
+		size, ok = opts.DeviceSize, true
+	}
+	if ok && !g.fits(uint64(size)>>9) {
 		return nil, fmt.Errorf("integrity: the %d-byte device is smaller than the layout needs (%d sectors)", size, g.DeviceSectors())
 	}
 	if opts.TagSize != 0 && opts.TagSize != int(sb.TagSize) {
