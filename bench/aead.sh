@@ -11,7 +11,11 @@
 # AES-256-CBC-ESSIV. OpenSSL 3 is `openssl speed -aead -evp CIPHER -bytes
 # 4096 -elapsed`: one 4096-byte record per call with its own IV, 13 bytes
 # of associated data and a tag (its TLS-like sequence), i.e. the same
-# per-sector work. The two take turns, $ROUNDS rounds; medians.
+# per-sector work. The kernel's own AES-GCM, aes-gcm-avx10-x86_64.S
+# (Linux 6.11+, VAES and VPCLMULQDQ on 512- and 256-bit vectors), runs in
+# userspace through bench/peers/gcm: one 4096-byte sector per call as the
+# kernel's glue drives it, 20 bytes of associated data as dm-crypt's. All
+# take turns, $ROUNDS rounds; medians.
 #
 # Volume: BenchmarkIntegrityVolume (volume_aead_bench_test.go): sequential
 # 1 MiB reads and writes of a 64 MiB LUKS2 volume in a file on tmpfs,
@@ -33,6 +37,8 @@ trap 'rm -rf "$work"' EXIT
 openssl=${OPENSSL:-openssl}
 
 go test -c -o "$work/sector.test" ./sector >/dev/null
+# The kernel peer: built and checked against OpenSSL, or its row says why not.
+kpeer_bin=$(bench/peers/gcm/build.sh 2>"$work/kpeer.err") || kpeer_bin=""
 go test -c -o "$work/volume.test" . >/dev/null
 
 # gobench BINARY PATTERN OUT: one round, appending "case MB/s" lines.
@@ -45,11 +51,16 @@ ossl() {
   "$openssl" speed -mr -elapsed -aead -evp "$1" -bytes 4096 -seconds "$ossl_secs" 2>/dev/null |
     awk -F: -v c="$1" '$1=="+F"{printf "ossl/%s %.1f\n", c, $4/1e6}' >>"$work/aead"
 }
+# kpeer: one round of the kernel's AES-256-GCM, appending "kgcm/IMPL MB/s".
+kpeer() {
+  [ -n "$kpeer_bin" ] || return 0
+  "$kpeer_bin" bench 256 4096 "$ossl_secs" | awk '$1=="RESULT"{split($2,i,"="); split($5,m,"="); if(i[2]!="o3evp") print "kgcm/" i[2], m[2]}' >>"$work/aead"
+}
 for r in $(seq "$rounds"); do
   if [ $((r % 2)) = 1 ]; then
-    gobench sector.test '^BenchmarkAEAD$' aead; ossl aes-256-gcm; ossl chacha20-poly1305
+    gobench sector.test '^BenchmarkAEAD$' aead; ossl aes-256-gcm; ossl chacha20-poly1305; kpeer
   else
-    ossl chacha20-poly1305; ossl aes-256-gcm; gobench sector.test '^BenchmarkAEAD$' aead
+    kpeer; ossl chacha20-poly1305; ossl aes-256-gcm; gobench sector.test '^BenchmarkAEAD$' aead
   fi
   gobench volume.test '^BenchmarkIntegrityVolume$' volume
 done
@@ -67,6 +78,8 @@ xtsmac=$(median 'BenchmarkAEAD/aes-xts-plain64+hmac(sha256)/key768' "$work/aead"
 essivmac=$(median 'BenchmarkAEAD/aes-cbc-essiv:sha256+hmac(sha256)/key512' "$work/aead")
 ogcm=$(median ossl/aes-256-gcm "$work/aead")
 ochacha=$(median ossl/chacha20-poly1305 "$work/aead")
+k512=$(median kgcm/k512 "$work/aead")
+k256=$(median kgcm/k256 "$work/aead")
 
 echo "### Per-sector AEAD encryption, 4096-byte sectors ($rounds rounds each, taking turns; median MB/s)"
 echo
@@ -77,6 +90,15 @@ echo "| cipher | MB/s | against | ratio | target | |"
 echo "|---|---|---|---|---|---|"
 r=$(ratio "$gcm" "$ogcm"); result aead.gcm_vs_openssl3 "$r"
 echo "| AES-256-GCM (ours: Go crypto/cipher) | ${gcm:-n/a} | OpenSSL 3 aes-256-gcm (${ogcm:-n/a}) | ${r:-n/a}× | ≥ 1.2× | $(met "$r" 1.2) |"
+if [ -n "$kpeer_bin" ]; then
+  for k in k512 k256; do
+    v=${!k}; [ "$k" = k512 ] && d=512 || d=256
+    r=$(ratio "$gcm" "$v"); result "aead.gcm_vs_kernel_$k" "$r"
+    echo "| Linux kernel \`aes_gcm_*_vaes_avx10_$d\` (6.12, in userspace) | ${v:-n/a} | ours / kernel | ${r:-n/a}× | | |"
+  done
+else
+  echo "| Linux kernel \`aes-gcm-avx10\` (in userspace) | n/a: $(tail -1 "$work/kpeer.err") | | | | |"
+fi
 r=$(ratio "$aegis" "$gcm"); result aead.aegis_vs_gcm "$r"
 echo "| AEGIS-128 (internal/aead) | ${aegis:-n/a} | our AES-256-GCM | ${r:-n/a}× | ≥ 1.5× | $(met "$r" 1.5) |"
 r=$(ratio "$chacha" "$ochacha"); result aead.chacha_vs_openssl3 "$r"
