@@ -152,11 +152,11 @@ func optionFields(s string) ([]optionField, error) {
 		if v, ok := strings.CutPrefix(s, `"`); ok {
 			q := strings.IndexByte(v, '"')
 			if q < 0 {
-				return nil, fmt.Errorf("option %s: the value's opening \" is not closed", f.key)
+				return nil, fmt.Errorf("option %s: the value's opening \" is not closed", shownValue(f.key))
 			}
 			f.value, s = v[:q], v[q+1:]
 			if s != "" && s[0] != ',' {
-				return nil, fmt.Errorf("option %s: text after the value's closing \"", f.key)
+				return nil, fmt.Errorf("option %s: text after the value's closing \"", shownValue(f.key))
 			}
 		} else if c := strings.IndexByte(s, ','); c >= 0 {
 			f.value, s = s[:c], s[c:]

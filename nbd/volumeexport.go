@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // VolumeExportOptions are the options of an export line that serves an
@@ -173,7 +174,7 @@ func VolumeExportOptionsOf(e ExportSpec) (VolumeExportOptions, error) {
 		return o, fmt.Errorf("export %s: token-only cannot be used with key-file, volume-key-file or cinder-key-file", e.Name)
 	case keyGiven:
 	case o.Type != "" && !strings.HasPrefix(o.Type, "luks"):
-		return o, fmt.Errorf("export %s: a type=%s volume has no tokens: needs key-file=FILE or volume-key-file=FILE", e.Name, o.Type)
+		return o, fmt.Errorf("export %s: a type=%s volume has no tokens: needs key-file=FILE or volume-key-file=FILE", e.Name, shownValue(o.Type))
 	default:
 		o.TokenOnly = true
 	}
@@ -181,6 +182,18 @@ func VolumeExportOptionsOf(e ExportSpec) (VolumeExportOptions, error) {
 		return o, fmt.Errorf("export %s: token-id=%d is not in 0..31", e.Name, *o.TokenID)
 	}
 	return o, nil
+}
+
+// shownValue is an option's value as an error shows it: as typed when it
+// is plain text, quoted when it holds a space or control character, so
+// that an error stays on one line and says where the value ends.
+func shownValue(v string) string {
+	for _, r := range v {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return strconv.Quote(v)
+		}
+	}
+	return v
 }
 
 // MaxCinderKey bounds a cinder-key-file: Barbican's symmetric keys are 16
