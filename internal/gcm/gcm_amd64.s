@@ -1,0 +1,458 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AES-GCM with VAES and VPCLMULQDQ on ZMM registers (AVX-512): four
+// 16-byte blocks a register, four registers (16 blocks) an iteration of
+// the bulk loops, and GHASH over those 16 blocks with the precomputed
+// powers H^16..H^1 and a single reduction.
+//
+// GHASH representation (the one of the Linux kernel's and OpenSSL's
+// carry-less GHASH): blocks are byte-reflected with VPSHUFB so that the
+// polynomial's coefficients sit in bit order inside a 128-bit lane, and
+// no bit reflection is done. A carry-less product of two such values then
+// carries an extra factor of x, which the key powers cancel: they are
+// stored times x^-1 (gcmInitAVX512 does that to H, and every product of
+// two such powers keeps exactly one factor). The reduction folds the low
+// 128 bits of the 256-bit product in two 64-bit steps with the constant
+// x^63 + x^62 + x^57 (0xc2 << 56), see GHASH_REDUCE.
+//
+// Register use in the bulk functions:
+//   Z0-Z3   AES states (16 counter blocks)
+//   Z4-Z7   the 16 blocks GHASH takes (ciphertext), clobbered by it
+//   Z8      round key 0; Z(22-nr+1)..Z22 round keys 1..nr, so that the
+//           last round key is always Z22 and AES-128 skips Z9-Z12
+//   Z23     byte-reflection mask, Z24 counter step (4 in every lane)
+//   Z25     next counters [c, c+1, c+2, c+3], byte-reflected (the 32-bit
+//           big-endian counter is then the low dword of each lane, and
+//           VPADDD wraps it modulo 2^32 as GCM's inc32 does)
+//   Z26     GHASH reduction constant, Z28 GHASH accumulator (lane 0)
+//   Z27, Z29-Z31 GHASH temporaries
+
+DATA bswapMask<>+0(SB)/8, $0x08090a0b0c0d0e0f
+DATA bswapMask<>+8(SB)/8, $0x0001020304050607
+GLOBL bswapMask<>(SB), RODATA|NOPTR, $16
+
+// x^63 + x^62 + x^57 in the high qword; the low qword's 1 is unused by
+// the reduction (it reads only the high qword) but makes the constant the
+// whole polynomial for the x^-1 step in gcmInitAVX512.
+DATA gfpoly<>+0(SB)/8, $0x0000000000000001
+DATA gfpoly<>+8(SB)/8, $0xc200000000000000
+GLOBL gfpoly<>(SB), RODATA|NOPTR, $16
+
+// gfpoly plus the carry from bit 63 into bit 64 of the 128-bit doubling.
+DATA gfpolyCarry<>+0(SB)/8, $0x0000000000000001
+DATA gfpolyCarry<>+8(SB)/8, $0xc200000000000001
+GLOBL gfpolyCarry<>(SB), RODATA|NOPTR, $16
+
+DATA laneInc<>+0(SB)/8, $0
+DATA laneInc<>+8(SB)/8, $0
+DATA laneInc<>+16(SB)/8, $1
+DATA laneInc<>+24(SB)/8, $0
+DATA laneInc<>+32(SB)/8, $2
+DATA laneInc<>+40(SB)/8, $0
+DATA laneInc<>+48(SB)/8, $3
+DATA laneInc<>+56(SB)/8, $0
+GLOBL laneInc<>(SB), RODATA|NOPTR, $64
+
+DATA four<>+0(SB)/8, $4
+DATA four<>+8(SB)/8, $0
+GLOBL four<>(SB), RODATA|NOPTR, $16
+
+DATA one<>+0(SB)/8, $1
+DATA one<>+8(SB)/8, $0
+GLOBL one<>(SB), RODATA|NOPTR, $16
+
+// GHASH_MUL: dst = a*b (one factor of x^-1 in a or b cancels the
+// carry-less product's extra x), lane-wise. dst may be b.
+#define GHASH_MUL(a, b, dst, poly, t0, t1, t2) \
+	VPCLMULQDQ $0x00, a, b, t0; \
+	VPCLMULQDQ $0x01, a, b, t1; \
+	VPCLMULQDQ $0x10, a, b, t2; \
+	VPXORD     t2, t1, t1; \
+	VPCLMULQDQ $0x01, t0, poly, t2; \
+	VPSHUFD    $0x4e, t0, t0; \
+	VPTERNLOGD $0x96, t2, t0, t1; \
+	VPCLMULQDQ $0x11, a, b, dst; \
+	VPCLMULQDQ $0x01, t1, poly, t0; \
+	VPSHUFD    $0x4e, t1, t1; \
+	VPTERNLOGD $0x96, t0, t1, dst
+
+// GHASH_REDUCE folds the 256-bit sums lo + x^64*mi + x^128*hi into hi
+// (128 bits a lane): first the low 64 bits of lo into mi, then the low 64
+// bits of mi into hi, each by adding that half times the polynomial.
+#define GHASH_REDUCE(lo, mi, hi, poly, t) \
+	VPCLMULQDQ $0x01, lo, poly, t; \
+	VPSHUFD    $0x4e, lo, lo; \
+	VPTERNLOGD $0x96, t, lo, mi; \
+	VPCLMULQDQ $0x01, mi, poly, t; \
+	VPSHUFD    $0x4e, mi, mi; \
+	VPTERNLOGD $0x96, t, mi, hi
+
+// GHASH16 absorbs the 16 blocks in Z4-Z7 (as stored, not yet reflected)
+// into the accumulator X28: acc = (acc+b0)*H^16 + b1*H^15 + ... + b15*H^1,
+// with the powers at 0..255(tab). One reduction for all 16 products.
+#define GHASH16(tab) \
+	VPSHUFB    Z23, Z4, Z4; \
+	VPXORD     Z28, Z4, Z4; \
+	VPSHUFB    Z23, Z5, Z5; \
+	VPSHUFB    Z23, Z6, Z6; \
+	VPSHUFB    Z23, Z7, Z7; \
+	VPCLMULQDQ $0x00, 0(tab), Z4, Z27; \
+	VPCLMULQDQ $0x00, 64(tab), Z5, Z28; \
+	VPCLMULQDQ $0x00, 128(tab), Z6, Z31; \
+	VPTERNLOGD $0x96, Z31, Z28, Z27; \
+	VPCLMULQDQ $0x00, 192(tab), Z7, Z31; \
+	VPXORD     Z31, Z27, Z27; \
+	VPCLMULQDQ $0x01, 0(tab), Z4, Z29; \
+	VPCLMULQDQ $0x10, 0(tab), Z4, Z28; \
+	VPCLMULQDQ $0x01, 64(tab), Z5, Z31; \
+	VPTERNLOGD $0x96, Z31, Z28, Z29; \
+	VPCLMULQDQ $0x10, 64(tab), Z5, Z28; \
+	VPCLMULQDQ $0x01, 128(tab), Z6, Z31; \
+	VPTERNLOGD $0x96, Z31, Z28, Z29; \
+	VPCLMULQDQ $0x10, 128(tab), Z6, Z28; \
+	VPCLMULQDQ $0x01, 192(tab), Z7, Z31; \
+	VPTERNLOGD $0x96, Z31, Z28, Z29; \
+	VPCLMULQDQ $0x10, 192(tab), Z7, Z28; \
+	VPXORD     Z28, Z29, Z29; \
+	VPCLMULQDQ $0x11, 0(tab), Z4, Z30; \
+	VPCLMULQDQ $0x11, 64(tab), Z5, Z5; \
+	VPCLMULQDQ $0x11, 128(tab), Z6, Z6; \
+	VPTERNLOGD $0x96, Z6, Z5, Z30; \
+	VPCLMULQDQ $0x11, 192(tab), Z7, Z7; \
+	VPXORD     Z7, Z30, Z30; \
+	GHASH_REDUCE(Z27, Z29, Z30, Z26, Z31); \
+	VEXTRACTI32X4 $1, Z30, X27; \
+	VEXTRACTI32X4 $2, Z30, X29; \
+	VEXTRACTI32X4 $3, Z30, X31; \
+	VPXORD     X27, X30, X28; \
+	VPTERNLOGD $0x96, X29, X31, X28
+
+// GHASH1 absorbs the block in X4 (as stored) into X28 with H^1 at
+// 240(tab).
+#define GHASH1(tab) \
+	VPSHUFB    X23, X4, X4; \
+	VPXORD     X28, X4, X4; \
+	VPCLMULQDQ $0x00, 240(tab), X4, X27; \
+	VPCLMULQDQ $0x01, 240(tab), X4, X29; \
+	VPCLMULQDQ $0x10, 240(tab), X4, X31; \
+	VPXORD     X31, X29, X29; \
+	VPCLMULQDQ $0x11, 240(tab), X4, X28; \
+	GHASH_REDUCE(X27, X29, X28, X26, X31)
+
+#define ENC4(k) \
+	VAESENC k, Z0, Z0; \
+	VAESENC k, Z1, Z1; \
+	VAESENC k, Z2, Z2; \
+	VAESENC k, Z3, Z3
+
+// LOADKEYS broadcasts the round keys at xk (nr in nr) into Z8 and
+// Z(22-nr+1)..Z22; it clobbers R11.
+#define LOADKEYS(xk, nr, lbl10) \
+	VBROADCASTI32X4 (xk), Z8; \
+	MOVQ nr, R11; \
+	SHLQ $4, R11; \
+	ADDQ xk, R11; \
+	VBROADCASTI32X4 (R11), Z22; \
+	VBROADCASTI32X4 -16(R11), Z21; \
+	VBROADCASTI32X4 -32(R11), Z20; \
+	VBROADCASTI32X4 -48(R11), Z19; \
+	VBROADCASTI32X4 -64(R11), Z18; \
+	VBROADCASTI32X4 -80(R11), Z17; \
+	VBROADCASTI32X4 -96(R11), Z16; \
+	VBROADCASTI32X4 -112(R11), Z15; \
+	VBROADCASTI32X4 -128(R11), Z14; \
+	VBROADCASTI32X4 -144(R11), Z13; \
+	CMPQ nr, $12; \
+	JB   lbl10; \
+	VBROADCASTI32X4 -160(R11), Z12; \
+	VBROADCASTI32X4 -176(R11), Z11; \
+	JEQ  lbl10; \
+	VBROADCASTI32X4 -192(R11), Z10; \
+	VBROADCASTI32X4 -208(R11), Z9
+
+// SETUP loads the constants, the counters from ctr and the accumulator.
+#define SETUP(ctr, acc) \
+	VBROADCASTI32X4 bswapMask<>(SB), Z23; \
+	VBROADCASTI32X4 four<>(SB), Z24; \
+	VBROADCASTI32X4 gfpoly<>(SB), Z26; \
+	VBROADCASTI32X4 (ctr), Z25; \
+	VPSHUFB Z23, Z25, Z25; \
+	VPADDD  laneInc<>(SB), Z25, Z25; \
+	VMOVDQU64 (acc), X28
+
+// NEXTCTR4 makes four blocks of counters in Z0-Z3, already XORed with
+// round key 0.
+#define NEXTCTR4 \
+	VPSHUFB Z23, Z25, Z0; \
+	VPADDD  Z24, Z25, Z25; \
+	VPSHUFB Z23, Z25, Z1; \
+	VPADDD  Z24, Z25, Z25; \
+	VPSHUFB Z23, Z25, Z2; \
+	VPADDD  Z24, Z25, Z25; \
+	VPSHUFB Z23, Z25, Z3; \
+	VPADDD  Z24, Z25, Z25; \
+	VPXORD  Z8, Z0, Z0; \
+	VPXORD  Z8, Z1, Z1; \
+	VPXORD  Z8, Z2, Z2; \
+	VPXORD  Z8, Z3, Z3
+
+// NEXTCTR1 makes one counter block in X0, XORed with round key 0, from
+// lane 0 of Z25 (after the 16-block loop that lane is the next counter).
+#define NEXTCTR1 \
+	VPSHUFB X23, X25, X0; \
+	VPADDD  one<>(SB), X25, X25; \
+	VPXORD  X8, X0, X0
+
+// func subWord(x uint32) uint32
+// FIPS-197's SubWord with AESENCLAST (the S-box without tables): with
+// the word in all four columns ShiftRows moves nothing, and the round key
+// is zero.
+TEXT ·subWord(SB), NOSPLIT, $0-12
+	MOVL   x+0(FP), AX
+	MOVL   AX, X0
+	PSHUFD $0, X0, X0
+	PXOR   X1, X1
+	AESENCLAST X1, X0
+	MOVL   X0, AX
+	MOVL   AX, ret+8(FP)
+	RET
+
+// func gcmInitAVX512(table *[256]byte, h *[16]byte)
+// table[16*(16-i):] = H^i times x^-1, byte-reflected, for i = 16..1.
+TEXT ·gcmInitAVX512(SB), NOSPLIT, $0-16
+	MOVQ table+0(FP), DI
+	MOVQ h+8(FP), SI
+	VMOVDQU (SI), X0
+	VPSHUFB bswapMask<>(SB), X0, X3
+	// H*x^-1: double the 128-bit value (each qword, plus the carry between
+	// them) and add the polynomial if bit 127 was set.
+	VPSHUFD $0xd3, X3, X0
+	VPSRAD  $31, X0, X0
+	VPADDQ  X3, X3, X3
+	VPTERNLOGD $0x78, gfpolyCarry<>(SB), X0, X3
+	VMOVDQU gfpoly<>(SB), X5
+	VMOVDQU X3, 240(DI)
+	VMOVDQA X3, X4
+	MOVQ    $224, CX
+initLoop:
+	GHASH_MUL(X3, X4, X4, X5, X0, X1, X2)
+	VMOVDQU X4, (DI)(CX*1)
+	SUBQ    $16, CX
+	JAE     initLoop
+	VZEROUPPER
+	RET
+
+// func ghashAVX512(table *[256]byte, acc *[16]byte, data *byte, n int)
+// Absorbs n 16-byte blocks into acc (byte-reflected).
+TEXT ·ghashAVX512(SB), NOSPLIT, $0-32
+	MOVQ table+0(FP), R8
+	MOVQ acc+8(FP), DX
+	MOVQ data+16(FP), SI
+	MOVQ n+24(FP), CX
+	VMOVDQU64 bswapMask<>(SB), X23
+	VMOVDQU64 gfpoly<>(SB), X26
+	VMOVDQU64 (DX), X28
+	TESTQ CX, CX
+	JZ    ghashDone
+ghashLoop:
+	VMOVDQU64 (SI), X4
+	GHASH1(R8)
+	ADDQ  $16, SI
+	DECQ  CX
+	JNZ   ghashLoop
+ghashDone:
+	VMOVDQU64 X28, (DX)
+	VZEROUPPER
+	RET
+
+// func gcmEncAVX512(xk *byte, nr int, table *[256]byte, ctr *[16]byte, acc *[16]byte, dst, src *byte, n int)
+// Encrypts n blocks in counter mode from the counter block ctr (not
+// updated) and absorbs the ciphertext into acc. dst may equal src.
+TEXT ·gcmEncAVX512(SB), NOSPLIT, $0-64
+	MOVQ xk+0(FP), R10
+	MOVQ nr+8(FP), R9
+	MOVQ table+16(FP), R8
+	MOVQ ctr+24(FP), AX
+	MOVQ acc+32(FP), DX
+	MOVQ dst+40(FP), DI
+	MOVQ src+48(FP), SI
+	MOVQ n+56(FP), CX
+	LOADKEYS(R10, R9, encKeys10)
+encKeys10:
+	SETUP(AX, DX)
+
+encLoop16:
+	CMPQ CX, $16
+	JB   encTail
+	NEXTCTR4
+	CMPQ R9, $12
+	JB   enc16r10
+	JEQ  enc16r12
+	ENC4(Z9)
+	ENC4(Z10)
+enc16r12:
+	ENC4(Z11)
+	ENC4(Z12)
+enc16r10:
+	ENC4(Z13)
+	ENC4(Z14)
+	ENC4(Z15)
+	ENC4(Z16)
+	ENC4(Z17)
+	ENC4(Z18)
+	ENC4(Z19)
+	ENC4(Z20)
+	ENC4(Z21)
+	// The last round's key XORed with the plaintext gives the ciphertext.
+	VPXORD 0(SI), Z22, Z4
+	VPXORD 64(SI), Z22, Z5
+	VPXORD 128(SI), Z22, Z6
+	VPXORD 192(SI), Z22, Z7
+	VAESENCLAST Z4, Z0, Z4
+	VAESENCLAST Z5, Z1, Z5
+	VAESENCLAST Z6, Z2, Z6
+	VAESENCLAST Z7, Z3, Z7
+	VMOVDQU64 Z4, 0(DI)
+	VMOVDQU64 Z5, 64(DI)
+	VMOVDQU64 Z6, 128(DI)
+	VMOVDQU64 Z7, 192(DI)
+	GHASH16(R8)
+	ADDQ $256, SI
+	ADDQ $256, DI
+	SUBQ $16, CX
+	JMP  encLoop16
+
+encTail:
+	TESTQ CX, CX
+	JZ    encDone
+	NEXTCTR1
+	CMPQ R9, $12
+	JB   enc1r10
+	JEQ  enc1r12
+	VAESENC X9, X0, X0
+	VAESENC X10, X0, X0
+enc1r12:
+	VAESENC X11, X0, X0
+	VAESENC X12, X0, X0
+enc1r10:
+	VAESENC X13, X0, X0
+	VAESENC X14, X0, X0
+	VAESENC X15, X0, X0
+	VAESENC X16, X0, X0
+	VAESENC X17, X0, X0
+	VAESENC X18, X0, X0
+	VAESENC X19, X0, X0
+	VAESENC X20, X0, X0
+	VAESENC X21, X0, X0
+	VPXORD 0(SI), X22, X4
+	VAESENCLAST X4, X0, X4
+	VMOVDQU64 X4, 0(DI)
+	GHASH1(R8)
+	ADDQ $16, SI
+	ADDQ $16, DI
+	DECQ CX
+	JMP  encTail
+
+encDone:
+	VMOVDQU64 X28, (DX)
+	VZEROUPPER
+	RET
+
+// func gcmDecAVX512(xk *byte, nr int, table *[256]byte, ctr *[16]byte, acc *[16]byte, dst, src *byte, n int)
+// Absorbs n blocks of ciphertext src into acc and decrypts them into dst
+// (which may equal src: each block is read before it is written).
+TEXT ·gcmDecAVX512(SB), NOSPLIT, $0-64
+	MOVQ xk+0(FP), R10
+	MOVQ nr+8(FP), R9
+	MOVQ table+16(FP), R8
+	MOVQ ctr+24(FP), AX
+	MOVQ acc+32(FP), DX
+	MOVQ dst+40(FP), DI
+	MOVQ src+48(FP), SI
+	MOVQ n+56(FP), CX
+	LOADKEYS(R10, R9, decKeys10)
+decKeys10:
+	SETUP(AX, DX)
+
+decLoop16:
+	CMPQ CX, $16
+	JB   decTail
+	NEXTCTR4
+	CMPQ R9, $12
+	JB   dec16r10
+	JEQ  dec16r12
+	ENC4(Z9)
+	ENC4(Z10)
+dec16r12:
+	ENC4(Z11)
+	ENC4(Z12)
+dec16r10:
+	ENC4(Z13)
+	ENC4(Z14)
+	ENC4(Z15)
+	ENC4(Z16)
+	ENC4(Z17)
+	ENC4(Z18)
+	ENC4(Z19)
+	ENC4(Z20)
+	ENC4(Z21)
+	VMOVDQU64 0(SI), Z4
+	VMOVDQU64 64(SI), Z5
+	VMOVDQU64 128(SI), Z6
+	VMOVDQU64 192(SI), Z7
+	VPXORD Z4, Z22, Z27
+	VPXORD Z5, Z22, Z29
+	VPXORD Z6, Z22, Z30
+	VPXORD Z7, Z22, Z31
+	VAESENCLAST Z27, Z0, Z0
+	VAESENCLAST Z29, Z1, Z1
+	VAESENCLAST Z30, Z2, Z2
+	VAESENCLAST Z31, Z3, Z3
+	VMOVDQU64 Z0, 0(DI)
+	VMOVDQU64 Z1, 64(DI)
+	VMOVDQU64 Z2, 128(DI)
+	VMOVDQU64 Z3, 192(DI)
+	GHASH16(R8)
+	ADDQ $256, SI
+	ADDQ $256, DI
+	SUBQ $16, CX
+	JMP  decLoop16
+
+decTail:
+	TESTQ CX, CX
+	JZ    decDone
+	NEXTCTR1
+	CMPQ R9, $12
+	JB   dec1r10
+	JEQ  dec1r12
+	VAESENC X9, X0, X0
+	VAESENC X10, X0, X0
+dec1r12:
+	VAESENC X11, X0, X0
+	VAESENC X12, X0, X0
+dec1r10:
+	VAESENC X13, X0, X0
+	VAESENC X14, X0, X0
+	VAESENC X15, X0, X0
+	VAESENC X16, X0, X0
+	VAESENC X17, X0, X0
+	VAESENC X18, X0, X0
+	VAESENC X19, X0, X0
+	VAESENC X20, X0, X0
+	VAESENC X21, X0, X0
+	VMOVDQU64 0(SI), X4
+	VPXORD X4, X22, X1
+	VAESENCLAST X1, X0, X0
+	VMOVDQU64 X0, 0(DI)
+	GHASH1(R8)
+	ADDQ $16, SI
+	ADDQ $16, DI
+	DECQ CX
+	JMP  decTail
+
+decDone:
+	VMOVDQU64 X28, (DX)
+	VZEROUPPER
+	RET
