@@ -2,7 +2,6 @@ package sector
 
 import (
 	"bytes"
-	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/blkcrypt/blkcrypt/capi"
 	"github.com/blkcrypt/blkcrypt/internal/aead"
+	"github.com/blkcrypt/blkcrypt/internal/gcm"
 )
 
 // ErrAuth is the error of a sector whose tag does not verify (the
@@ -155,10 +155,7 @@ func NewAEAD(spec, integrity string, key []byte, sectorSize int, ivOffset uint64
 	var err error
 	switch spec {
 	case "aes-gcm-random":
-		var b cipher.Block
-		if b, err = aes.NewCipher(key); err == nil {
-			a.a, err = cipher.NewGCM(b)
-		}
+		a.a, err = gcm.New(key)
 		a.ivSize = 12
 	case "chacha20-random":
 		a.a, err = chacha20poly1305.New(key)
@@ -285,6 +282,9 @@ func (a *AEAD) Wipe() {
 		a.enc.Wipe()
 	}
 	clear(a.macKey)
+	if g, ok := a.a.(*gcm.GCM); ok {
+		g.Wipe()
+	}
 	a.a, a.cbc, a.essiv = nil, nil, nil
 }
 
