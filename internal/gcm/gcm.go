@@ -13,7 +13,6 @@ package gcm
 import (
 	"crypto/aes"
 	"crypto/cipher"
-	"crypto/subtle"
 	"encoding/binary"
 	"errors"
 	"strconv"
@@ -46,8 +45,10 @@ type GCM struct {
 	// xk holds the 16-byte AES round keys 0..nr.
 	xk [16 * 15]byte
 	nr int
-	// table holds H^16..H^1 in the assembly's GHASH form.
-	table [16 * 16]byte
+	// table holds H^16..H^1 in the assembly's GHASH form, then 48 zero
+	// bytes (the assembly loads four powers from table+256-16*b for the
+	// last b < 4 blocks).
+	table [16*16 + 48]byte
 }
 
 // New returns AES-GCM keyed with a 16-, 24- or 32-byte key (AES-128,
@@ -111,7 +112,7 @@ func (g *GCM) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
 	if inexactOverlap(out, plaintext) {
 		panic("gcm: invalid buffer overlap of output and input")
 	}
-	if inexactOverlap(out, additionalData) {
+	if anyOverlap(out, additionalData) {
 		panic("gcm: invalid buffer overlap of output and additional data")
 	}
 	g.seal(out, nonce, plaintext, additionalData)
@@ -135,7 +136,7 @@ func (g *GCM) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, error
 	if inexactOverlap(out, ciphertext) {
 		panic("gcm: invalid buffer overlap of output and input")
 	}
-	if inexactOverlap(out, additionalData) {
+	if anyOverlap(out, additionalData) {
 		panic("gcm: invalid buffer overlap of output and additional data")
 	}
 	if !g.open(out, nonce, ciphertext, additionalData) {
@@ -185,80 +186,11 @@ func (g *GCM) expandKey(key []byte, subWord func(uint32) uint32) {
 	clear(w[:])
 }
 
-// ghashPrefix is the first step of seal and open: the counter block J0
-// (nonce || 1), the tag mask E(J0), and the hash of the additional data.
-// ctr is left at the first data counter, nonce || 2.
-func (g *GCM) ghashPrefix(ctr, tagMask, acc *[16]byte, nonce, ad []byte) {
-	copy(ctr[:], nonce)
-	ctr[15] = 1
-	g.block.Encrypt(tagMask[:], ctr[:])
-	ctr[15] = 2
-	if full := len(ad) &^ 15; full > 0 {
-		g.ghash(acc, ad[:full])
-	}
-	if rem := len(ad) & 15; rem > 0 {
-		var blk [16]byte
-		copy(blk[:], ad[len(ad)-rem:])
-		g.ghash(acc, blk[:])
-	}
-}
-
-// tag finishes GHASH with the lengths block and writes the tag into out.
-func (g *GCM) tag(out []byte, acc, tagMask *[16]byte, adLen, textLen int) {
-	var lens [16]byte
-	binary.BigEndian.PutUint64(lens[:8], uint64(adLen)*8)
-	binary.BigEndian.PutUint64(lens[8:], uint64(textLen)*8)
-	g.ghash(acc, lens[:])
-	// The accumulator is byte-reflected; GHASH's value is its reverse.
-	for i := range TagSize {
-		out[i] = acc[15-i] ^ tagMask[i]
-	}
-}
-
-func (g *GCM) seal(out, nonce, plaintext, ad []byte) {
-	var ctr, tagMask, acc [16]byte
-	g.ghashPrefix(&ctr, &tagMask, &acc, nonce, ad)
-	full := len(plaintext) &^ 15
-	if full > 0 {
-		g.encBlocks(&ctr, &acc, out[:full], plaintext[:full])
-	}
-	if rem := len(plaintext) - full; rem > 0 {
-		var ks [16]byte
-		binary.BigEndian.PutUint32(ctr[12:], 2+uint32(full/16))
-		g.block.Encrypt(ks[:], ctr[:])
-		subtle.XORBytes(out[full:len(plaintext)], plaintext[full:], ks[:rem])
-		var blk [16]byte
-		copy(blk[:], out[full:len(plaintext)])
-		g.ghash(&acc, blk[:])
-	}
-	g.tag(out[len(plaintext):], &acc, &tagMask, len(ad), len(plaintext))
-}
-
-// open decrypts into out and reports whether the tag verified.
-func (g *GCM) open(out, nonce, ciphertext, ad []byte) bool {
-	var ctr, tagMask, acc [16]byte
-	g.ghashPrefix(&ctr, &tagMask, &acc, nonce, ad)
-	tag := ciphertext[len(ciphertext)-TagSize:]
-	ct := ciphertext[:len(ciphertext)-TagSize]
-	full := len(ct) &^ 15
-	// The tag may share memory with out (Open into the ciphertext's own
-	// buffer): keep it before the plaintext overwrites it.
-	var want [TagSize]byte
-	copy(want[:], tag)
-	if full > 0 {
-		g.decBlocks(&ctr, &acc, out[:full], ct[:full])
-	}
-	if rem := len(ct) - full; rem > 0 {
-		var blk, ks [16]byte
-		copy(blk[:], ct[full:])
-		g.ghash(&acc, blk[:])
-		binary.BigEndian.PutUint32(ctr[12:], 2+uint32(full/16))
-		g.block.Encrypt(ks[:], ctr[:])
-		subtle.XORBytes(out[full:], blk[:rem], ks[:rem])
-	}
-	var got [TagSize]byte
-	g.tag(got[:], &acc, &tagMask, len(ad), len(ct))
-	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+// j0 is the counter block J0 of a 12-byte nonce: nonce || 1.
+func j0(nonce []byte) (b [16]byte) {
+	copy(b[:], nonce)
+	b[15] = 1
+	return b
 }
 
 // sliceForAppend extends in by n bytes, reallocating if needed, and
@@ -272,6 +204,13 @@ func sliceForAppend(in []byte, n int) (head, tail []byte) {
 	}
 	tail = head[len(in):]
 	return
+}
+
+// anyOverlap reports whether x and y share memory.
+func anyOverlap(x, y []byte) bool {
+	return len(x) > 0 && len(y) > 0 &&
+		uintptr(unsafe.Pointer(&x[0])) <= uintptr(unsafe.Pointer(&y[len(y)-1])) &&
+		uintptr(unsafe.Pointer(&y[0])) <= uintptr(unsafe.Pointer(&x[len(x)-1]))
 }
 
 // inexactOverlap reports whether x and y share memory at different

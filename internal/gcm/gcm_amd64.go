@@ -2,7 +2,12 @@
 
 package gcm
 
-import "golang.org/x/sys/cpu"
+import (
+	"crypto/subtle"
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // useAsm: the kernels use EVEX-encoded VAES and VPCLMULQDQ on ZMM
 // registers (AVX512F), the same on XMM registers 16-31 (AVX512VL), and
@@ -16,16 +21,12 @@ var useAsm = cpu.X86.HasAES && cpu.X86.HasPCLMULQDQ &&
 func subWord(x uint32) uint32
 
 //go:noescape
-func gcmInitAVX512(table *[256]byte, h *[16]byte)
+func gcmInitAVX512(table *[304]byte, h *[16]byte)
 
+// gcmAVX512 is one whole Seal (enc) or Open: see gcm_amd64.s.
+//
 //go:noescape
-func ghashAVX512(table *[256]byte, acc *[16]byte, data *byte, n int)
-
-//go:noescape
-func gcmEncAVX512(xk *byte, nr int, table *[256]byte, ctr *[16]byte, acc *[16]byte, dst, src *byte, n int)
-
-//go:noescape
-func gcmDecAVX512(xk *byte, nr int, table *[256]byte, ctr *[16]byte, acc *[16]byte, dst, src *byte, n int)
+func gcmAVX512(xk *byte, nr int, table *[304]byte, j0 *[16]byte, ad *byte, adLen int, dst, src *byte, n int, tag *[16]byte, enc bool)
 
 func (g *GCM) initAsm(key []byte) {
 	// subWord is AESENCLAST, so the schedule takes no table lookups
@@ -37,18 +38,21 @@ func (g *GCM) initAsm(key []byte) {
 	clear(h[:])
 }
 
-// ghash absorbs data (whole blocks) into acc.
-func (g *GCM) ghash(acc *[16]byte, data []byte) {
-	ghashAVX512(&g.table, acc, &data[0], len(data)/16)
+func (g *GCM) seal(out, nonce, plaintext, ad []byte) {
+	ctr := j0(nonce)
+	var tag [TagSize]byte
+	gcmAVX512(&g.xk[0], g.nr, &g.table, &ctr, unsafe.SliceData(ad), len(ad),
+		unsafe.SliceData(out), unsafe.SliceData(plaintext), len(plaintext), &tag, true)
+	copy(out[len(plaintext):], tag[:])
 }
 
-// encBlocks encrypts whole blocks from the counter block ctr and absorbs
-// the ciphertext into acc.
-func (g *GCM) encBlocks(ctr, acc *[16]byte, dst, src []byte) {
-	gcmEncAVX512(&g.xk[0], g.nr, &g.table, ctr, acc, &dst[0], &src[0], len(src)/16)
-}
-
-// decBlocks absorbs whole blocks of ciphertext into acc and decrypts them.
-func (g *GCM) decBlocks(ctr, acc *[16]byte, dst, src []byte) {
-	gcmDecAVX512(&g.xk[0], g.nr, &g.table, ctr, acc, &dst[0], &src[0], len(src)/16)
+// open decrypts into out and reports whether the tag verified.
+func (g *GCM) open(out, nonce, ciphertext, ad []byte) bool {
+	ctr := j0(nonce)
+	ct := ciphertext[:len(ciphertext)-TagSize]
+	var want, got [TagSize]byte
+	copy(want[:], ciphertext[len(ct):])
+	gcmAVX512(&g.xk[0], g.nr, &g.table, &ctr, unsafe.SliceData(ad), len(ad),
+		unsafe.SliceData(out), unsafe.SliceData(ct), len(ct), &got, false)
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }

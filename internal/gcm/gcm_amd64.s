@@ -45,23 +45,19 @@ DATA gfpolyCarry<>+0(SB)/8, $0x0000000000000001
 DATA gfpolyCarry<>+8(SB)/8, $0xc200000000000001
 GLOBL gfpolyCarry<>(SB), RODATA|NOPTR, $16
 
-DATA laneInc<>+0(SB)/8, $0
+DATA laneInc<>+0(SB)/8, $1
 DATA laneInc<>+8(SB)/8, $0
-DATA laneInc<>+16(SB)/8, $1
+DATA laneInc<>+16(SB)/8, $2
 DATA laneInc<>+24(SB)/8, $0
-DATA laneInc<>+32(SB)/8, $2
+DATA laneInc<>+32(SB)/8, $3
 DATA laneInc<>+40(SB)/8, $0
-DATA laneInc<>+48(SB)/8, $3
+DATA laneInc<>+48(SB)/8, $4
 DATA laneInc<>+56(SB)/8, $0
 GLOBL laneInc<>(SB), RODATA|NOPTR, $64
 
 DATA four<>+0(SB)/8, $4
 DATA four<>+8(SB)/8, $0
 GLOBL four<>(SB), RODATA|NOPTR, $16
-
-DATA one<>+0(SB)/8, $1
-DATA one<>+8(SB)/8, $0
-GLOBL one<>(SB), RODATA|NOPTR, $16
 
 // GHASH_MUL: dst = a*b (one factor of x^-1 in a or b cancels the
 // carry-less product's extra x), lane-wise. dst may be b.
@@ -129,18 +125,6 @@ GLOBL one<>(SB), RODATA|NOPTR, $16
 	VPXORD     X27, X30, X28; \
 	VPTERNLOGD $0x96, X29, X31, X28
 
-// GHASH1 absorbs the block in X4 (as stored) into X28 with H^1 at
-// 240(tab).
-#define GHASH1(tab) \
-	VPSHUFB    X23, X4, X4; \
-	VPXORD     X28, X4, X4; \
-	VPCLMULQDQ $0x00, 240(tab), X4, X27; \
-	VPCLMULQDQ $0x01, 240(tab), X4, X29; \
-	VPCLMULQDQ $0x10, 240(tab), X4, X31; \
-	VPXORD     X31, X29, X29; \
-	VPCLMULQDQ $0x11, 240(tab), X4, X28; \
-	GHASH_REDUCE(X27, X29, X28, X26, X31)
-
 #define ENC4(k) \
 	VAESENC k, Z0, Z0; \
 	VAESENC k, Z1, Z1; \
@@ -172,16 +156,6 @@ GLOBL one<>(SB), RODATA|NOPTR, $16
 	VBROADCASTI32X4 -192(R11), Z10; \
 	VBROADCASTI32X4 -208(R11), Z9
 
-// SETUP loads the constants, the counters from ctr and the accumulator.
-#define SETUP(ctr, acc) \
-	VBROADCASTI32X4 bswapMask<>(SB), Z23; \
-	VBROADCASTI32X4 four<>(SB), Z24; \
-	VBROADCASTI32X4 gfpoly<>(SB), Z26; \
-	VBROADCASTI32X4 (ctr), Z25; \
-	VPSHUFB Z23, Z25, Z25; \
-	VPADDD  laneInc<>(SB), Z25, Z25; \
-	VMOVDQU64 (acc), X28
-
 // NEXTCTR4 makes four blocks of counters in Z0-Z3, already XORed with
 // round key 0.
 #define NEXTCTR4 \
@@ -198,13 +172,6 @@ GLOBL one<>(SB), RODATA|NOPTR, $16
 	VPXORD  Z8, Z2, Z2; \
 	VPXORD  Z8, Z3, Z3
 
-// NEXTCTR1 makes one counter block in X0, XORed with round key 0, from
-// lane 0 of Z25 (after the 16-block loop that lane is the next counter).
-#define NEXTCTR1 \
-	VPSHUFB X23, X25, X0; \
-	VPADDD  one<>(SB), X25, X25; \
-	VPXORD  X8, X0, X0
-
 // func subWord(x uint32) uint32
 // FIPS-197's SubWord with AESENCLAST (the S-box without tables): with
 // the word in all four columns ShiftRows moves nothing, and the round key
@@ -219,7 +186,7 @@ TEXT ·subWord(SB), NOSPLIT, $0-12
 	MOVL   AX, ret+8(FP)
 	RET
 
-// func gcmInitAVX512(table *[256]byte, h *[16]byte)
+// func gcmInitAVX512(table *[304]byte, h *[16]byte)
 // table[16*(16-i):] = H^i times x^-1, byte-reflected, for i = 16..1.
 TEXT ·gcmInitAVX512(SB), NOSPLIT, $0-16
 	MOVQ table+0(FP), DI
@@ -244,58 +211,129 @@ initLoop:
 	VZEROUPPER
 	RET
 
-// func ghashAVX512(table *[256]byte, acc *[16]byte, data *byte, n int)
-// Absorbs n 16-byte blocks into acc (byte-reflected).
-TEXT ·ghashAVX512(SB), NOSPLIT, $0-32
-	MOVQ table+0(FP), R8
-	MOVQ acc+8(FP), DX
-	MOVQ data+16(FP), SI
-	MOVQ n+24(FP), CX
-	VMOVDQU64 bswapMask<>(SB), X23
-	VMOVDQU64 gfpoly<>(SB), X26
-	VMOVDQU64 (DX), X28
-	TESTQ CX, CX
-	JZ    ghashDone
-ghashLoop:
-	VMOVDQU64 (SI), X4
-	GHASH1(R8)
-	ADDQ  $16, SI
-	DECQ  CX
-	JNZ   ghashLoop
-ghashDone:
-	VMOVDQU64 X28, (DX)
-	VZEROUPPER
-	RET
+// GHASH4 absorbs the up to four blocks in Z4 (as stored; lanes past the
+// last block zero) into X28 with the powers at R12: for b blocks that is
+// table+256-16*b, H^b..H^1 and then the table's zero padding.
+#define GHASH4 \
+	VPSHUFB    Z23, Z4, Z4; \
+	VPXORD     Z28, Z4, Z4; \
+	VMOVDQU64  (R12), Z5; \
+	VPCLMULQDQ $0x00, Z5, Z4, Z27; \
+	VPCLMULQDQ $0x01, Z5, Z4, Z29; \
+	VPCLMULQDQ $0x10, Z5, Z4, Z31; \
+	VPXORD     Z31, Z29, Z29; \
+	VPCLMULQDQ $0x11, Z5, Z4, Z30; \
+	GHASH_REDUCE(Z27, Z29, Z30, Z26, Z31); \
+	VEXTRACTI32X4 $1, Z30, X27; \
+	VEXTRACTI32X4 $2, Z30, X29; \
+	VEXTRACTI32X4 $3, Z30, X31; \
+	VPXORD     X27, X30, X28; \
+	VPTERNLOGD $0x96, X29, X31, X28
 
-// func gcmEncAVX512(xk *byte, nr int, table *[256]byte, ctr *[16]byte, acc *[16]byte, dst, src *byte, n int)
-// Encrypts n blocks in counter mode from the counter block ctr (not
-// updated) and absorbs the ciphertext into acc. dst may equal src.
-TEXT ·gcmEncAVX512(SB), NOSPLIT, $0-64
+// CHUNK sets up a piece of at most 64 of the R14 bytes left: BX its
+// length, K1 the byte mask of its BX bytes, R12 the key powers for its
+// blocks. Clobbers CX, R13.
+#define CHUNK \
+	MOVQ  R14, BX; \
+	MOVQ  $64, CX; \
+	CMPQ  BX, CX; \
+	CMOVQHI CX, BX; \
+	SUBQ  BX, CX; \
+	MOVQ  $-1, R13; \
+	SHRQ  CX, R13; \
+	KMOVQ R13, K1; \
+	LEAQ  15(BX), R12; \
+	ANDQ  $-16, R12; \
+	NEGQ  R12; \
+	LEAQ  256(R8)(R12*1), R12
+
+// AES rounds 1..nr-1 on Z0 (the caller XORs round key 0 before and does
+// the last round after).
+#define ROUNDS_Z0_14 \
+	VAESENC Z9, Z0, Z0; \
+	VAESENC Z10, Z0, Z0
+#define ROUNDS_Z0_12 \
+	VAESENC Z11, Z0, Z0; \
+	VAESENC Z12, Z0, Z0
+#define ROUNDS_Z0_10 \
+	VAESENC Z13, Z0, Z0; \
+	VAESENC Z14, Z0, Z0; \
+	VAESENC Z15, Z0, Z0; \
+	VAESENC Z16, Z0, Z0; \
+	VAESENC Z17, Z0, Z0; \
+	VAESENC Z18, Z0, Z0; \
+	VAESENC Z19, Z0, Z0; \
+	VAESENC Z20, Z0, Z0; \
+	VAESENC Z21, Z0, Z0
+
+// func gcmAVX512(xk *byte, nr int, table *[304]byte, j0 *[16]byte, ad *byte, adLen int, dst, src *byte, n int, tag *[16]byte, enc bool)
+// One whole GCM operation: n bytes of src to dst in counter mode from
+// J0+1, GHASH over the associated data and the ciphertext (dst when
+// enc, src otherwise) and the lengths, and tag = E(J0) ^ GHASH. dst may
+// equal src (every block is read before it is written). Partial blocks
+// are read and written with byte masks, so nothing outside the slices is
+// touched.
+TEXT ·gcmAVX512(SB), NOSPLIT, $0-81
 	MOVQ xk+0(FP), R10
 	MOVQ nr+8(FP), R9
 	MOVQ table+16(FP), R8
-	MOVQ ctr+24(FP), AX
-	MOVQ acc+32(FP), DX
-	MOVQ dst+40(FP), DI
-	MOVQ src+48(FP), SI
-	MOVQ n+56(FP), CX
-	LOADKEYS(R10, R9, encKeys10)
-encKeys10:
-	SETUP(AX, DX)
+	MOVQ j0+24(FP), AX
+	MOVQ tag+72(FP), DX
+	LOADKEYS(R10, R9, keysDone)
+keysDone:
+	VBROADCASTI32X4 bswapMask<>(SB), Z23
+	VBROADCASTI32X4 four<>(SB), Z24
+	VBROADCASTI32X4 gfpoly<>(SB), Z26
+	VPXORD X28, X28, X28
 
-encLoop16:
-	CMPQ CX, $16
-	JB   encTail
+	// tag = E(J0) for now (in all four lanes of Z0; lane 0 is stored).
+	VBROADCASTI32X4 (AX), Z25
+	VPXORD Z8, Z25, Z0
+	CMPQ R9, $12
+	JB   j0r10
+	JEQ  j0r12
+	ROUNDS_Z0_14
+j0r12:
+	ROUNDS_Z0_12
+j0r10:
+	ROUNDS_Z0_10
+	VAESENCLAST Z22, Z0, Z0
+	VMOVDQU64 X0, (DX)
+	VPSHUFB Z23, Z25, Z25
+	VPADDD  laneInc<>(SB), Z25, Z25
+	MOVBQZX enc+80(FP), AX
+
+	// The associated data, 64 bytes at a time.
+	MOVQ ad+32(FP), SI
+	MOVQ adLen+40(FP), R14
+adLoop:
+	TESTQ R14, R14
+	JZ    adDone
+	CHUNK
+	VMOVDQU8.Z (SI), K1, Z4
+	GHASH4
+	ADDQ  BX, SI
+	SUBQ  BX, R14
+	JMP   adLoop
+adDone:
+
+	MOVQ dst+48(FP), DI
+	MOVQ src+56(FP), SI
+	MOVQ n+64(FP), R14
+
+loop16:
+	CMPQ R14, $256
+	JB   tail
 	NEXTCTR4
 	CMPQ R9, $12
-	JB   enc16r10
-	JEQ  enc16r12
+	JB   r10
+	JEQ  r12
 	ENC4(Z9)
 	ENC4(Z10)
-enc16r12:
+r12:
 	ENC4(Z11)
 	ENC4(Z12)
-enc16r10:
+r10:
 	ENC4(Z13)
 	ENC4(Z14)
 	ENC4(Z15)
@@ -305,99 +343,8 @@ enc16r10:
 	ENC4(Z19)
 	ENC4(Z20)
 	ENC4(Z21)
-	// The last round's key XORed with the plaintext gives the ciphertext.
-	VPXORD 0(SI), Z22, Z4
-	VPXORD 64(SI), Z22, Z5
-	VPXORD 128(SI), Z22, Z6
-	VPXORD 192(SI), Z22, Z7
-	VAESENCLAST Z4, Z0, Z4
-	VAESENCLAST Z5, Z1, Z5
-	VAESENCLAST Z6, Z2, Z6
-	VAESENCLAST Z7, Z3, Z7
-	VMOVDQU64 Z4, 0(DI)
-	VMOVDQU64 Z5, 64(DI)
-	VMOVDQU64 Z6, 128(DI)
-	VMOVDQU64 Z7, 192(DI)
-	GHASH16(R8)
-	ADDQ $256, SI
-	ADDQ $256, DI
-	SUBQ $16, CX
-	JMP  encLoop16
-
-encTail:
-	TESTQ CX, CX
-	JZ    encDone
-	NEXTCTR1
-	CMPQ R9, $12
-	JB   enc1r10
-	JEQ  enc1r12
-	VAESENC X9, X0, X0
-	VAESENC X10, X0, X0
-enc1r12:
-	VAESENC X11, X0, X0
-	VAESENC X12, X0, X0
-enc1r10:
-	VAESENC X13, X0, X0
-	VAESENC X14, X0, X0
-	VAESENC X15, X0, X0
-	VAESENC X16, X0, X0
-	VAESENC X17, X0, X0
-	VAESENC X18, X0, X0
-	VAESENC X19, X0, X0
-	VAESENC X20, X0, X0
-	VAESENC X21, X0, X0
-	VPXORD 0(SI), X22, X4
-	VAESENCLAST X4, X0, X4
-	VMOVDQU64 X4, 0(DI)
-	GHASH1(R8)
-	ADDQ $16, SI
-	ADDQ $16, DI
-	DECQ CX
-	JMP  encTail
-
-encDone:
-	VMOVDQU64 X28, (DX)
-	VZEROUPPER
-	RET
-
-// func gcmDecAVX512(xk *byte, nr int, table *[256]byte, ctr *[16]byte, acc *[16]byte, dst, src *byte, n int)
-// Absorbs n blocks of ciphertext src into acc and decrypts them into dst
-// (which may equal src: each block is read before it is written).
-TEXT ·gcmDecAVX512(SB), NOSPLIT, $0-64
-	MOVQ xk+0(FP), R10
-	MOVQ nr+8(FP), R9
-	MOVQ table+16(FP), R8
-	MOVQ ctr+24(FP), AX
-	MOVQ acc+32(FP), DX
-	MOVQ dst+40(FP), DI
-	MOVQ src+48(FP), SI
-	MOVQ n+56(FP), CX
-	LOADKEYS(R10, R9, decKeys10)
-decKeys10:
-	SETUP(AX, DX)
-
-decLoop16:
-	CMPQ CX, $16
-	JB   decTail
-	NEXTCTR4
-	CMPQ R9, $12
-	JB   dec16r10
-	JEQ  dec16r12
-	ENC4(Z9)
-	ENC4(Z10)
-dec16r12:
-	ENC4(Z11)
-	ENC4(Z12)
-dec16r10:
-	ENC4(Z13)
-	ENC4(Z14)
-	ENC4(Z15)
-	ENC4(Z16)
-	ENC4(Z17)
-	ENC4(Z18)
-	ENC4(Z19)
-	ENC4(Z20)
-	ENC4(Z21)
+	// The last round key XORed with the input gives the output from
+	// VAESENCLAST directly.
 	VMOVDQU64 0(SI), Z4
 	VMOVDQU64 64(SI), Z5
 	VMOVDQU64 128(SI), Z6
@@ -414,45 +361,64 @@ dec16r10:
 	VMOVDQU64 Z1, 64(DI)
 	VMOVDQU64 Z2, 128(DI)
 	VMOVDQU64 Z3, 192(DI)
+	TESTQ AX, AX
+	JZ    hash16
+	// Sealing hashes the ciphertext just made.
+	VMOVDQA64 Z0, Z4
+	VMOVDQA64 Z1, Z5
+	VMOVDQA64 Z2, Z6
+	VMOVDQA64 Z3, Z7
+hash16:
 	GHASH16(R8)
 	ADDQ $256, SI
 	ADDQ $256, DI
-	SUBQ $16, CX
-	JMP  decLoop16
+	SUBQ $256, R14
+	JMP  loop16
 
-decTail:
-	TESTQ CX, CX
-	JZ    decDone
-	NEXTCTR1
+	// Fewer than 16 blocks left: four (or the rest) at a time.
+tail:
+	TESTQ R14, R14
+	JZ    lengths
+	CHUNK
+	VPSHUFB Z23, Z25, Z0
+	VPADDD  Z24, Z25, Z25
+	VPXORD  Z8, Z0, Z0
 	CMPQ R9, $12
-	JB   dec1r10
-	JEQ  dec1r12
-	VAESENC X9, X0, X0
-	VAESENC X10, X0, X0
-dec1r12:
-	VAESENC X11, X0, X0
-	VAESENC X12, X0, X0
-dec1r10:
-	VAESENC X13, X0, X0
-	VAESENC X14, X0, X0
-	VAESENC X15, X0, X0
-	VAESENC X16, X0, X0
-	VAESENC X17, X0, X0
-	VAESENC X18, X0, X0
-	VAESENC X19, X0, X0
-	VAESENC X20, X0, X0
-	VAESENC X21, X0, X0
-	VMOVDQU64 0(SI), X4
-	VPXORD X4, X22, X1
-	VAESENCLAST X1, X0, X0
-	VMOVDQU64 X0, 0(DI)
-	GHASH1(R8)
-	ADDQ $16, SI
-	ADDQ $16, DI
-	DECQ CX
-	JMP  decTail
+	JB   t10
+	JEQ  t12
+	ROUNDS_Z0_14
+t12:
+	ROUNDS_Z0_12
+t10:
+	ROUNDS_Z0_10
+	VMOVDQU8.Z (SI), K1, Z4
+	VPXORD Z4, Z22, Z27
+	VAESENCLAST Z27, Z0, Z0
+	VMOVDQU8 Z0, K1, (DI)
+	TESTQ AX, AX
+	JZ    hashTail
+	VMOVDQU8.Z Z0, K1, Z4
+hashTail:
+	GHASH4
+	ADDQ BX, SI
+	ADDQ BX, DI
+	SUBQ BX, R14
+	JMP  tail
 
-decDone:
+lengths:
+	// The lengths block, bit counts big endian: len(ad) then len(text).
+	MOVQ   adLen+40(FP), BX
+	SHLQ   $3, BX
+	BSWAPQ BX
+	MOVQ   n+64(FP), CX
+	SHLQ   $3, CX
+	BSWAPQ CX
+	VMOVQ  BX, X4
+	VPINSRQ $1, CX, X4, X4
+	LEAQ   240(R8), R12
+	GHASH4
+	VPSHUFB X23, X28, X28
+	VPXORD  (DX), X28, X28
 	VMOVDQU64 X28, (DX)
 	VZEROUPPER
 	RET
