@@ -87,43 +87,61 @@ GLOBL four<>(SB), RODATA|NOPTR, $16
 
 // GHASH16 absorbs the 16 blocks in Z4-Z7 (as stored, not yet reflected)
 // into the accumulator X28: acc = (acc+b0)*H^16 + b1*H^15 + ... + b15*H^1,
-// with the powers at 0..255(tab). One reduction for all 16 products.
-#define GHASH16(tab) \
+// with the powers at 0..255(tab). One reduction for all 16 products. It
+// is cut into steps G0..G8 that the 16-block loop puts between AES
+// rounds; it clobbers Z4-Z7, Z27 and Z29-Z31.
+#define G0(tab) \
 	VPSHUFB    Z23, Z4, Z4; \
 	VPXORD     Z28, Z4, Z4; \
 	VPSHUFB    Z23, Z5, Z5; \
 	VPSHUFB    Z23, Z6, Z6; \
-	VPSHUFB    Z23, Z7, Z7; \
+	VPSHUFB    Z23, Z7, Z7
+#define G1(tab) \
 	VPCLMULQDQ $0x00, 0(tab), Z4, Z27; \
 	VPCLMULQDQ $0x00, 64(tab), Z5, Z28; \
 	VPCLMULQDQ $0x00, 128(tab), Z6, Z31; \
-	VPTERNLOGD $0x96, Z31, Z28, Z27; \
+	VPTERNLOGD $0x96, Z31, Z28, Z27
+#define G2(tab) \
 	VPCLMULQDQ $0x00, 192(tab), Z7, Z31; \
 	VPXORD     Z31, Z27, Z27; \
 	VPCLMULQDQ $0x01, 0(tab), Z4, Z29; \
-	VPCLMULQDQ $0x10, 0(tab), Z4, Z28; \
+	VPCLMULQDQ $0x10, 0(tab), Z4, Z28
+#define G3(tab) \
 	VPCLMULQDQ $0x01, 64(tab), Z5, Z31; \
 	VPTERNLOGD $0x96, Z31, Z28, Z29; \
 	VPCLMULQDQ $0x10, 64(tab), Z5, Z28; \
-	VPCLMULQDQ $0x01, 128(tab), Z6, Z31; \
+	VPCLMULQDQ $0x01, 128(tab), Z6, Z31
+#define G4(tab) \
 	VPTERNLOGD $0x96, Z31, Z28, Z29; \
 	VPCLMULQDQ $0x10, 128(tab), Z6, Z28; \
 	VPCLMULQDQ $0x01, 192(tab), Z7, Z31; \
-	VPTERNLOGD $0x96, Z31, Z28, Z29; \
+	VPTERNLOGD $0x96, Z31, Z28, Z29
+#define G5(tab) \
 	VPCLMULQDQ $0x10, 192(tab), Z7, Z28; \
 	VPXORD     Z28, Z29, Z29; \
 	VPCLMULQDQ $0x11, 0(tab), Z4, Z30; \
-	VPCLMULQDQ $0x11, 64(tab), Z5, Z5; \
+	VPCLMULQDQ $0x11, 64(tab), Z5, Z5
+#define G6(tab) \
 	VPCLMULQDQ $0x11, 128(tab), Z6, Z6; \
 	VPTERNLOGD $0x96, Z6, Z5, Z30; \
 	VPCLMULQDQ $0x11, 192(tab), Z7, Z7; \
-	VPXORD     Z7, Z30, Z30; \
-	GHASH_REDUCE(Z27, Z29, Z30, Z26, Z31); \
+	VPXORD     Z7, Z30, Z30
+// G7 and G8 are GHASH_REDUCE, then the four lanes summed into X28.
+#define G7(tab) \
+	VPCLMULQDQ $0x01, Z27, Z26, Z31; \
+	VPSHUFD    $0x4e, Z27, Z27; \
+	VPTERNLOGD $0x96, Z31, Z27, Z29
+#define G8(tab) \
+	VPCLMULQDQ $0x01, Z29, Z26, Z31; \
+	VPSHUFD    $0x4e, Z29, Z29; \
+	VPTERNLOGD $0x96, Z31, Z29, Z30; \
 	VEXTRACTI32X4 $1, Z30, X27; \
 	VEXTRACTI32X4 $2, Z30, X29; \
 	VEXTRACTI32X4 $3, Z30, X31; \
 	VPXORD     X27, X30, X28; \
 	VPTERNLOGD $0x96, X29, X31, X28
+#define GHASH16(tab) \
+	G0(tab); G1(tab); G2(tab); G3(tab); G4(tab); G5(tab); G6(tab); G7(tab); G8(tab)
 
 #define ENC4(k) \
 	VAESENC k, Z0, Z0; \
@@ -273,7 +291,7 @@ initLoop:
 // equal src (every block is read before it is written). Partial blocks
 // are read and written with byte masks, so nothing outside the slices is
 // touched.
-TEXT ·gcmAVX512(SB), NOSPLIT, $0-81
+TEXT ·gcmAVX512(SB), NOSPLIT, $16-81
 	MOVQ xk+0(FP), R10
 	MOVQ nr+8(FP), R9
 	MOVQ table+16(FP), R8
@@ -321,9 +339,29 @@ adDone:
 	MOVQ src+56(FP), SI
 	MOVQ n+64(FP), R14
 
+	// The 16-block loop hashes 16 blocks while it encrypts the next 16.
+	// Opening hashes the ciphertext it decrypts in the same iteration;
+	// sealing hashes the previous iteration's ciphertext, and so its
+	// first iteration hashes zeros with a zero accumulator (which stays
+	// zero), the real one waiting in 0(SP) until it is added back.
+	TESTQ AX, AX
+	JZ    loop16
+	VMOVDQU64 X28, 0(SP)
+	VPXORD X28, X28, X28
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
 loop16:
 	CMPQ R14, $256
-	JB   tail
+	JB   loopEnd
+	TESTQ AX, AX
+	JNZ   loaded
+	VMOVDQU64 0(SI), Z4
+	VMOVDQU64 64(SI), Z5
+	VMOVDQU64 128(SI), Z6
+	VMOVDQU64 192(SI), Z7
+loaded:
 	NEXTCTR4
 	CMPQ R9, $12
 	JB   r10
@@ -335,24 +373,30 @@ r12:
 	ENC4(Z12)
 r10:
 	ENC4(Z13)
+	G0(R8)
 	ENC4(Z14)
+	G1(R8)
 	ENC4(Z15)
+	G2(R8)
 	ENC4(Z16)
+	G3(R8)
 	ENC4(Z17)
+	G4(R8)
 	ENC4(Z18)
+	G5(R8)
 	ENC4(Z19)
+	G6(R8)
 	ENC4(Z20)
+	G7(R8)
 	ENC4(Z21)
+	G8(R8)
 	// The last round key XORed with the input gives the output from
-	// VAESENCLAST directly.
-	VMOVDQU64 0(SI), Z4
-	VMOVDQU64 64(SI), Z5
-	VMOVDQU64 128(SI), Z6
-	VMOVDQU64 192(SI), Z7
-	VPXORD Z4, Z22, Z27
-	VPXORD Z5, Z22, Z29
-	VPXORD Z6, Z22, Z30
-	VPXORD Z7, Z22, Z31
+	// VAESENCLAST directly. The input is read again (opening hashed its
+	// copy), and before any of this iteration's output is written.
+	VPXORD 0(SI), Z22, Z27
+	VPXORD 64(SI), Z22, Z29
+	VPXORD 128(SI), Z22, Z30
+	VPXORD 192(SI), Z22, Z31
 	VAESENCLAST Z27, Z0, Z0
 	VAESENCLAST Z29, Z1, Z1
 	VAESENCLAST Z30, Z2, Z2
@@ -361,19 +405,26 @@ r10:
 	VMOVDQU64 Z1, 64(DI)
 	VMOVDQU64 Z2, 128(DI)
 	VMOVDQU64 Z3, 192(DI)
+	ADDQ $256, SI
+	ADDQ $256, DI
+	SUBQ $256, R14
 	TESTQ AX, AX
-	JZ    hash16
-	// Sealing hashes the ciphertext just made.
+	JZ    loop16
+	// Sealing: this ciphertext is hashed in the next iteration (or after
+	// the loop); the accumulator parked in 0(SP) is added back once.
 	VMOVDQA64 Z0, Z4
 	VMOVDQA64 Z1, Z5
 	VMOVDQA64 Z2, Z6
 	VMOVDQA64 Z3, Z7
-hash16:
-	GHASH16(R8)
-	ADDQ $256, SI
-	ADDQ $256, DI
-	SUBQ $256, R14
+	VPXORD  0(SP), X28, X28
+	VPXORD  X27, X27, X27
+	VMOVDQU64 X27, 0(SP)
 	JMP  loop16
+loopEnd:
+	TESTQ AX, AX
+	JZ    tail
+	GHASH16(R8)
+	VPXORD 0(SP), X28, X28
 
 	// Fewer than 16 blocks left: four (or the rest) at a time.
 tail:
