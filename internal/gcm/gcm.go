@@ -146,6 +146,70 @@ func (g *GCM) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, error
 	return ret, nil
 }
 
+// SealDetached is Seal with the tag apart: it encrypts plaintext into
+// dst[:len(plaintext)] and writes the 16-byte tag into tag, the form of
+// dm-crypt's sectors (the tag goes to the dm-integrity metadata). dst
+// may be plaintext exactly; tag must not overlap either.
+func (g *GCM) SealDetached(dst, tag, nonce, plaintext, additionalData []byte) {
+	if len(dst) < len(plaintext) || len(tag) < TagSize {
+		panic("gcm: output smaller than input")
+	}
+	if !g.fast {
+		out := g.generic.Seal(make([]byte, 0, len(plaintext)+TagSize), nonce, plaintext, additionalData)
+		copy(dst, out[:len(plaintext)])
+		copy(tag, out[len(plaintext):])
+		return
+	}
+	if len(nonce) != NonceSize {
+		panic("gcm: incorrect nonce length given to GCM")
+	}
+	if uint64(len(plaintext)) > maxPlaintext {
+		panic("gcm: message too large for GCM")
+	}
+	out := dst[:len(plaintext)]
+	if inexactOverlap(out, plaintext) || anyOverlap(out, additionalData) ||
+		anyOverlap(tag[:TagSize], out) || anyOverlap(tag[:TagSize], plaintext) {
+		panic("gcm: invalid buffer overlap")
+	}
+	g.sealDetached(out, tag[:TagSize], nonce, plaintext, additionalData)
+}
+
+// OpenDetached is Open with the tag apart: it verifies tag and decrypts
+// ciphertext into dst[:len(ciphertext)]. If the tag does not verify it
+// returns an error and leaves those bytes zero. dst may be ciphertext
+// exactly.
+func (g *GCM) OpenDetached(dst, nonce, ciphertext, tag, additionalData []byte) error {
+	if len(dst) < len(ciphertext) {
+		panic("gcm: output smaller than input")
+	}
+	if len(tag) != TagSize {
+		return errOpen
+	}
+	if !g.fast {
+		ct := append(append(make([]byte, 0, len(ciphertext)+TagSize), ciphertext...), tag...)
+		if _, err := g.generic.Open(dst[:0], nonce, ct, additionalData); err != nil {
+			clear(dst[:len(ciphertext)])
+			return err
+		}
+		return nil
+	}
+	if len(nonce) != NonceSize {
+		panic("gcm: incorrect nonce length given to GCM")
+	}
+	if uint64(len(ciphertext)) > maxPlaintext {
+		return errOpen
+	}
+	out := dst[:len(ciphertext)]
+	if inexactOverlap(out, ciphertext) || anyOverlap(out, additionalData) {
+		panic("gcm: invalid buffer overlap")
+	}
+	if !g.openDetached(out, nonce, ciphertext, tag, additionalData) {
+		clear(out)
+		return errOpen
+	}
+	return nil
+}
+
 // Wipe clears the key material the assembly uses (Go's AES and GCM keep
 // their own copies, which they do not let us clear). g must not be used
 // afterwards.

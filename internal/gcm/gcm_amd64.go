@@ -39,20 +39,29 @@ func (g *GCM) initAsm(key []byte) {
 }
 
 func (g *GCM) seal(out, nonce, plaintext, ad []byte) {
+	g.sealDetached(out[:len(plaintext)], out[len(plaintext):], nonce, plaintext, ad)
+}
+
+func (g *GCM) sealDetached(out, tag, nonce, plaintext, ad []byte) {
 	ctr := j0(nonce)
-	var tag [TagSize]byte
+	var t [TagSize]byte
 	gcmAVX512(&g.xk[0], g.nr, &g.table, &ctr, unsafe.SliceData(ad), len(ad),
-		unsafe.SliceData(out), unsafe.SliceData(plaintext), len(plaintext), &tag, true)
-	copy(out[len(plaintext):], tag[:])
+		unsafe.SliceData(out), unsafe.SliceData(plaintext), len(plaintext), &t, true)
+	copy(tag, t[:])
 }
 
 // open decrypts into out and reports whether the tag verified.
 func (g *GCM) open(out, nonce, ciphertext, ad []byte) bool {
-	ctr := j0(nonce)
 	ct := ciphertext[:len(ciphertext)-TagSize]
-	var want, got [TagSize]byte
-	copy(want[:], ciphertext[len(ct):])
+	var tag [TagSize]byte
+	copy(tag[:], ciphertext[len(ct):])
+	return g.openDetached(out, nonce, ct, tag[:], ad)
+}
+
+func (g *GCM) openDetached(out, nonce, ct, tag, ad []byte) bool {
+	ctr := j0(nonce)
+	var got [TagSize]byte
 	gcmAVX512(&g.xk[0], g.nr, &g.table, &ctr, unsafe.SliceData(ad), len(ad),
 		unsafe.SliceData(out), unsafe.SliceData(ct), len(ct), &got, false)
-	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+	return subtle.ConstantTimeCompare(got[:], tag) == 1
 }

@@ -209,6 +209,17 @@ func compare(t testing.TB, r *rand.Rand, g *GCM, std cipher.AEAD, nonce, pt, ad 
 		t.Fatalf("len %d ad %d: in-place Open: %v", len(pt), len(ad), err)
 	}
 
+	// Detached: ciphertext in place, tag apart.
+	dct := bytes.Clone(pt)
+	dtag := make([]byte, TagSize)
+	g.SealDetached(dct, dtag, nonce, dct, ad)
+	if !bytes.Equal(append(bytes.Clone(dct), dtag...), want) {
+		t.Fatalf("len %d ad %d: SealDetached differs from crypto/cipher", len(pt), len(ad))
+	}
+	if err := g.OpenDetached(dct, nonce, dct, dtag, ad); err != nil || !bytes.Equal(dct, pt) {
+		t.Fatalf("len %d ad %d: OpenDetached: %v", len(pt), len(ad), err)
+	}
+
 	bad := bytes.Clone(want)
 	bad[r.IntN(len(bad))] ^= 1 << r.IntN(8)
 	if _, err := std.Open(nil, nonce, bad, ad); err == nil {
@@ -222,6 +233,12 @@ func compare(t testing.TB, r *rand.Rand, g *GCM, std cipher.AEAD, nonce, pt, ad 
 		t.Fatalf("len %d ad %d: corrupted message accepted in place", len(pt), len(ad))
 	} else if !bytes.Equal(inBuf[:len(pt)], make([]byte, len(pt))) {
 		t.Fatalf("len %d ad %d: rejected Open left output in dst", len(pt), len(ad))
+	}
+	dct = bytes.Clone(bad[:len(pt)])
+	if err := g.OpenDetached(dct, nonce, dct, bad[len(pt):], ad); err == nil {
+		t.Fatalf("len %d ad %d: OpenDetached accepted a corrupted message", len(pt), len(ad))
+	} else if !bytes.Equal(dct, make([]byte, len(pt))) {
+		t.Fatalf("len %d ad %d: rejected OpenDetached left output in dst", len(pt), len(ad))
 	}
 	if len(ad) > 0 {
 		badAD := bytes.Clone(ad)
