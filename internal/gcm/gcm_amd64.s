@@ -291,7 +291,7 @@ initLoop:
 // equal src (every block is read before it is written). Partial blocks
 // are read and written with byte masks, so nothing outside the slices is
 // touched.
-TEXT ·gcmAVX512(SB), NOSPLIT, $16-81
+TEXT ·gcmAVX512(SB), NOSPLIT, $0-81
 	MOVQ xk+0(FP), R10
 	MOVQ nr+8(FP), R9
 	MOVQ table+16(FP), R8
@@ -341,17 +341,46 @@ adDone:
 
 	// The 16-block loop hashes 16 blocks while it encrypts the next 16.
 	// Opening hashes the ciphertext it decrypts in the same iteration;
-	// sealing hashes the previous iteration's ciphertext, and so its
-	// first iteration hashes zeros with a zero accumulator (which stays
-	// zero), the real one waiting in 0(SP) until it is added back.
+	// sealing hashes the previous iteration's ciphertext, so its first 16
+	// blocks are encrypted here, without hashing.
 	TESTQ AX, AX
 	JZ    loop16
-	VMOVDQU64 X28, 0(SP)
-	VPXORD X28, X28, X28
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
+	CMPQ  R14, $256
+	JB    tail
+	NEXTCTR4
+	CMPQ R9, $12
+	JB   f10
+	JEQ  f12
+	ENC4(Z9)
+	ENC4(Z10)
+f12:
+	ENC4(Z11)
+	ENC4(Z12)
+f10:
+	ENC4(Z13)
+	ENC4(Z14)
+	ENC4(Z15)
+	ENC4(Z16)
+	ENC4(Z17)
+	ENC4(Z18)
+	ENC4(Z19)
+	ENC4(Z20)
+	ENC4(Z21)
+	VPXORD 0(SI), Z22, Z4
+	VPXORD 64(SI), Z22, Z5
+	VPXORD 128(SI), Z22, Z6
+	VPXORD 192(SI), Z22, Z7
+	VAESENCLAST Z4, Z0, Z4
+	VAESENCLAST Z5, Z1, Z5
+	VAESENCLAST Z6, Z2, Z6
+	VAESENCLAST Z7, Z3, Z7
+	VMOVDQU64 Z4, 0(DI)
+	VMOVDQU64 Z5, 64(DI)
+	VMOVDQU64 Z6, 128(DI)
+	VMOVDQU64 Z7, 192(DI)
+	ADDQ $256, SI
+	ADDQ $256, DI
+	SUBQ $256, R14
 loop16:
 	CMPQ R14, $256
 	JB   loopEnd
@@ -410,21 +439,17 @@ r10:
 	SUBQ $256, R14
 	TESTQ AX, AX
 	JZ    loop16
-	// Sealing: this ciphertext is hashed in the next iteration (or after
-	// the loop); the accumulator parked in 0(SP) is added back once.
+	// Sealing: this ciphertext is hashed in the next iteration, or after
+	// the loop.
 	VMOVDQA64 Z0, Z4
 	VMOVDQA64 Z1, Z5
 	VMOVDQA64 Z2, Z6
 	VMOVDQA64 Z3, Z7
-	VPXORD  0(SP), X28, X28
-	VPXORD  X27, X27, X27
-	VMOVDQU64 X27, 0(SP)
 	JMP  loop16
 loopEnd:
 	TESTQ AX, AX
 	JZ    tail
 	GHASH16(R8)
-	VPXORD 0(SP), X28, X28
 
 	// Fewer than 16 blocks left: four (or the rest) at a time.
 tail:
