@@ -35,8 +35,8 @@ var errOpen = errors.New("gcm: message authentication failed")
 // GCM is an AES-GCM key. It satisfies crypto/cipher.AEAD and is safe for
 // concurrent use.
 type GCM struct {
-	// block is Go's AES with the same key: the tag mask E(J0) and the
-	// keystream of a final partial block come from it.
+	// block is Go's AES with the same key: the assembly's hash key
+	// H = E(0) comes from it.
 	block cipher.Block
 	// generic is Go's GCM: the implementation where there is no assembly.
 	generic cipher.AEAD

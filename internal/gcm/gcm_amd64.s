@@ -17,7 +17,7 @@
 // 128 bits of the 256-bit product in two 64-bit steps with the constant
 // x^63 + x^62 + x^57 (0xc2 << 56), see GHASH_REDUCE.
 //
-// Register use in the bulk functions:
+// Register use in gcmAVX512:
 //   Z0-Z3   AES states (16 counter blocks)
 //   Z4-Z7   the 16 blocks GHASH takes (ciphertext), clobbered by it
 //   Z8      round key 0; Z(22-nr+1)..Z22 round keys 1..nr, so that the
@@ -27,15 +27,16 @@
 //           big-endian counter is then the low dword of each lane, and
 //           VPADDD wraps it modulo 2^32 as GCM's inc32 does)
 //   Z26     GHASH reduction constant, Z28 GHASH accumulator (lane 0)
-//   Z27, Z29-Z31 GHASH temporaries
+//   Z27, Z29-Z31 GHASH temporaries (Z5 too, in GHASH4)
+//   K1      byte mask of a partial piece (CHUNK)
 
 DATA bswapMask<>+0(SB)/8, $0x08090a0b0c0d0e0f
 DATA bswapMask<>+8(SB)/8, $0x0001020304050607
 GLOBL bswapMask<>(SB), RODATA|NOPTR, $16
 
-// x^63 + x^62 + x^57 in the high qword; the low qword's 1 is unused by
-// the reduction (it reads only the high qword) but makes the constant the
-// whole polynomial for the x^-1 step in gcmInitAVX512.
+// x^63 + x^62 + x^57 in the high qword, the only one the reduction
+// multiplies by (the low qword's 1 completes the polynomial
+// x^128 + x^127 + x^126 + x^121 + 1 but is not read).
 DATA gfpoly<>+0(SB)/8, $0x0000000000000001
 DATA gfpoly<>+8(SB)/8, $0xc200000000000000
 GLOBL gfpoly<>(SB), RODATA|NOPTR, $16
