@@ -2,7 +2,6 @@ package sector
 
 import (
 	"bytes"
-	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/blkcrypt/blkcrypt/capi"
 	"github.com/blkcrypt/blkcrypt/internal/aead"
+	"github.com/blkcrypt/blkcrypt/internal/gcm"
 )
 
 // ErrAuth is the error of a sector whose tag does not verify (the
@@ -155,10 +155,7 @@ func NewAEAD(spec, integrity string, key []byte, sectorSize int, ivOffset uint64
 	var err error
 	switch spec {
 	case "aes-gcm-random":
-		var b cipher.Block
-		if b, err = aes.NewCipher(key); err == nil {
-			a.a, err = cipher.NewGCM(b)
-		}
+		a.a, err = gcm.New(key)
 		a.ivSize = 12
 	case "chacha20-random":
 		a.a, err = chacha20poly1305.New(key)
@@ -285,6 +282,9 @@ func (a *AEAD) Wipe() {
 		a.enc.Wipe()
 	}
 	clear(a.macKey)
+	if g, ok := a.a.(*gcm.GCM); ok {
+		g.Wipe()
+	}
 	a.a, a.cbc, a.essiv = nil, nil, nil
 }
 
@@ -343,6 +343,10 @@ func (a *AEAD) EncryptSectors(dst, meta, src []byte, first uint64) error {
 	ivs := make([]byte, n*a.ivSize)
 	if _, err := io.ReadFull(a.rand, ivs); err != nil {
 		return fmt.Errorf("sector: random IV: %w", err)
+	}
+	if g, ok := a.a.(*gcm.GCM); ok {
+		a.sealGCM(g, dst, meta, src, ivs, first)
+		return nil
 	}
 	scratch := make([]byte, 0, a.ss+a.a.Overhead())
 	for i := range n {
@@ -444,6 +448,9 @@ func (a *AEAD) DecryptSectors(dst, src, meta []byte, first uint64) error {
 		}
 		return bad
 	}
+	if g, ok := a.a.(*gcm.GCM); ok {
+		return a.openGCM(g, dst, src, meta, first)
+	}
 	scratch := make([]byte, a.ss+a.tagSize)
 	for i := range n {
 		m := meta[i*ms : (i+1)*ms]
@@ -458,5 +465,38 @@ func (a *AEAD) DecryptSectors(dst, src, meta []byte, first uint64) error {
 		}
 	}
 	clear(scratch)
+	return nil
+}
+
+// sealGCM is EncryptSectors' loop for aes-gcm-random: internal/gcm
+// writes each sector's ciphertext in place in dst and its tag straight
+// into the metadata, with no scratch buffer to copy through.
+func (a *AEAD) sealGCM(g *gcm.GCM, dst, meta, src, ivs []byte, first uint64) {
+	step := uint64(a.ss >> 9)
+	ms := a.MetaSize()
+	var adBuf [8 + 16]byte
+	for i := range len(src) / a.ss {
+		iv := ivs[i*a.ivSize : (i+1)*a.ivSize]
+		s := first + uint64(i)*step
+		m := meta[i*ms : (i+1)*ms]
+		g.SealDetached(dst[i*a.ss:(i+1)*a.ss], m[:a.tagSize], iv, src[i*a.ss:(i+1)*a.ss], ad(adBuf[:], s, iv))
+		copy(m[a.tagSize:], iv)
+	}
+}
+
+// openGCM is DecryptSectors' loop for aes-gcm-random (see sealGCM).
+func (a *AEAD) openGCM(g *gcm.GCM, dst, src, meta []byte, first uint64) error {
+	step := uint64(a.ss >> 9)
+	ms := a.MetaSize()
+	var adBuf [8 + 16]byte
+	for i := range len(src) / a.ss {
+		m := meta[i*ms : (i+1)*ms]
+		iv := m[a.tagSize:]
+		s := first + uint64(i)*step
+		if err := g.OpenDetached(dst[i*a.ss:(i+1)*a.ss], iv, src[i*a.ss:(i+1)*a.ss], m[:a.tagSize], ad(adBuf[:], s, iv)); err != nil {
+			clear(dst[i*a.ss : len(src)])
+			return &AuthError{Sector: s}
+		}
+	}
 	return nil
 }
