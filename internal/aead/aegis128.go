@@ -2,7 +2,15 @@
 // AEAD modes that neither the standard library nor golang.org/x/crypto
 // provide: AEGIS-128 as the kernel's crypto/aegis128 computes it (16-byte
 // key and nonce, tags of 1 to 16 bytes). The ciphers satisfy
-// crypto/cipher.AEAD, so package sector treats them like GCM.
+// crypto/cipher.AEAD, so package sector treats them like GCM, and
+// Sectors, which seals or opens many sectors in one call so that the
+// VAES kernel can run them side by side (sectors.go).
+//
+// Implementations: Go (any platform, and the purego tag), VEX AES-NI
+// with one state, and AVX-512 VAES with four or eight states, one per
+// 128-bit lane (aegis_amd64.s); the CPU's features pick them, and one
+// conformance suite (sectors_test.go) checks each against the
+// specification's answers and the Go code.
 package aead
 
 import (

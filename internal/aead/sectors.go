@@ -180,7 +180,7 @@ func (a *aegis128) run(plan []kernel, open bool, dst, tags, src, nonces, ad []by
 	defer clear(tailBuf[:]) // plaintext
 	var adSmall [2 * maxLanes * 16]byte
 	adBuf := adSmall[:]
-	if need := j.adBlocks * maxLanes * 16; need > len(adBuf) {
+	if need := j.adBlocks * min(n, maxLanes) * 16; need > len(adBuf) {
 		adBuf = make([]byte, need)
 	}
 	ts := a.tagSize
