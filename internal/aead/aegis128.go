@@ -2,12 +2,19 @@
 // AEAD modes that neither the standard library nor golang.org/x/crypto
 // provide: AEGIS-128 as the kernel's crypto/aegis128 computes it (16-byte
 // key and nonce, tags of 1 to 16 bytes). The ciphers satisfy
-// crypto/cipher.AEAD, so package sector treats them like GCM.
+// crypto/cipher.AEAD, so package sector treats them like GCM, and
+// Sectors, which seals or opens many sectors in one call so that the
+// VAES kernel can run them side by side (sectors.go).
+//
+// Implementations: Go (any platform, and the purego tag), VEX AES-NI
+// with one state, and AVX-512 VAES with four or eight states, one per
+// 128-bit lane (aegis_amd64.s); the CPU's features pick them, and one
+// conformance suite (sectors_test.go) checks each against the
+// specification's answers and the Go code.
 package aead
 
 import (
 	"crypto/cipher"
-	"crypto/subtle"
 	"encoding/binary"
 	"errors"
 	"strconv"
@@ -52,11 +59,12 @@ func xor(a, b words) words { return words{a[0] ^ b[0], a[1] ^ b[1], a[2] ^ b[2],
 type aegis128 struct {
 	key     words
 	tagSize int
-	generic bool // tests: the Go code even where AES-NI is used
+	plan    []kernel // the kernels Seal and Open use (tests pick others)
 }
 
 // NewAEGIS128 returns AEGIS-128 under a 16-byte key with tagSize-byte
-// tags (1 to 16; the kernel's crypto_aead_setauthsize range).
+// tags (1 to 16; the kernel's crypto_aead_setauthsize range). The AEAD
+// also satisfies Sectors.
 func NewAEGIS128(key []byte, tagSize int) (cipher.AEAD, error) {
 	if len(key) != AEGIS128KeySize {
 		return nil, errors.New("aead: AEGIS-128 takes a 16-byte key, not " + strconv.Itoa(len(key)))
@@ -64,7 +72,7 @@ func NewAEGIS128(key []byte, tagSize int) (cipher.AEAD, error) {
 	if tagSize < 1 || tagSize > 16 {
 		return nil, errors.New("aead: AEGIS-128 tag size must be 1 to 16 bytes")
 	}
-	return &aegis128{key: load(key), tagSize: tagSize}, nil
+	return &aegis128{key: load(key), tagSize: tagSize, plan: defaultPlan}, nil
 }
 
 func (a *aegis128) NonceSize() int { return AEGIS128NonceSize }
@@ -84,23 +92,6 @@ func (s *aegisState) update(m words) {
 	s[0] = xor(aesRound(t, s[0]), m)
 }
 
-func (a *aegis128) init(nonce []byte) *aegisState {
-	kn := xor(a.key, load(nonce))
-	s := aegisState{kn, aegisConst[1], aegisConst[0], xor(a.key, aegisConst[0]), xor(a.key, aegisConst[1])}
-	for range 5 {
-		s.update(a.key)
-		s.update(kn)
-	}
-	return &s
-}
-
-func (s *aegisState) ad(ad []byte) {
-	for len(ad) > 0 {
-		s.update(load(ad[:min(16, len(ad))]))
-		ad = ad[min(16, len(ad)):]
-	}
-}
-
 // keystream is the block that encrypts the next 16 bytes.
 func (s *aegisState) keystream() words {
 	var z words
@@ -108,18 +99,6 @@ func (s *aegisState) keystream() words {
 		z[i] = s[1][i] ^ s[4][i] ^ s[2][i]&s[3][i]
 	}
 	return z
-}
-
-func (s *aegisState) final(adLen, msgLen int) [16]byte {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], uint64(adLen)*8)
-	binary.LittleEndian.PutUint64(b[8:], uint64(msgLen)*8)
-	t := xor(load(b[:]), s[3])
-	for range 7 {
-		s.update(t)
-	}
-	store(b[:], xor(xor(xor(s[0], s[1]), xor(s[2], s[3])), s[4]))
-	return b
 }
 
 func (a *aegis128) checkNonce(nonce []byte) {
@@ -131,29 +110,11 @@ func (a *aegis128) checkNonce(nonce []byte) {
 // Seal appends the encryption of plaintext and the tag to dst.
 func (a *aegis128) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
 	a.checkNonce(nonce)
-	s := a.init(nonce)
-	s.ad(additionalData)
 	ret, out := sliceForAppend(dst, len(plaintext)+a.tagSize)
-	p, o := plaintext, out
-	if nb := len(p) / 16; nb > 0 && useAESNI && !a.generic {
-		aegisEncAESNI(s, &o[0], &p[0], nb)
-		p, o = p[nb*16:], o[nb*16:]
+	if inexactOverlap(out, plaintext) {
+		panic("aead: invalid buffer overlap")
 	}
-	for len(p) >= 16 {
-		m := load(p)
-		store(o, xor(m, s.keystream()))
-		s.update(m)
-		p, o = p[16:], o[16:]
-	}
-	if len(p) > 0 {
-		m := load(p)
-		var c [16]byte
-		store(c[:], xor(m, s.keystream()))
-		copy(o, c[:len(p)])
-		s.update(m)
-	}
-	tag := s.final(len(additionalData), len(plaintext))
-	copy(out[len(plaintext):], tag[:a.tagSize])
+	a.run(a.plan, false, out[:len(plaintext)], out[len(plaintext):], plaintext, nonce, additionalData, 1)
 	return ret
 }
 
@@ -165,31 +126,11 @@ func (a *aegis128) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, 
 		return nil, ErrOpen
 	}
 	n := len(ciphertext) - a.tagSize
-	want := ciphertext[n:]
-	s := a.init(nonce)
-	s.ad(additionalData)
 	ret, out := sliceForAppend(dst, n)
-	c, o := ciphertext[:n], out
-	if nb := len(c) / 16; nb > 0 && useAESNI && !a.generic {
-		aegisDecAESNI(s, &o[0], &c[0], nb)
-		c, o = c[nb*16:], o[nb*16:]
+	if inexactOverlap(out, ciphertext[:n]) {
+		panic("aead: invalid buffer overlap")
 	}
-	for len(c) >= 16 {
-		m := xor(load(c), s.keystream())
-		store(o, m)
-		s.update(m)
-		c, o = c[16:], o[16:]
-	}
-	if len(c) > 0 {
-		var b [16]byte
-		store(b[:], xor(load(c), s.keystream()))
-		clear(b[len(c):])
-		copy(o, b[:len(c)])
-		s.update(load(b[:]))
-	}
-	tag := s.final(len(additionalData), n)
-	if subtle.ConstantTimeCompare(tag[:a.tagSize], want) != 1 {
-		clear(out)
+	if a.run(a.plan, true, out, ciphertext[n:], ciphertext[:n], nonce, additionalData, 1) != nil {
 		return nil, ErrOpen
 	}
 	return ret, nil

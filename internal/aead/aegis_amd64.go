@@ -4,17 +4,30 @@ package aead
 
 import "golang.org/x/sys/cpu"
 
-// useAESNI runs AEGIS-128's bulk loops with the AESENC instruction, one
-// state update per 16-byte block (aegis_amd64.s); init, associated data,
-// partial blocks and the tag stay in Go.
-var useAESNI = cpu.X86.HasAES && cpu.X86.HasSSE41
+// useAESNI runs whole messages with VEX-encoded AESENC, one state
+// (sealAESNI, openAESNI); useVAES runs four or eight messages at once on
+// ZMM registers, one per 128-bit lane (sealVAES4, sealVAES8, …).
+var (
+	useAESNI = cpu.X86.HasAES && cpu.X86.HasAVX
+	useVAES  = useAESNI && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VAES
+)
 
-// aegisEncAESNI encrypts n full blocks of src into dst, updating s.
-//
-//go:noescape
-func aegisEncAESNI(s *aegisState, dst, src *byte, n int)
+// The kernels run j as sectors.go's job describes, with 1, 4 or 8 lanes.
 
-// aegisDecAESNI decrypts n full blocks of src into dst, updating s.
-//
 //go:noescape
-func aegisDecAESNI(s *aegisState, dst, src *byte, n int)
+func sealAESNI(j *job)
+
+//go:noescape
+func openAESNI(j *job)
+
+//go:noescape
+func sealVAES4(j *job)
+
+//go:noescape
+func openVAES4(j *job)
+
+//go:noescape
+func sealVAES8(j *job)
+
+//go:noescape
+func openVAES8(j *job)

@@ -2,7 +2,14 @@
 
 package aead
 
-const useAESNI = false
+const (
+	useAESNI = false
+	useVAES  = false
+)
 
-func aegisEncAESNI(s *aegisState, dst, src *byte, n int) { panic("unreachable") }
-func aegisDecAESNI(s *aegisState, dst, src *byte, n int) { panic("unreachable") }
+func sealAESNI(j *job) { panic("aead: no AES-NI kernel in this build") }
+func openAESNI(j *job) { panic("aead: no AES-NI kernel in this build") }
+func sealVAES4(j *job) { panic("aead: no VAES kernel in this build") }
+func openVAES4(j *job) { panic("aead: no VAES kernel in this build") }
+func sealVAES8(j *job) { panic("aead: no VAES kernel in this build") }
+func openVAES8(j *job) { panic("aead: no VAES kernel in this build") }
