@@ -66,9 +66,9 @@ func (m *aeadMap) encrypt(dst, src []byte, start int64, split bool) error {
 func (m *aeadMap) layers() []*sector.Cipher { return nil }
 func (m *aeadMap) wipe()                    { m.a.Wipe() }
 
-// readSectors reads and verifies whole sectors at byte start: the unit
-// run splits them over goroutines, each unit one read of its data and one
-// of its tags, then the AEAD.
+// readSectors reads and verifies whole sectors at byte start, in units
+// shared with the helper goroutines: each unit one read of its data and
+// one of its tags, then the AEAD. On an error dst holds nothing.
 func (m *aeadMap) readSectors(dst []byte, start int64) error {
 	r := m.newRun(dst, nil, start)
 	defer r.free()
@@ -97,10 +97,10 @@ func (m *aeadMap) writeSectors(src []byte, start int64) error {
 		n := min(len(src), len(*bp))
 		r := m.newRun((*bp)[:n], src[:n], start)
 		r.start(false)
-		err := m.iv.WriteLentSectors(r.dst, r.meta, uint64(start/ss), r.ready)
-		if err != nil {
-			r.stop()
-		}
+		err := m.iv.WriteLentSectors(r.dst, r.meta, uint64(start/ss), r.readyFn)
+		// After an error units may still be running; after success none
+		// (the volume asked for every block), and stop only checks.
+		r.stop()
 		r.free()
 		if err != nil {
 			return err
@@ -132,7 +132,7 @@ var metaPool = sync.Pool{New: func() any { return new([]byte) }}
 // engine's batches are shared: a helper that starts late just takes less.
 // Reads: a unit is read (data and tags) and decrypted. Writes: a unit is
 // encrypted into dst; the caller, writing through the integrity volume,
-// waits for the units it needs (ready), taking them itself while any are
+// waits for the units it needs (readyFn), taking them itself while any are
 // left.
 type aeadRun struct {
 	m     *aeadMap
@@ -145,10 +145,9 @@ type aeadRun struct {
 	unit  int   // bytes of a unit
 	units int
 
-	next  atomic.Int64  // next unit to take
-	done  []atomic.Bool // unit i is finished (errs[i] set before)
-	errs  []error
-	ready func(blocks int) error
+	next atomic.Int64  // next unit to take
+	done []atomic.Bool // unit i is finished (errs[i] set before)
+	errs []error
 	// finished has a token after a unit is done, for a caller that stops
 	// polling.
 	finished chan struct{}
@@ -169,7 +168,6 @@ func (m *aeadMap) newRun(dst, src []byte, start int64) *aeadRun {
 		*r.mp = make([]byte, need)
 	}
 	r.meta = (*r.mp)[:need]
-	r.ready = r.readyFn
 	return r
 }
 
