@@ -40,7 +40,6 @@
 //     [0, k), so the journal takes the first sections while later ones
 //     are encrypted, and whole sections go to the journal straight from
 //     the buffer (commit ids swapped in, then back out) without a copy.
-//     CommitBlocks is how many blocks one journal commit holds.
 //   - ReadAt/WriteAt give byte access (partial blocks read-modify-write).
 //   - Format creates a volume offline as integritysetup format leaves it
 //     (data zeroed, tags computed, empty journal, superblock written last;

@@ -503,16 +503,6 @@ func (v *Volume) WriteLentSectors(src, tags []byte, first uint64, ready func(blo
 	return v.write(src, tags, first, true, ready)
 }
 
-// CommitBlocks is the number of blocks one journal commit holds (a larger
-// write takes several, each atomic per block only), or 0 when the
-// volume does not write through its journal.
-func (v *Volume) CommitBlocks() int {
-	if v.opts.ReadOnly || v.opts.Mode != ModeJournal {
-		return 0
-	}
-	return v.g.JournalSections * v.g.SectionEntries
-}
-
 func (v *Volume) write(src, tags []byte, first uint64, lent bool, ready func(int) error) error {
 	if v.opts.ReadOnly {
 		return ErrReadOnly
