@@ -14,8 +14,8 @@ import (
 )
 
 // TestIntegrityVolumeUnits: a request of an integrity volume is shared
-// by goroutines in units (aeadUnitBytes); with bad sectors in two units
-// of one read, every read names the first bad sector, whichever unit
+// by goroutines in units; with bad sectors in two units of one read (the
+// first 256 KiB unit and a later one), every read names the first bad sector, whichever unit
 // finished first, and returns nothing of the request; reads that miss
 // both bad sectors return what was written, across unit and chunk
 // boundaries.
@@ -45,7 +45,7 @@ func TestIntegrityVolumeUnits(t *testing.T) {
 		t.Fatal(err)
 	}
 	const ss = 4096
-	bad := []int64{2*aeadUnitBytes/ss + 3, 9*aeadUnitBytes/ss + 1} // sectors in units 2 and 9
+	bad := []int64{35, 145} // at 140 KiB and 580 KiB
 	f, err := os.OpenFile(p, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
