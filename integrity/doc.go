@@ -34,6 +34,12 @@
 //     ModeBitmap writes in place under a dirty bitmap (tags recomputed
 //     after a crash); ModeDirect has no crash protection, as the kernel's
 //     D mode.
+//   - Volume.WriteLentSectors(src, tags, first, ready) is WriteSectors
+//     for a caller (dm-crypt's AEAD layer) that lends its ciphertext
+//     buffer and may still be filling it: ready(k) waits for blocks
+//     [0, k), so the journal takes the first sections while later ones
+//     are encrypted, and whole sections go to the journal straight from
+//     the buffer (commit ids swapped in, then back out) without a copy.
 //   - ReadAt/WriteAt give byte access (partial blocks read-modify-write).
 //   - Format creates a volume offline as integritysetup format leaves it
 //     (data zeroed, tags computed, empty journal, superblock written last;

@@ -267,9 +267,24 @@ func sectionMAC(spec *hashSpec, sb *Superblock, g *Geometry) func(section int, m
 // holding the given blocks (at most SectionEntries; the rest of the slots
 // unused), commit ids for seq, and the MAC.
 func buildSection(buf []byte, g *Geometry, ids *commitIDs, section, seq int, sectors []uint64, data, tags []byte, macFn func(int, []byte) []byte) {
-	clear(buf)
 	bs := g.BlockSize()
 	meta := buf[:journalBlockSecs*512]
+	blocks := buf[journalBlockSecs*512:]
+	n := copy(blocks, data[:len(sectors)*bs])
+	clear(blocks[n:])
+	buildMeta(meta, g, ids, section, seq, sectors, blocks, tags, macFn)
+	stampIDs(blocks, ids, section, journalBlockSecs, seq)
+}
+
+// buildMeta fills meta (the 8 metadata sectors of a section) with entries
+// for the given blocks (at most SectionEntries; the rest of the slots
+// unused): each block's sector, the last 8 bytes of each of its 512-byte
+// sectors (which the commit ids displace in the journal) and its tag;
+// then the MAC and the metadata sectors' commit ids for seq. data is the
+// blocks as they are before stampIDs.
+func buildMeta(meta []byte, g *Geometry, ids *commitIDs, section, seq int, sectors []uint64, data, tags []byte, macFn func(int, []byte) []byte) {
+	clear(meta)
+	bs := g.BlockSize()
 	for e := 0; e < g.SectionEntries; e++ {
 		o := entryOffset(g, e)
 		if e >= len(sectors) {
@@ -277,8 +292,7 @@ func buildSection(buf []byte, g *Geometry, ids *commitIDs, section, seq int, sec
 			continue
 		}
 		binary.LittleEndian.PutUint64(meta[o:], sectors[e])
-		blk := buf[(journalBlockSecs+e*g.SectorsPerBlock)*512:][:bs]
-		copy(blk, data[e*bs:(e+1)*bs])
+		blk := data[e*bs : (e+1)*bs]
 		for s := 0; s < g.SectorsPerBlock; s++ {
 			copy(meta[o+8+8*s:o+16+8*s], blk[s*512+journalSectorData:(s+1)*512])
 		}
@@ -290,7 +304,26 @@ func buildSection(buf []byte, g *Geometry, ids *commitIDs, section, seq int, sec
 			copy(meta[j*512+journalSectorData-journalMACPerSec:], mac[j*journalMACPerSec:(j+1)*journalMACPerSec])
 		}
 	}
-	for j := 0; j < g.SectionSectors; j++ {
-		binary.LittleEndian.PutUint64(buf[j*512+journalSectorData:], ids.id(section, j, seq))
+	stampIDs(meta, ids, section, 0, seq)
+}
+
+// stampIDs writes the commit ids for seq into the last 8 bytes of every
+// 512-byte sector of buf, the section's sectors from the one numbered
+// from.
+func stampIDs(buf []byte, ids *commitIDs, section, from, seq int) {
+	for j := 0; j*512 < len(buf); j++ {
+		binary.LittleEndian.PutUint64(buf[j*512+journalSectorData:], ids.id(section, from+j, seq))
+	}
+}
+
+// restoreLastBytes puts back the last 8 bytes of each 512-byte sector of
+// the first len(data)/BlockSize entries' blocks, which stampIDs replaced,
+// from the entries in meta.
+func restoreLastBytes(data, meta []byte, g *Geometry) {
+	bs := g.BlockSize()
+	for e := 0; e*bs < len(data); e++ {
+		for s := 0; s < g.SectorsPerBlock; s++ {
+			copy(data[e*bs+s*512+journalSectorData:e*bs+(s+1)*512], entryLastBytes(g, meta, e, s))
+		}
 	}
 }

@@ -118,7 +118,11 @@ type Volume struct {
 	// wroteJournal: the journal holds entries this process committed.
 	wroteJournal bool
 	dirty        map[uint64]bool
-	closed       bool
+	// secBuf and secSectors: a journal section and its entries' sectors,
+	// kept from commit to commit (under mu).
+	secBuf     []byte
+	secSectors []uint64
+	closed     bool
 }
 
 // Open reads the superblock and prepares the volume. A writable open
@@ -475,15 +479,40 @@ func (v *Volume) unchecked(s uint64) bool {
 // tags are durable, together, when WriteSectors returns; in the other
 // modes after Flush.
 func (v *Volume) WriteSectors(src, tags []byte, first uint64) error {
-	if v.opts.ReadOnly {
-		return ErrReadOnly
-	}
 	if tags != nil && v.hash != nil {
 		return errors.New("integrity: the volume computes its tags: pass nil tags")
+	}
+	return v.write(src, tags, first, false, nil)
+}
+
+// WriteLentSectors is WriteSectors with tags for a caller that lends src
+// and fills it as the write goes: ready(k) must return once blocks [0, k)
+// of src and their tags are final (ready may be nil: all are). WriteLent-
+// Sectors calls it with growing k before it reads those blocks, so that
+// the caller can still be encrypting the later ones while the journal
+// takes the first. src is changed during the call (in journal mode the
+// commit ids take the last 8 bytes of each 512-byte sector while a
+// section of the journal is written straight from it, saving a copy)
+// and holds its blocks again when it returns; the caller must not touch
+// the blocks it declared ready until then. An error from ready stops the
+// write and is returned.
+func (v *Volume) WriteLentSectors(src, tags []byte, first uint64, ready func(blocks int) error) error {
+	if tags == nil || v.hash != nil {
+		return errors.New("integrity: lent sectors need the tags of a volume without a tag algorithm")
+	}
+	return v.write(src, tags, first, true, ready)
+}
+
+func (v *Volume) write(src, tags []byte, first uint64, lent bool, ready func(int) error) error {
+	if v.opts.ReadOnly {
+		return ErrReadOnly
 	}
 	n, err := v.checkRange(src, tags, first)
 	if err != nil || n == 0 {
 		return err
+	}
+	if ready == nil {
+		ready = func(int) error { return nil }
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -505,7 +534,9 @@ func (v *Volume) WriteSectors(src, tags []byte, first uint64) error {
 		capacity := uint64(v.g.JournalSections * v.g.SectionEntries)
 		for i := uint64(0); i < n; i += capacity {
 			m := min(capacity, n-i)
-			if err := v.commit(src[i*uint64(bs):(i+m)*uint64(bs)], tags[i*uint64(ts):(i+m)*uint64(ts)], first+i); err != nil {
+			at := int(i)
+			r := func(k int) error { return ready(at + k) }
+			if err := v.commit(src[i*uint64(bs):(i+m)*uint64(bs)], tags[i*uint64(ts):(i+m)*uint64(ts)], first+i, lent, r); err != nil {
 				return err
 			}
 		}
@@ -515,28 +546,60 @@ func (v *Volume) WriteSectors(src, tags []byte, first uint64) error {
 			return err
 		}
 	}
+	if err := ready(int(n)); err != nil {
+		return err
+	}
 	return v.writeInPlace(src, tags, first, n)
 }
 
 // commit writes blocks through the journal: the sections (commit ids of
 // the current sequence), a sync, the blocks and tags in place, a sync.
-func (v *Volume) commit(src, tags []byte, first uint64) error {
+// With lent, a full section is written as its metadata sectors and then
+// its blocks straight from src, stamped with the commit ids and restored
+// afterwards (two writes, no copy: a crash between them leaves a section
+// with mixed commit ids, which replay treats as torn, as it does a torn
+// single write); an encrypted journal needs whole sections in one write
+// and takes the copy.
+func (v *Volume) commit(src, tags []byte, first uint64, lent bool, ready func(int) error) error {
 	g := &v.g
 	bs, ts := g.BlockSize(), g.TagSize
 	n := len(src) / bs
 	spb := uint64(g.SectorsPerBlock)
-	buf := make([]byte, g.SectionSectors*512)
-	sectors := make([]uint64, 0, g.SectionEntries)
+	if v.secBuf == nil {
+		v.secBuf = make([]byte, g.SectionSectors*512)
+		v.secSectors = make([]uint64, 0, g.SectionEntries)
+	}
+	buf := v.secBuf
+	meta := buf[:journalBlockSecs*512]
+	_, crypted := v.dev.(*cryptDev)
 	sec, seq := v.nextSec, v.seq
 	for i := 0; i < n; i += g.SectionEntries {
 		m := min(g.SectionEntries, n-i)
-		sectors = sectors[:0]
+		if err := ready(i + m); err != nil {
+			return err
+		}
+		sectors := v.secSectors[:0]
 		for k := 0; k < m; k++ {
 			sectors = append(sectors, (first+uint64(i+k))*spb)
 		}
-		buildSection(buf, g, v.ids, sec, seq, sectors, src[i*bs:(i+m)*bs], tags[i*ts:(i+m)*ts], v.jmac)
-		if _, err := v.dev.WriteAt(buf, journalOffset(g, sec)); err != nil {
-			return fmt.Errorf("integrity: writing journal: %w", err)
+		data, tg := src[i*bs:(i+m)*bs], tags[i*ts:(i+m)*ts]
+		off := journalOffset(g, sec)
+		if lent && m == g.SectionEntries && !crypted {
+			buildMeta(meta, g, v.ids, sec, seq, sectors, data, tg, v.jmac)
+			stampIDs(data, v.ids, sec, journalBlockSecs, seq)
+			_, err := v.dev.WriteAt(meta, off)
+			if err == nil {
+				_, err = v.dev.WriteAt(data, off+int64(len(meta)))
+			}
+			restoreLastBytes(data, meta, g)
+			if err != nil {
+				return fmt.Errorf("integrity: writing journal: %w", err)
+			}
+		} else {
+			buildSection(buf, g, v.ids, sec, seq, sectors, data, tg, v.jmac)
+			if _, err := v.dev.WriteAt(buf, off); err != nil {
+				return fmt.Errorf("integrity: writing journal: %w", err)
+			}
 		}
 		sec++
 		if sec >= g.JournalSections {
