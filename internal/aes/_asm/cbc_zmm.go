@@ -260,3 +260,226 @@ func (g *gen) cbcDecZMM(name string, essiv bool) {
 	g.p("VZEROUPPER")
 	g.p("RET")
 }
+
+// cbcMB32ZMM is cbcMBZMM with twice the chains: 32 consecutive sectors,
+// eight ZMM registers, register i carrying sectors 4i..4i+3.
+//
+// Why: on Zen 5 the AES unit runs two ZMM VAESENC per cycle (the peers'
+// clockaes: 9.6 bytes per cycle for AES-256), so a chain's next round must
+// issue every half cycle per register in flight; with the 4-cycle latency
+// of a round, four registers keep the unit half busy (the 16-sector kernel
+// ran at 0.53x the XTS batch there). Eight registers fill it. On Intel
+// (one ZMM VAESENC per cycle) four already suffice, so the dispatch picks
+// this kernel by CPU.
+//
+// The 32 sectors are four groups of eight (two registers each); with lag
+// (0, or a multiple of 16 bytes) group q runs q*lag bytes behind group 0,
+// for the L1 reason of cbcMBZMM: with sectors 4 KiB apart all 32 current
+// lines would fall into one set. A group outside its span computes on
+// neighbouring sectors' bytes (inside the batch) and stores nothing; it
+// starts from its IVs (kept in Z8..Z13) at its first step.
+//
+// Frame: the four groups' src and dst pointers (lag applied), then their
+// first and end steps.
+func (g *gen) cbcMB32ZMM(name string, essiv bool) {
+	args := []string{"nr", "xk", "dst", "src", "ss", "ivs", "lag"}
+	doc := "CBC encryption of 32 consecutive sectors of ss bytes (ss > 0, multiple of 16),\nfour sectors per ZMM register; ivs holds the 32 IVs; lag is a multiple of 16, lag*3 <= 8*ss."
+	if essiv {
+		args = append(args, "ivnr", "ivxk")
+		doc = "ESSIV-CBC encryption of 32 consecutive sectors of ss bytes (ss > 0, multiple of 16):\nthe CBC IVs are the 32 IVs at ivs encrypted with ivxk (ivnr rounds); ivs is not\nmodified. Four sectors per ZMM register; lag is a multiple of 16, lag*3 <= 8*ss."
+	}
+	const (
+		srcSlot   = 0  // 4 pointers
+		dstSlot   = 32 // 4 pointers
+		startSlot = 64 // 4 steps
+		endSlot   = 96 // 4 steps
+		ringSlot  = 128
+	)
+	g.begin(name, ringSlot+2*cbcStageSlots*512+64, doc, args...)
+	g.arg("ivs", "R13")
+	for i := 0; i < 8; i++ {
+		g.p("VMOVDQU64 %d(R13), Z%d", 64*i, i)
+	}
+	if essiv {
+		g.arg("ivnr", "AX")
+		g.arg("ivxk", "R12")
+		g.keyEnd("R11", "R12", "AX", 16)
+		g.zmmKeys("R12", "R11", "AX")
+		for i := 0; i < 8; i++ {
+			g.p("VPXORD Z31, Z%d, Z%d", i, i)
+		}
+		g.zmmRounds("AESENC", regs(zr, 0, 8), "AX")
+	}
+	// Groups 1..3 restart from these at their first step.
+	for i := 2; i < 8; i++ {
+		g.p("VMOVDQA64 Z%d, Z%d", i, 6+i)
+	}
+	g.arg("nr", "AX")
+	g.arg("xk", "R12")
+	g.keyEnd("R11", "R12", "AX", 16)
+	g.zmmKeys("R12", "R11", "AX")
+	g.arg("dst", "DI")
+	g.arg("src", "SI")
+	g.laneSetup()
+	// R9 = 8*ss - lag: the distance between consecutive groups' pointers.
+	// R10 = lag/16 steps, R12 = ss/16 steps.
+	g.arg("lag", "R10")
+	g.p("MOVQ BX, R9")
+	g.p("SHLQ $3, R9")
+	g.p("SUBQ R10, R9")
+	g.p("SHRQ $4, R10")
+	g.p("MOVQ BX, R12")
+	g.p("SHRQ $4, R12")
+	g.p("XORQ R13, R13") // group q's first step, q*lag/16
+	for q := 0; q < 4; q++ {
+		g.p("MOVQ SI, %d(SP)", srcSlot+8*q)
+		g.p("MOVQ DI, %d(SP)", dstSlot+8*q)
+		g.p("MOVQ R13, %d(SP)", startSlot+8*q)
+		g.p("LEAQ (R13)(R12*1), R14")
+		g.p("MOVQ R14, %d(SP)", endSlot+8*q)
+		g.p("ADDQ R9, SI")
+		g.p("ADDQ R9, DI")
+		g.p("ADDQ R10, R13")
+	}
+	// R13: the step.
+	g.p("XORQ R13, R13")
+	g.p("LEAQ %d(SP), R12", ringSlot+63)
+	g.p("ANDQ $-64, R12")
+	for d := 0; d < cbcStageAhead; d++ {
+		g.p("MOVQ $%d, R10", d)
+		g.cbcStage32(endSlot+24, srcSlot)
+	}
+	loop := g.newLabel("loop")
+	g.lbl(loop)
+	g.p("LEAQ %d(R13), R10", cbcStageAhead)
+	g.cbcStage32(endSlot+24, srcSlot)
+	for q := 1; q < 4; q++ {
+		l := g.newLabel("norestore")
+		g.p("CMPQ R13, %d(SP)", startSlot+8*q)
+		g.p("JNE %s", l)
+		g.p("VMOVDQA64 Z%d, Z%d", 6+2*q, 2*q)
+		g.p("VMOVDQA64 Z%d, Z%d", 7+2*q, 2*q+1)
+		g.lbl(l)
+	}
+	g.p("MOVQ R13, R10")
+	g.p("ANDQ $%d, R10", cbcStageSlots-1)
+	g.p("SHLQ $9, R10")
+	g.p("ADDQ R12, R10")
+	for i := 0; i < 8; i++ {
+		g.p("VPTERNLOGD $0x96, %d(R10), Z31, Z%d", 64*i, i)
+	}
+	g.zmmRounds("AESENC", regs(zr, 0, 8), "AX")
+	// The results go out the same way: whole registers to a ring slot,
+	// copied out block by block cbcStageAhead steps later, when the wide
+	// stores have reached L1 (a wide store does not forward to narrower
+	// loads at other offsets: copying out at once ran slower than the
+	// VEXTRACTI32X4 stores).
+	g.p("MOVQ R13, R10")
+	g.p("ANDQ $%d, R10", cbcStageSlots-1)
+	g.p("SHLQ $9, R10")
+	g.p("LEAQ %d(R12)(R10*1), R10", cbcStageSlots*512)
+	for i := 0; i < 8; i++ {
+		g.p("VMOVDQU64 Z%d, %d(R10)", i, 64*i)
+	}
+	noout := g.newLabel("noout")
+	g.p("MOVQ R13, R10")
+	g.p("SUBQ $%d, R10", cbcStageAhead)
+	g.p("JB %s", noout)
+	g.cbcOut32(startSlot, endSlot, dstSlot)
+	g.lbl(noout)
+	g.p("INCQ R13")
+	g.p("CMPQ R13, %d(SP)", endSlot+24)
+	g.p("JNE %s", loop)
+	// The last steps' results; R13 is the step count.
+	for d := cbcStageAhead; d >= 1; d-- {
+		skip := g.newLabel("nodrain")
+		g.p("MOVQ R13, R10")
+		g.p("SUBQ $%d, R10", d)
+		g.p("JB %s", skip)
+		g.cbcOut32(startSlot, endSlot, dstSlot)
+		g.lbl(skip)
+	}
+	// The staged plaintext, the IVs (ESSIV's are secret) and the round
+	// keys are cleared (the registers as cbcMBZMM does).
+	g.p("VPXORQ Z8, Z8, Z8")
+	for i := 0; i < 2*cbcStageSlots*8; i++ {
+		g.p("VMOVDQU64 Z8, %d(R12)", 64*i)
+	}
+	for r := 8; r <= 31; r++ {
+		g.p("VPXORQ Z%d, Z%d, Z%d", r, r, r)
+	}
+	g.p("VZEROUPPER")
+	g.p("RET")
+}
+
+// The 32-sector kernel stages each step's 32 plaintext blocks into a ring
+// of cbcStageSlots 512-byte slots on the stack, cbcStageAhead steps before
+// the step reads them as eight ZMM operands. Gathering the lanes with
+// VINSERTI32X4 instead (as cbcMBZMM does) ran at 0.72x the XTS batch on
+// Zen 5 (the shuffles take the AES unit's pipes), and with zero-masked
+// broadcasts or masked loads no better; without any gather the kernel ran
+// at 0.99x, so the gather is done by plain loads and stores, far enough
+// ahead that the wide load finds the narrow stores written to L1 (a store
+// cannot be forwarded to a wider load).
+const (
+	cbcStageSlots = 4
+	cbcStageAhead = 3
+)
+
+// cbcStage32 copies the 32 blocks of the step in R10 to its ring slot at
+// R12 unless that step is at or past the step count at end(SP); the group
+// source pointers are at src(SP). Clobbers R9, R10, R14, X14, X15, X30.
+func (g *gen) cbcStage32(end, src int) {
+	skip := g.newLabel("nostage")
+	g.p("CMPQ R10, %d(SP)", end)
+	g.p("JAE %s", skip)
+	g.p("MOVQ R10, R14")
+	g.p("SHLQ $4, R14")
+	g.p("ANDQ $%d, R10", cbcStageSlots-1)
+	g.p("SHLQ $9, R10")
+	g.p("ADDQ R12, R10")
+	tmps := []int{14, 15, 30}
+	for q := 0; q < 4; q++ {
+		g.p("MOVQ %d(SP), R9", src+8*q)
+		g.p("ADDQ R14, R9")
+		for j := 0; j < 8; j++ {
+			t := tmps[(8*q+j)%len(tmps)]
+			g.p("VMOVDQU32 %s, X%d", laneAddr("R9", j), t)
+			g.p("VMOVDQU32 X%d, %d(R10)", t, 64*(2*q+j/4)+16*(j%4))
+		}
+	}
+	g.lbl(skip)
+}
+
+// cbcOut32 copies the results of the step in R10 (>= 0) from their ring
+// slot (R12 + cbcStageSlots*512) to the sectors of the groups that are in
+// their span at that step (start and end steps at start(SP), end(SP); dst
+// pointers at dst(SP)). Clobbers R9, R10, R11, R14, X14, X15, X30.
+func (g *gen) cbcOut32(start, end, dst int) {
+	g.p("MOVQ R10, R14")
+	g.p("SHLQ $4, R14")
+	// R10 = the slot, R11 = the step, for the span checks.
+	g.p("MOVQ R10, R11")
+	g.p("ANDQ $%d, R10", cbcStageSlots-1)
+	g.p("SHLQ $9, R10")
+	g.p("LEAQ %d(R12)(R10*1), R10", cbcStageSlots*512)
+	for q := 0; q < 4; q++ {
+		skip := g.newLabel("skip")
+		if q > 0 {
+			g.p("CMPQ R11, %d(SP)", start+8*q)
+			g.p("JB %s", skip)
+		}
+		if q < 3 {
+			g.p("CMPQ R11, %d(SP)", end+8*q)
+			g.p("JAE %s", skip)
+		}
+		g.p("MOVQ %d(SP), R9", dst+8*q)
+		g.p("ADDQ R14, R9")
+		for j := 0; j < 8; j++ {
+			t := []int{14, 15, 30}[j%3]
+			g.p("VMOVDQU32 %d(R10), X%d", 64*(2*q+j/4)+16*(j%4), t)
+			g.p("VMOVDQU32 X%d, %s", t, laneAddr("R9", j))
+		}
+		g.lbl(skip)
+	}
+}
