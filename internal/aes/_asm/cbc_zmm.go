@@ -289,11 +289,12 @@ func (g *gen) cbcMB32ZMM(name string, essiv bool) {
 		doc = "ESSIV-CBC encryption of 32 consecutive sectors of ss bytes (ss > 0, multiple of 16):\nthe CBC IVs are the 32 IVs at ivs encrypted with ivxk (ivnr rounds); ivs is not\nmodified. Four sectors per ZMM register; lag is a multiple of 16, lag*3 <= 8*ss."
 	}
 	const (
-		srcSlot   = 0  // 4 pointers
-		dstSlot   = 32 // 4 pointers
-		startSlot = 64 // 4 steps
-		endSlot   = 96 // 4 steps
-		ringSlot  = 128
+		srcSlot   = 0   // 4 pointers
+		dstSlot   = 32  // 4 pointers
+		startSlot = 64  // 4 steps
+		endSlot   = 96  // 4 steps
+		limSlot   = 128 // the last step + 1 - cbcStageAhead: stage while below
+		ringSlot  = 136
 	)
 	g.begin(name, ringSlot+2*cbcStageSlots*512+64, doc, args...)
 	g.arg("ivs", "R13")
@@ -341,18 +342,25 @@ func (g *gen) cbcMB32ZMM(name string, essiv bool) {
 		g.p("ADDQ R9, DI")
 		g.p("ADDQ R10, R13")
 	}
-	// R13: the step.
-	g.p("XORQ R13, R13")
+	// R13: the step. R12: the rings (64-byte aligned): cbcStageSlots
+	// slots of staged plaintext, then as many of results.
+	g.p("MOVQ %d(SP), R9", endSlot+24)
+	g.p("SUBQ $%d, R9", cbcStageAhead)
+	g.p("MOVQ R9, %d(SP)", limSlot)
 	g.p("LEAQ %d(SP), R12", ringSlot+63)
 	g.p("ANDQ $-64, R12")
+	// The first steps' plaintext (the stage units stage step R13+ahead).
 	for d := 0; d < cbcStageAhead; d++ {
-		g.p("MOVQ $%d, R10", d)
-		g.cbcStage32(endSlot+24, srcSlot)
+		g.p("MOVQ $%d, R13", d-cbcStageAhead)
+		g.cbcStepRegs()
+		for _, u := range g.cbcUnits32(true, false) {
+			g.buf.WriteString(u)
+		}
 	}
+	g.p("XORQ R13, R13")
 	loop := g.newLabel("loop")
 	g.lbl(loop)
-	g.p("LEAQ %d(R13), R10", cbcStageAhead)
-	g.cbcStage32(endSlot+24, srcSlot)
+	g.cbcStepRegs()
 	for q := 1; q < 4; q++ {
 		l := g.newLabel("norestore")
 		g.p("CMPQ R13, %d(SP)", startSlot+8*q)
@@ -361,43 +369,35 @@ func (g *gen) cbcMB32ZMM(name string, essiv bool) {
 		g.p("VMOVDQA64 Z%d, Z%d", 7+2*q, 2*q+1)
 		g.lbl(l)
 	}
-	g.p("MOVQ R13, R10")
-	g.p("ANDQ $%d, R10", cbcStageSlots-1)
-	g.p("SHLQ $9, R10")
-	g.p("ADDQ R12, R10")
+	g.cbcSlot("R9", "R13", 0)
 	for i := 0; i < 8; i++ {
-		g.p("VPTERNLOGD $0x96, %d(R10), Z31, Z%d", 64*i, i)
+		g.p("VPTERNLOGD $0x96, %d(R9), Z31, Z%d", 64*i, i)
+	}
+	// The copies are spread over the rounds: left to out-of-order
+	// execution they would wait behind this step's AES instructions, as
+	// the XTS sector kernel's tweak work did (see zPipelined).
+	units := g.cbcUnits32(true, true)
+	g.afterRound = func(back int) {
+		if k := 9 - back; k < len(units) {
+			g.buf.WriteString(units[k])
+		}
 	}
 	g.zmmRounds("AESENC", regs(zr, 0, 8), "AX")
-	// The results go out the same way: whole registers to a ring slot,
-	// copied out block by block cbcStageAhead steps later, when the wide
-	// stores have reached L1 (a wide store does not forward to narrower
-	// loads at other offsets: copying out at once ran slower than the
-	// VEXTRACTI32X4 stores).
-	g.p("MOVQ R13, R10")
-	g.p("ANDQ $%d, R10", cbcStageSlots-1)
-	g.p("SHLQ $9, R10")
-	g.p("LEAQ %d(R12)(R10*1), R10", cbcStageSlots*512)
+	g.afterRound = nil
+	g.cbcSlot("R9", "R13", cbcStageSlots*512)
 	for i := 0; i < 8; i++ {
-		g.p("VMOVDQU64 Z%d, %d(R10)", i, 64*i)
+		g.p("VMOVDQU64 Z%d, %d(R9)", i, 64*i)
 	}
-	noout := g.newLabel("noout")
-	g.p("MOVQ R13, R10")
-	g.p("SUBQ $%d, R10", cbcStageAhead)
-	g.p("JB %s", noout)
-	g.cbcOut32(startSlot, endSlot, dstSlot)
-	g.lbl(noout)
 	g.p("INCQ R13")
 	g.p("CMPQ R13, %d(SP)", endSlot+24)
 	g.p("JNE %s", loop)
-	// The last steps' results; R13 is the step count.
-	for d := cbcStageAhead; d >= 1; d-- {
-		skip := g.newLabel("nodrain")
-		g.p("MOVQ R13, R10")
-		g.p("SUBQ $%d, R10", d)
-		g.p("JB %s", skip)
-		g.cbcOut32(startSlot, endSlot, dstSlot)
-		g.lbl(skip)
+	// The last steps' results (the out units copy out step R13-ahead).
+	for d := 0; d < cbcStageAhead; d++ {
+		g.cbcStepRegs()
+		for _, u := range g.cbcUnits32(false, true) {
+			g.buf.WriteString(u)
+		}
+		g.p("INCQ R13")
 	}
 	// The staged plaintext, the IVs (ESSIV's are secret) and the round
 	// keys are cleared (the registers as cbcMBZMM does).
@@ -423,63 +423,77 @@ func (g *gen) cbcMB32ZMM(name string, essiv bool) {
 // cannot be forwarded to a wider load).
 const (
 	cbcStageSlots = 4
-	cbcStageAhead = 3
+	cbcStageAhead = 2 // 2*cbcStageAhead must be a multiple of cbcStageSlots (cbcStepRegs)
 )
 
-// cbcStage32 copies the 32 blocks of the step in R10 to its ring slot at
-// R12 unless that step is at or past the step count at end(SP); the group
-// source pointers are at src(SP). Clobbers R9, R10, R14, X14, X15, X30.
-func (g *gen) cbcStage32(end, src int) {
-	skip := g.newLabel("nostage")
-	g.p("CMPQ R10, %d(SP)", end)
-	g.p("JAE %s", skip)
-	g.p("MOVQ R10, R14")
+// cbcStepRegs sets, for the step in R13, R14 = 16*(step+ahead) (the stage
+// units' byte offset; the out units' is 32*ahead less) and R10 = the stage
+// ring slot of step+ahead, which is also the result slot of step-ahead
+// (2*ahead is a multiple of cbcStageSlots) less the result ring's offset.
+func (g *gen) cbcStepRegs() {
+	g.p("LEAQ %d(R13), R14", cbcStageAhead)
+	g.cbcSlot("R10", "R14", 0)
 	g.p("SHLQ $4, R14")
-	g.p("ANDQ $%d, R10", cbcStageSlots-1)
-	g.p("SHLQ $9, R10")
-	g.p("ADDQ R12, R10")
-	tmps := []int{14, 15, 30}
-	for q := 0; q < 4; q++ {
-		g.p("MOVQ %d(SP), R9", src+8*q)
-		g.p("ADDQ R14, R9")
-		for j := 0; j < 8; j++ {
-			t := tmps[(8*q+j)%len(tmps)]
-			g.p("VMOVDQU32 %s, X%d", laneAddr("R9", j), t)
-			g.p("VMOVDQU32 X%d, %d(R10)", t, 64*(2*q+j/4)+16*(j%4))
-		}
-	}
-	g.lbl(skip)
 }
 
-// cbcOut32 copies the results of the step in R10 (>= 0) from their ring
-// slot (R12 + cbcStageSlots*512) to the sectors of the groups that are in
-// their span at that step (start and end steps at start(SP), end(SP); dst
-// pointers at dst(SP)). Clobbers R9, R10, R11, R14, X14, X15, X30.
-func (g *gen) cbcOut32(start, end, dst int) {
-	g.p("MOVQ R10, R14")
-	g.p("SHLQ $4, R14")
-	// R10 = the slot, R11 = the step, for the span checks.
-	g.p("MOVQ R10, R11")
-	g.p("ANDQ $%d, R10", cbcStageSlots-1)
-	g.p("SHLQ $9, R10")
-	g.p("LEAQ %d(R12)(R10*1), R10", cbcStageSlots*512)
-	for q := 0; q < 4; q++ {
-		skip := g.newLabel("skip")
-		if q > 0 {
-			g.p("CMPQ R11, %d(SP)", start+8*q)
-			g.p("JB %s", skip)
+// cbcSlot sets dst to the slot of the step in reg (any register but dst)
+// in the ring at R12+off.
+func (g *gen) cbcSlot(dst, reg string, off int) {
+	g.p("MOVQ %s, %s", reg, dst)
+	g.p("ANDQ $%d, %s", cbcStageSlots-1, dst)
+	g.p("SHLQ $9, %s", dst)
+	g.p("LEAQ %d(R12)(%s*1), %s", off, dst, dst)
+}
+
+// cbcUnits32 returns, as separate pieces of code, the stage units (copy
+// the blocks of step R13+ahead of group q into the stage ring, if that
+// step exists) and the out units (copy group q's results of step
+// R13-ahead to its sectors, if that step is in the group's span), with
+// the registers of cbcStepRegs. Each clobbers R9 and X14, X15, X30.
+func (g *gen) cbcUnits32(stage, out bool) []string {
+	const (
+		srcSlot, dstSlot, startSlot, endSlot, limSlot = 0, 32, 64, 96, 128
+	)
+	var units []string
+	tmps := []int{14, 15, 30}
+	if stage {
+		for q := 0; q < 4; q++ {
+			u := &gen{label: g.label}
+			skip := u.newLabel("nostage")
+			u.p("CMPQ R13, %d(SP)", limSlot)
+			u.p("JGE %s", skip)
+			u.p("MOVQ %d(SP), R9", srcSlot+8*q)
+			u.p("ADDQ R14, R9")
+			for j := 0; j < 8; j++ {
+				t := tmps[j%len(tmps)]
+				u.p("VMOVDQU32 %s, X%d", laneAddr("R9", j), t)
+				u.p("VMOVDQU32 X%d, %d(R10)", t, 64*(2*q+j/4)+16*(j%4))
+			}
+			u.lbl(skip)
+			g.label = u.label
+			units = append(units, u.buf.String())
 		}
-		if q < 3 {
-			g.p("CMPQ R11, %d(SP)", end+8*q)
-			g.p("JAE %s", skip)
-		}
-		g.p("MOVQ %d(SP), R9", dst+8*q)
-		g.p("ADDQ R14, R9")
-		for j := 0; j < 8; j++ {
-			t := []int{14, 15, 30}[j%3]
-			g.p("VMOVDQU32 %d(R10), X%d", 64*(2*q+j/4)+16*(j%4), t)
-			g.p("VMOVDQU32 X%d, %s", t, laneAddr("R9", j))
-		}
-		g.lbl(skip)
 	}
+	if out {
+		for q := 0; q < 4; q++ {
+			u := &gen{label: g.label}
+			skip := u.newLabel("noout")
+			u.p("LEAQ -%d(R13), R9", cbcStageAhead)
+			u.p("CMPQ R9, %d(SP)", startSlot+8*q)
+			u.p("JLT %s", skip)
+			u.p("CMPQ R9, %d(SP)", endSlot+8*q)
+			u.p("JGE %s", skip)
+			u.p("MOVQ %d(SP), R9", dstSlot+8*q)
+			u.p("LEAQ -%d(R9)(R14*1), R9", 32*cbcStageAhead)
+			for j := 0; j < 8; j++ {
+				t := tmps[j%len(tmps)]
+				u.p("VMOVDQU32 %d(R10), X%d", cbcStageSlots*512+64*(2*q+j/4)+16*(j%4), t)
+				u.p("VMOVDQU32 X%d, %s", t, laneAddr("R9", j))
+			}
+			u.lbl(skip)
+			g.label = u.label
+			units = append(units, u.buf.String())
+		}
+	}
+	return units
 }
