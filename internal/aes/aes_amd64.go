@@ -65,10 +65,13 @@ func init() {
 
 // cbcMB32 selects the 32-sector multi-buffer CBC kernels of vaes-avx512
 // (encCBCMB32ZMM) over the 16-sector ones for batches of 32 sectors or
-// more. Zen 5 (AMD family 0x1A) runs two ZMM VAESENC per cycle at a
-// 4-cycle latency, so 16 chains keep its AES unit half idle; Intel's one
-// per cycle is filled by 16, and the kernels it was measured with stay.
-// Tests set it both ways (every kernel must be reachable whatever the CPU).
+// more. Zen 5 (AMD family 0x1A) runs two ZMM VAESENC per cycle (clockaes),
+// so four registers of chains leave its AES unit about half idle: 256 x
+// 512 B ESSIV batches ran at 0.53x the XTS batch with 16 sectors, 0.88x
+// with 32. Intel's one per cycle is filled by 16, and the kernels it was
+// measured with stay there (the 32-sector one's stack copies are
+// unmeasured on Intel). Tests set it both ways, so every kernel is
+// reachable whatever this CPU picks.
 var cbcMB32 bool
 
 // amdFamily returns the CPU family (base plus extended) of an AMD CPU, 0
@@ -349,13 +352,18 @@ func cbcLag(ss int) int {
 
 // cbcLag32 is the delay between consecutive groups of 8 sectors of
 // encCBCMB32ZMM, for the reason of cbcLag: with sectors 4 KiB apart all 32
-// lanes' lines would share one L1 set. On Zen 5, 1 MiB batches of 4 KiB
-// sectors (ESSIV, AES-256, best of interleaved windows): lag 0 ran at
-// 0.03x the XTS batch, 64 bytes 0.33x, 128 0.42x, 192 to 384 0.63-0.64x
-// (the 16-sector kernel 0.50x); 256 costs 3*256/4096 = 19% extra steps.
+// lanes' lines would share one L1 set, 2 KiB apart 16 per set. On Zen 5,
+// batches of 256 sectors (ESSIV, AES-256, best of interleaved windows,
+// against the XTS batch): 4 KiB sectors with lag 0 ran at 0.03x, 64 bytes
+// 0.33x, 128 0.67x, 192 0.75x, 256 0.77x (the 16-sector kernel 0.51x);
+// 2 KiB sectors with lag 0 at 0.22x, 128 0.80x, 192 0.75x, 256 0.71x.
+// Each costs 3*lag/ss extra steps.
 func cbcLag32(ss int) int {
-	if ss%4096 == 0 {
+	switch {
+	case ss%4096 == 0:
 		return cbcLag32Bytes
+	case ss%2048 == 0:
+		return cbcLag32Bytes / 2
 	}
 	return 0
 }
