@@ -67,12 +67,17 @@ func BenchmarkCBCMBLanes(b *testing.B) {
 			mb32 bool
 			lag  int
 		}
-		vs := []variant{{"mb16", false, 0}, {"mb32", true, 0}}
-		if ss%2048 == 0 { // cbcLag32: the lag is cbcLag32Bytes at 4 KiB, half at 2 KiB
-			vs = []variant{{"mb16", false, 0}, {"mb32-lag128", true, 128}, {"mb32-lag256", true, 256}, {"mb32-lag384", true, 384}}
+		vs := []variant{{"mb16", false, 0}, {"mb32", true, cbcLag32Bytes}}
+		if ss%2048 == 0 { // named by the lag cbcLag32 derives from cbcLag32Bytes
+			vs = []variant{{"mb16", false, 0}, {"", true, 128}, {"", true, 256}, {"", true, 384}}
 		}
 		for _, v := range vs {
-			b.Run("essiv/"+strconv.Itoa(ss)+"/"+v.name, func(b *testing.B) {
+			name := v.name
+			if v.mb32 {
+				cbcLag32Bytes = v.lag
+				name = "mb32-lag" + strconv.Itoa(cbcLag32(ss))
+			}
+			b.Run("essiv/"+strconv.Itoa(ss)+"/"+name, func(b *testing.B) {
 				cbcMB32, cbcLag32Bytes = v.mb32, v.lag
 				k := mustNew(b, "vaes-avx512", benchKey(32))
 				ivk := mustNew(b, "vaes-avx512", benchKey(32))
