@@ -344,6 +344,12 @@ func checkSectors(op string, dst, src []byte, sectorSize int, ivs []byte) ([]byt
 	return dst, n
 }
 
+// CBCEncryptGroup is how many sectors the best implementation's
+// multi-buffer CBC encryption works on side by side (a multiple of every
+// smaller group it uses): batches split in multiples of it keep every
+// call on the widest kernel.
+func CBCEncryptGroup() int { return archCBCEncryptGroup() }
+
 // EncryptCBCSectors CBC-encrypts n = len(src)/sectorSize independent sectors,
 // sector i with the IV ivs[16*i:16*i+16]. Several sectors are encrypted in
 // parallel (multi-buffer). ivs is not modified.

@@ -550,6 +550,13 @@ func archXTSUnitPrefix(b, tk *Block, enc bool, dst, src []byte, iv, t *[16]byte)
 	return 16 * m
 }
 
+func archCBCEncryptGroup() int {
+	if ids := archImpls(); len(ids) > 0 && ids[0] == implVAES512 && cbcMB32 {
+		return 32
+	}
+	return 16
+}
+
 func archHasVAES512() bool { return hasVAES512 }
 
 func archPreferYMM() bool { return preferYMM }
