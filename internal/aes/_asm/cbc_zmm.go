@@ -265,12 +265,13 @@ func (g *gen) cbcDecZMM(name string, essiv bool) {
 // eight ZMM registers, register i carrying sectors 4i..4i+3.
 //
 // Why: on Zen 5 the AES unit runs two ZMM VAESENC per cycle (the peers'
-// clockaes: 9.6 bytes per cycle for AES-256), so a chain's next round must
-// issue every half cycle per register in flight; with the 4-cycle latency
-// of a round, four registers keep the unit half busy (the 16-sector kernel
-// ran at 0.53x the XTS batch there). Eight registers fill it. On Intel
-// (one ZMM VAESENC per cycle) four already suffice, so the dispatch picks
-// this kernel by CPU.
+// clockaes: 9.7 bytes per cycle for AES-256, a latency of about 5 cycles),
+// so four registers of chains leave it about half idle (the 16-sector
+// kernel ran at 0.53x the XTS batch there). Eight come near it; sixteen
+// (64 sectors, tried) ran only 2% faster at 512-byte sectors, and at 1 KiB
+// 64 lanes overflow the L1 sets (0.4x), so the remaining gap is the lane
+// copies below, not the latency. On Intel (one ZMM VAESENC per cycle) four
+// registers already suffice, so the dispatch picks this kernel by CPU.
 //
 // The 32 sectors are four groups of eight (two registers each); with lag
 // (0, or a multiple of 16 bytes) group q runs q*lag bytes behind group 0,
