@@ -280,8 +280,8 @@ func (g *gen) cbcDecZMM(name string, essiv bool) {
 // neighbouring sectors' bytes (inside the batch) and stores nothing; it
 // starts from its IVs (kept in Z8..Z13) at its first step.
 //
-// Frame: the four groups' src and dst pointers (lag applied), then their
-// first and end steps.
+// Frame: the four groups' src and dst pointers (lag applied), their first
+// and end steps, the staging limit, then the two rings (see below).
 func (g *gen) cbcMB32ZMM(name string, essiv bool) {
 	args := []string{"nr", "xk", "dst", "src", "ss", "ivs", "lag"}
 	doc := "CBC encryption of 32 consecutive sectors of ss bytes (ss > 0, multiple of 16),\nfour sectors per ZMM register; ivs holds the 32 IVs; lag is a multiple of 16, lag*3 <= 8*ss."
