@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/blkcrypt/blkcrypt/internal/aes"
 )
 
 // Engine dispatches sector batches. A batch smaller than the break-even size
@@ -323,6 +325,9 @@ func (e *Engine) parallel(c *Cipher, dst, src []byte, first uint64, enc bool) er
 	gran := 1
 	if enc {
 		gran = c.encGroup
+		if gran > 1 { // the AES kernels' group may be wider (32 sectors on Zen 5)
+			gran = max(gran, aes.CBCEncryptGroup())
+		}
 	}
 	minTake := (max(1, minTakeBytes/ss) + gran - 1) / gran * gran
 	if e.workers < 2 || n < 2*minTake {

@@ -43,3 +43,5 @@ func archFamily6Model() (uint32, bool) { return 0, false }
 func archXTSUnit64ZMM(b, tk *Block, enc bool, dst, src []byte, sector uint64, t *[16]byte) {
 	unreachable()
 }
+
+func archCBCEncryptGroup() int { return 16 }

@@ -1233,6 +1233,8 @@ func main() {
 	g.cbcMBVAES("encCBCMB16VAES")
 	g.cbcMBZMM("encCBCMB16ZMM", false)
 	g.cbcMBZMM("encESSIVCBCMB16ZMM", true)
+	g.cbcMB32ZMM("encCBCMB32ZMM", false)
+	g.cbcMB32ZMM("encESSIVCBCMB32ZMM", true)
 	g.cbcDecZMM("decCBCZMM", false)
 	g.cbcDecZMM("decESSIVCBCZMM", true)
 	g.xtsVAES("xtsEncVAES", "AESENC", false)
