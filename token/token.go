@@ -1,7 +1,8 @@
 // Package token unlocks and enrolls the LUKS2 tokens systemd-cryptenroll
 // writes: systemd-tpm2 (a secret sealed by a TPM 2.0 under a PCR policy,
-// optionally with a PIN) and systemd-recovery (a recovery key typed as a
-// passphrase); and the clevis tokens clevis luks bind writes, with the
+// optionally with a PIN), systemd-fido2 (a FIDO2 security key's
+// hmac-secret, over Linux hidraw; EnrollFIDO2) and systemd-recovery (a
+// recovery key typed as a passphrase); and the clevis tokens clevis luks bind writes, with the
 // tang, tpm2 and sss pins (BindClevis, DecryptClevis). A token yields a
 // passphrase; the volume then opens through blkcrypt.Open with
 // OpenOptions.Passphrase, as any passphrase does.
@@ -91,10 +92,11 @@ type Options struct {
 
 // Unlock tries the header's tokens and returns the passphrase the first
 // that works yields, and its id: first the tokens that need no
-// interaction (systemd-tpm2 without a PIN, clevis), then systemd-pkcs11
-// (with o.PIN, else the URI's pin-value or pin-source, else none if the
-// token needs no login), then, when o.PIN is set, systemd-tpm2 tokens
-// that need a PIN, each in id order. The passphrase is checked against the
+// interaction (systemd-tpm2 without a PIN, clevis, and systemd-fido2
+// without a PIN when o.FIDO2Device or o.FIDO2Transport names a key), then
+// systemd-pkcs11 (with o.PIN, else the URI's pin-value or pin-source, else
+// none if the token needs no login), then, when o.PIN is set,
+// systemd-tpm2 and systemd-fido2 tokens that need a PIN, each in id order. The passphrase is checked against the
 // token's keyslots before it is returned; the caller wipes it. Tokens of
 // other types are skipped unless o.TokenID or o.TokenType name them
 // (systemd-pkcs11 too in a build without the pkcs11 tag); a
