@@ -6,12 +6,15 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/ecdh"
+	"crypto/hkdf"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/blkcrypt/blkcrypt/internal/cbor"
 )
@@ -218,18 +221,25 @@ func (d *fido2Dev) cbor(ctx context.Context, cmd byte, req cbor.Map) (cbor.Map, 
 	return m, nil
 }
 
-// pinProtocol1 is CTAP 2.0 §5.5.4's shared secret: SHA-256 of the ECDH
-// x-coordinate between a fresh platform key and the authenticator's key
-// agreement key.
-type pinProtocol1 struct {
-	platform *ecdh.PrivateKey
-	shared   [32]byte
+// pinProtocol is a PIN/UV auth protocol's shared secret with the key
+// (CTAP 2.1 §6.5.6, §6.5.7) from the ECDH between a fresh platform key and
+// the authenticator's key agreement key. Protocol 1 (CTAP 2.0): both keys
+// are SHA-256 of the x-coordinate, AES-256-CBC with a zero IV, HMACs cut
+// to 16 bytes. Protocol 2: HKDF-SHA-256 derives a separate HMAC key and
+// AES key, each ciphertext carries a random IV, HMACs are whole.
+type pinProtocol struct {
+	version         int
+	platform        *ecdh.PrivateKey
+	hmacKey, aesKey []byte
 }
 
-func (p *pinProtocol1) wipe() { clear(p.shared[:]) }
+func (p *pinProtocol) wipe() {
+	clear(p.hmacKey)
+	clear(p.aesKey)
+}
 
 // coseKey is the platform's public key as a COSE_Key (CTAP 2.0 §5.5.4).
-func (p *pinProtocol1) coseKey() cbor.Map {
+func (p *pinProtocol) coseKey() cbor.Map {
 	pub := p.platform.PublicKey().Bytes() // 0x04 || X || Y
 	return cbor.Map{{1, 2}, {3, coseECDHHKDF}, {-1, 1}, {-2, pub[1:33]}, {-3, pub[33:65]}}
 }
@@ -257,10 +267,20 @@ func parseCOSEP256(v any) (*ecdh.PublicKey, error) {
 	return pub, nil
 }
 
+// protocol is the PIN/UV auth protocol to speak: 2 when the key lists
+// it (libfido2 prefers it too), else 1.
+func (d *fido2Dev) protocol() int {
+	if slices.Contains(d.info.pinProtocols, 2) {
+		return 2
+	}
+	return 1
+}
+
 // keyAgreement runs clientPIN getKeyAgreement and derives the shared
 // secret with a fresh platform key.
-func (d *fido2Dev) keyAgreement(ctx context.Context) (*pinProtocol1, error) {
-	m, err := d.cbor(ctx, ctapClientPIN, cbor.Map{{1, 1}, {2, pinGetKeyAgreement}})
+func (d *fido2Dev) keyAgreement(ctx context.Context) (*pinProtocol, error) {
+	v := d.protocol()
+	m, err := d.cbor(ctx, ctapClientPIN, cbor.Map{{1, v}, {2, pinGetKeyAgreement}})
 	if err != nil {
 		return nil, fmt.Errorf("clientPIN getKeyAgreement: %w", err)
 	}
@@ -280,39 +300,70 @@ func (d *fido2Dev) keyAgreement(ctx context.Context) (*pinProtocol1, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: key agreement: %w", ErrFIDO2Device, err)
 	}
-	p := &pinProtocol1{platform: priv, shared: sha256.Sum256(z)}
-	clear(z)
+	defer clear(z)
+	p := &pinProtocol{version: v, platform: priv}
+	if v == 1 {
+		k := sha256.Sum256(z)
+		p.hmacKey, p.aesKey = bytes.Clone(k[:]), bytes.Clone(k[:])
+		clear(k[:])
+		return p, nil
+	}
+	salt := make([]byte, 32)
+	if p.hmacKey, err = hkdf.Key(sha256.New, z, salt, "CTAP2 HMAC key", 32); err != nil {
+		return nil, err
+	}
+	if p.aesKey, err = hkdf.Key(sha256.New, z, salt, "CTAP2 AES key", 32); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
-// encrypt and decrypt are AES-256-CBC with a zero IV over whole blocks
-// (CTAP 2.0's PIN protocol 1).
-func (p *pinProtocol1) encrypt(in []byte) []byte {
-	b, _ := aes.NewCipher(p.shared[:])
+// encrypt is AES-256-CBC over whole blocks: a zero IV (protocol 1) or a
+// random one sent before the ciphertext (protocol 2).
+func (p *pinProtocol) encrypt(in []byte) []byte {
+	b, _ := aes.NewCipher(p.aesKey)
+	iv := make([]byte, aes.BlockSize)
+	if p.version == 2 {
+		_, _ = rand.Read(iv)
+	}
 	out := make([]byte, len(in))
-	cipher.NewCBCEncrypter(b, make([]byte, aes.BlockSize)).CryptBlocks(out, in)
+	cipher.NewCBCEncrypter(b, iv).CryptBlocks(out, in)
+	if p.version == 2 {
+		return append(iv, out...)
+	}
 	return out
 }
 
-func (p *pinProtocol1) decrypt(in []byte) ([]byte, error) {
+func (p *pinProtocol) decrypt(in []byte) ([]byte, error) {
+	iv := make([]byte, aes.BlockSize)
+	if p.version == 2 {
+		if len(in) < aes.BlockSize {
+			return nil, fmt.Errorf("%w: encrypted field of %d bytes", ErrFIDO2Device, len(in))
+		}
+		iv, in = in[:aes.BlockSize], in[aes.BlockSize:]
+	}
 	if len(in) == 0 || len(in)%aes.BlockSize != 0 {
 		return nil, fmt.Errorf("%w: encrypted field of %d bytes", ErrFIDO2Device, len(in))
 	}
-	b, _ := aes.NewCipher(p.shared[:])
+	b, _ := aes.NewCipher(p.aesKey)
 	out := make([]byte, len(in))
-	cipher.NewCBCDecrypter(b, make([]byte, aes.BlockSize)).CryptBlocks(out, in)
+	cipher.NewCBCDecrypter(b, iv).CryptBlocks(out, in)
 	return out, nil
 }
 
-// authenticate is LEFT(HMAC-SHA-256(key, msg), 16).
-func authenticate(key, msg []byte) []byte {
+// authenticate is HMAC-SHA-256(key, msg), its first 16 bytes under
+// protocol 1.
+func (p *pinProtocol) authenticate(key, msg []byte) []byte {
 	h := hmac.New(sha256.New, key)
 	h.Write(msg)
-	return h.Sum(nil)[:16]
+	if p.version == 1 {
+		return h.Sum(nil)[:16]
+	}
+	return h.Sum(nil)
 }
 
 // pinToken runs clientPIN getPINToken for pin (protocol 1).
-func (d *fido2Dev) pinToken(ctx context.Context, p *pinProtocol1, pin []byte) ([]byte, error) {
+func (d *fido2Dev) pinToken(ctx context.Context, p *pinProtocol, pin []byte) ([]byte, error) {
 	if _, has := d.info.option("clientPin"); !has {
 		return nil, fmt.Errorf("%w: the security key has no PIN support", ErrUnsupported)
 	}
@@ -322,7 +373,7 @@ func (d *fido2Dev) pinToken(ctx context.Context, p *pinProtocol1, pin []byte) ([
 	h := sha256.Sum256(pin)
 	enc := p.encrypt(h[:16])
 	clear(h[:])
-	m, err := d.cbor(ctx, ctapClientPIN, cbor.Map{{1, 1}, {2, pinGetPINToken}, {3, p.coseKey()}, {6, enc}})
+	m, err := d.cbor(ctx, ctapClientPIN, cbor.Map{{1, p.version}, {2, pinGetPINToken}, {3, p.coseKey()}, {6, enc}})
 	if err != nil {
 		if errors.Is(err, ErrWrongPIN) {
 			if r, rerr := d.pinRetries(ctx); rerr == nil {
@@ -339,7 +390,7 @@ func (d *fido2Dev) pinToken(ctx context.Context, p *pinProtocol1, pin []byte) ([
 }
 
 func (d *fido2Dev) pinRetries(ctx context.Context) (int64, error) {
-	m, err := d.cbor(ctx, ctapClientPIN, cbor.Map{{1, 1}, {2, pinGetRetries}})
+	m, err := d.cbor(ctx, ctapClientPIN, cbor.Map{{1, d.protocol()}, {2, pinGetRetries}})
 	if err != nil {
 		return 0, err
 	}
@@ -433,7 +484,7 @@ func (d *fido2Dev) makeCredential(ctx context.Context, rp string, user fido2User
 			return nil, err
 		}
 		defer clear(tok)
-		req = append(req, cbor.Pair{8, authenticate(tok, make([]byte, 32))}, cbor.Pair{9, 1})
+		req = append(req, cbor.Pair{8, p.authenticate(tok, make([]byte, 32))}, cbor.Pair{9, p.version})
 	}
 	m, err := d.cbor(ctx, ctapMakeCredential, req)
 	if err != nil {
@@ -480,7 +531,11 @@ func (d *fido2Dev) hmacSecret(ctx context.Context, rp string, cred, salt []byte,
 	}
 	defer p.wipe()
 	saltEnc := p.encrypt(salt)
-	ext := cbor.Map{{"hmac-secret", cbor.Map{{1, p.coseKey()}, {2, saltEnc}, {3, authenticate(p.shared[:], saltEnc)}}}}
+	hs := cbor.Map{{1, p.coseKey()}, {2, saltEnc}, {3, p.authenticate(p.hmacKey, saltEnc)}}
+	if p.version != 1 {
+		hs = append(hs, cbor.Pair{4, p.version}) // CTAP 2.1: absent means 1
+	}
+	ext := cbor.Map{{"hmac-secret", hs}}
 	req := cbor.Map{
 		{1, rp},
 		{2, make([]byte, 32)},
@@ -506,7 +561,7 @@ func (d *fido2Dev) hmacSecret(ctx context.Context, rp string, cred, salt []byte,
 			return nil, err
 		}
 		defer clear(tok)
-		req = append(req, cbor.Pair{6, authenticate(tok, make([]byte, 32))}, cbor.Pair{7, 1})
+		req = append(req, cbor.Pair{6, p.authenticate(tok, make([]byte, 32))}, cbor.Pair{7, p.version})
 	}
 	m, err := d.cbor(ctx, ctapGetAssertion, req)
 	if err != nil {
@@ -539,8 +594,13 @@ func (d *fido2Dev) hmacSecret(ctx context.Context, rp string, cred, salt []byte,
 	if err != nil {
 		return nil, fmt.Errorf("%w: getAssertion: %w", ErrFIDO2Device, err)
 	}
-	if len(out) != fido2SaltSize {
-		return nil, fmt.Errorf("%w: hmac-secret output of %d bytes, want %d", ErrFIDO2Device, len(out), fido2SaltSize)
+	secret, err := p.decrypt(out)
+	if err != nil {
+		return nil, err
 	}
-	return p.decrypt(out)
+	if len(secret) != fido2SaltSize {
+		clear(secret)
+		return nil, fmt.Errorf("%w: hmac-secret output of %d bytes, want %d", ErrFIDO2Device, len(secret), fido2SaltSize)
+	}
+	return secret, nil
 }

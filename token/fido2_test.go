@@ -29,16 +29,23 @@ var systemdFIDO2Keys = []string{"type", "keyslots", "fido2-credential", "fido2-s
 // seed and not through a key with another seed.
 func TestFIDO2EnrollUnlock(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		pin  string
-		up   bool
-	}{{"no PIN, touch", "", true}, {"PIN, no touch", "4321", false}} {
+		name      string
+		pin       string
+		up        bool
+		protocols []int
+	}{
+		{"no PIN, touch", "", true, []int{1}},
+		{"PIN, no touch", "4321", false, []int{1}},
+		{"PIN protocol 2", "4321", true, []int{2}},
+		{"no PIN, protocol 2", "", true, []int{2, 1}},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newImage(t)
 			h := f.open(t)
 			ctx := ctxT(t)
 			seed := []byte("fido2 " + tc.name)
 			key := fido2test.New(seed, tc.pin)
+			key.Protocols = tc.protocols
 			var pin []byte
 			if tc.pin != "" {
 				pin = []byte(tc.pin)
@@ -78,7 +85,12 @@ func TestFIDO2EnrollUnlock(t *testing.T) {
 					t.Errorf("Unlock with a wrong PIN: %v, want ErrWrongPIN with 7 tries left", err)
 				}
 			}
+			// A key of the same seed speaking the other protocol gives
+			// the same secret: the protocol only wraps it.
 			same := fido2test.New(seed, tc.pin)
+			if tc.protocols[0] == 1 {
+				same.Protocols = []int{2}
+			}
 			pass, gotID, err := Unlock(ctx, h, Options{FIDO2Transport: &fido2test.Pipe{A: same}, PIN: pin})
 			if err != nil || gotID != id || !bytes.Equal(pass, want) {
 				t.Fatalf("Unlock: token %d, %v; passphrase matches %v", gotID, err, bytes.Equal(pass, want))

@@ -18,6 +18,7 @@ import (
 	"crypto/ecdh"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -25,6 +26,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/blkcrypt/blkcrypt/internal/cbor"
@@ -80,12 +82,16 @@ type Authenticator struct {
 	// Calls counts CTAP2 commands by command byte (tests check that a
 	// client did what it should).
 	Calls map[byte]int
+	// Protocols are the PIN/UV auth protocols getInfo lists and the key
+	// accepts, in its order of preference: New sets {1}; {2}, {2, 1}
+	// and {1, 2} are the others.
+	Protocols []int
 }
 
 // New returns a key derived from seed; pin, when not empty, is its PIN
 // (clientPin set), else it has PIN support and no PIN.
 func New(seed []byte, pin string) *Authenticator {
-	a := &Authenticator{seed: sha256.Sum256(seed), retries: maxRetries, nextCID: 0x0100_0001, Calls: map[byte]int{}}
+	a := &Authenticator{seed: sha256.Sum256(seed), retries: maxRetries, nextCID: 0x0100_0001, Calls: map[byte]int{}, Protocols: []int{1}}
 	if pin != "" {
 		a.pin = []byte(pin)
 	}
@@ -283,13 +289,17 @@ func (a *Authenticator) ctap(cmd byte, body []byte) []byte {
 var AAGUID = []byte("blkcrypt-fido2te")
 
 func (a *Authenticator) getInfo() (cbor.Map, byte) {
+	var protos []any
+	for _, p := range a.Protocols {
+		protos = append(protos, p)
+	}
 	return cbor.Map{
 		{1, []any{"FIDO_2_0"}},
 		{2, []any{"hmac-secret"}},
 		{3, AAGUID},
 		{4, cbor.Map{{"rk", false}, {"up", true}, {"plat", false}, {"clientPin", a.pin != nil}}},
 		{5, 1200},
-		{6, []any{1}},
+		{6, protos},
 	}, StatusOK
 }
 
@@ -297,8 +307,20 @@ func coseKey(pub []byte, alg int) cbor.Map {
 	return cbor.Map{{1, 2}, {3, alg}, {-1, 1}, {-2, pub[1:33]}, {-3, pub[33:65]}}
 }
 
-// shared runs ECDH with the platform's COSE key: protocol 1's secret.
-func (a *Authenticator) shared(v any) ([]byte, bool) {
+// proto is one PIN/UV auth protocol's keys with a platform (CTAP 2.1
+// §6.5.6, §6.5.7).
+type proto struct {
+	version         int64
+	hmacKey, aesKey []byte
+}
+
+func (a *Authenticator) supports(v int64) bool {
+	return slices.Contains(a.Protocols, int(v))
+}
+
+// shared runs ECDH with the platform's COSE key and derives protocol
+// version's keys.
+func (a *Authenticator) shared(v any, version int64) (*proto, bool) {
 	m, ok := v.(cbor.Map)
 	if !ok {
 		return nil, false
@@ -316,14 +338,52 @@ func (a *Authenticator) shared(v any) ([]byte, bool) {
 	if err != nil {
 		return nil, false
 	}
-	s := sha256.Sum256(z)
-	return s[:], true
+	if version == 1 {
+		k := sha256.Sum256(z)
+		return &proto{1, k[:], k[:]}, true
+	}
+	salt := make([]byte, 32)
+	hk, _ := hkdf.Key(sha256.New, z, salt, "CTAP2 HMAC key", 32)
+	ak, _ := hkdf.Key(sha256.New, z, salt, "CTAP2 AES key", 32)
+	return &proto{2, hk, ak}, true
 }
 
-func cbc(key, in []byte, enc bool) []byte {
+func (p *proto) encrypt(in []byte) []byte {
+	if p.version == 1 {
+		return cbc(p.aesKey, make([]byte, aes.BlockSize), in, true)
+	}
+	iv := make([]byte, aes.BlockSize)
+	_, _ = rand.Read(iv)
+	return append(iv, cbc(p.aesKey, iv, in, true)...)
+}
+
+// decrypt returns nil for a ciphertext of the wrong shape.
+func (p *proto) decrypt(in []byte) []byte {
+	iv := make([]byte, aes.BlockSize)
+	if p.version == 2 {
+		if len(in) < aes.BlockSize {
+			return nil
+		}
+		iv, in = in[:aes.BlockSize], in[aes.BlockSize:]
+	}
+	if len(in) == 0 || len(in)%aes.BlockSize != 0 {
+		return nil
+	}
+	return cbc(p.aesKey, iv, in, false)
+}
+
+func (p *proto) authenticate(key, msg []byte) []byte {
+	h := hmac.New(sha256.New, key)
+	h.Write(msg)
+	if p.version == 1 {
+		return h.Sum(nil)[:16]
+	}
+	return h.Sum(nil)
+}
+
+func cbc(key, iv, in []byte, enc bool) []byte {
 	b, _ := aes.NewCipher(key)
 	out := make([]byte, len(in))
-	iv := make([]byte, aes.BlockSize)
 	if enc {
 		cipher.NewCBCEncrypter(b, iv).CryptBlocks(out, in)
 	} else {
@@ -332,18 +392,12 @@ func cbc(key, in []byte, enc bool) []byte {
 	return out
 }
 
-func auth16(key, msg []byte) []byte {
-	h := hmac.New(sha256.New, key)
-	h.Write(msg)
-	return h.Sum(nil)[:16]
-}
-
 func (a *Authenticator) clientPIN(req cbor.Map) (cbor.Map, byte) {
 	proto, err := req.Int(1)
 	if err != nil {
 		return nil, StatusMissingParam
 	}
-	if proto != 1 {
+	if !a.supports(proto) {
 		return nil, StatusInvalidParam
 	}
 	sub, err := req.Int(2)
@@ -367,12 +421,16 @@ func (a *Authenticator) clientPIN(req cbor.Map) (cbor.Map, byte) {
 		if !ok1 || err != nil {
 			return nil, StatusMissingParam
 		}
-		shared, ok := a.shared(ka)
-		if !ok || len(enc) != 16 {
+		shared, ok := a.shared(ka, proto)
+		if !ok {
+			return nil, StatusInvalidParam
+		}
+		pinHash := shared.decrypt(enc)
+		if len(pinHash) != 16 {
 			return nil, StatusInvalidParam
 		}
 		want := sha256.Sum256(a.pin)
-		if subtle.ConstantTimeCompare(cbc(shared, enc, false), want[:16]) != 1 {
+		if subtle.ConstantTimeCompare(pinHash, want[:16]) != 1 {
 			a.retries--
 			// CTAP 2.0 §5.5.5: a wrong PIN renews the key agreement key.
 			var n [8]byte
@@ -384,7 +442,7 @@ func (a *Authenticator) clientPIN(req cbor.Map) (cbor.Map, byte) {
 			return nil, StatusPINInvalid
 		}
 		a.retries = maxRetries
-		return cbor.Map{{2, cbc(shared, a.pinToken[:], true)}}, StatusOK
+		return cbor.Map{{2, shared.encrypt(a.pinToken[:])}}, StatusOK
 	}
 	return nil, StatusInvalidParam
 }
@@ -400,13 +458,14 @@ func (a *Authenticator) checkPIN(req cbor.Map, pinKey, protoKey int, cdh []byte)
 	if !ok {
 		return false, StatusInvalidParam
 	}
-	if p, err := req.Int(protoKey); err != nil || p != 1 {
+	v, err := req.Int(protoKey)
+	if err != nil || !a.supports(v) {
 		return false, StatusInvalidParam
 	}
 	if a.pin == nil {
 		return false, StatusPINNotSet
 	}
-	if !hmac.Equal(b, auth16(a.pinToken[:], cdh)) {
+	if !hmac.Equal(b, (&proto{version: v}).authenticate(a.pinToken[:], cdh)) {
 		return false, StatusPINAuthInvalid
 	}
 	return true, StatusOK
@@ -570,20 +629,32 @@ func (a *Authenticator) getAssertion(req cbor.Map) (cbor.Map, byte) {
 			if !ok || err1 != nil || err2 != nil {
 				return nil, StatusMissingParam
 			}
-			shared, ok := a.shared(ka)
-			if !ok || (len(saltEnc) != 32 && len(saltEnc) != 64) {
+			v := int64(1)
+			if pv, ok := hm.Get(4); ok {
+				if v, ok = pv.(int64); !ok {
+					return nil, StatusInvalidParam
+				}
+			}
+			if !a.supports(v) {
 				return nil, StatusInvalidParam
 			}
-			if !hmac.Equal(saltAuth, auth16(shared, saltEnc)) {
+			shared, ok := a.shared(ka, v)
+			if !ok {
 				return nil, StatusInvalidParam
 			}
-			salts := cbc(shared, saltEnc, false)
+			if !hmac.Equal(saltAuth, shared.authenticate(shared.hmacKey, saltEnc)) {
+				return nil, StatusInvalidParam
+			}
+			salts := shared.decrypt(saltEnc)
+			if len(salts) != 32 && len(salts) != 64 {
+				return nil, StatusInvalidParam
+			}
 			var out []byte
 			for i := 0; i < len(salts); i += 32 {
 				out = append(out, a.HMACSecret(id, salts[i:i+32], uv)...)
 			}
 			flags |= 0x80
-			ext, _ = cbor.Marshal(cbor.Map{{"hmac-secret", cbc(shared, out, true)}})
+			ext, _ = cbor.Marshal(cbor.Map{{"hmac-secret", shared.encrypt(out)}})
 		}
 	}
 	key := a.credKey(id)

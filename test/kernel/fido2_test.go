@@ -58,13 +58,13 @@ kt_blk() {
 	[ $rc = 0 ] && cryptsetup open --key-file /tmp/$1.pass /dev/disk/$2 $1 >>/tmp/$1.log 2>&1
 	kt_sum $1 $rc
 }
-# kt_key [PIN]: the software security key behind /dev/uhid.
+# kt_key [PIN [PROTOCOLS]]: the software security key behind /dev/uhid.
 kt_key() {
-	/kt/fido2guest uhid @SEED@ $1 >/tmp/uhid.log 2>&1 &
+	/kt/fido2guest uhid @SEED@ $1 $2 >/tmp/uhid.log 2>&1 &
 	upid=$!
 	i=0
 	while [ -z "$(ls /sys/class/hidraw 2>/dev/null)" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-	echo "@@RC hidraw$1 $(ls /sys/class/hidraw 2>/dev/null | wc -l)"
+	echo "@@RC hidraw$1$2 $(ls /sys/class/hidraw 2>/dev/null | wc -l)"
 	sed "s/^/@@S uhid: /" /tmp/uhid.log
 }
 kt_unkey() {
@@ -110,6 +110,21 @@ rc=$?
 echo "@@RC enrollpin $rc"
 kt_diag enrollpin $rc
 kt_unkey
+
+# 4. The same key speaking PIN/UV auth protocol 2 only (CTAP 2.1's HKDF
+#    keys, random IVs, whole HMACs): libfido2 must use it, so what opens
+#    proves both sides speak it. systemd-cryptenroll enrolls (PIN from the
+#    keyring), blkcrypt's hidraw client opens that; systemd-cryptsetup
+#    opens blkcrypt's PIN token (enrolled over protocol 1: the secret does
+#    not depend on the protocol).
+kt_key @PIN@ 2
+timeout 120 systemd-cryptenroll --unlock-key-file=/kt/key --fido2-device=auto --fido2-with-client-pin=yes /dev/disk/sdpin2 >/tmp/enrollpin2.log 2>&1 </dev/null
+rc=$?
+echo "@@RC enrollpin2 $rc"
+kt_diag enrollpin2 $rc
+PIN=@PIN@ kt_blk bkSDPIN2 sdpin2
+PIN=@PIN@ kt_attach sdBKPIN2 bkpin
+kt_unkey
 exit 0
 `
 
@@ -129,6 +144,10 @@ exit 0
 //     open them, and dm-crypt reads the plaintext; a wrong PIN is
 //     refused. The token systemd-cryptenroll wrote has the fields, in
 //     the order, EnrollFIDO2 writes.
+//  3. systemd-cryptenroll --fido2-with-client-pin=yes (the PIN from the
+//     kernel keyring, where systemd 252's ask-password looks first), with
+//     the key speaking PIN protocol 1 and then only protocol 2; blkcrypt
+//     opens both on the host, and with its hidraw client in the guest.
 func TestFIDO2Guest(t *testing.T) {
 	k := need(t)
 	cs := testenv.Need(t, "cryptsetup", "cryptsetup-bin")
@@ -160,7 +179,7 @@ func TestFIDO2Guest(t *testing.T) {
 	}
 	plain := map[string][]byte{}
 	imgs := map[string]string{}
-	names := []string{"sd", "sdpin", "bk", "bkpin"}
+	names := []string{"sd", "sdpin", "sdpin2", "bk", "bkpin"}
 	for _, name := range names {
 		img := filepath.Join(dir, name+".img")
 		if err := os.WriteFile(img, nil, 0o600); err != nil {
@@ -243,7 +262,7 @@ func TestFIDO2Guest(t *testing.T) {
 		}
 		return l[0]
 	}
-	for _, p := range []string{"@@RC hidraw ", "@@RC hidraw" + pin + " "} {
+	for _, p := range []string{"@@RC hidraw ", "@@RC hidraw" + pin + " ", "@@RC hidraw" + pin + "2 "} {
 		if n := one(p); n != "1" {
 			t.Fatalf("%s: %s hidraw devices in the guest, want 1 (the uhid key)", p, n)
 		}
@@ -276,17 +295,26 @@ func TestFIDO2Guest(t *testing.T) {
 	}
 	opens("csBKPIN", "bkpin", "cryptsetup open --token-only (plugin, PIN on stdin) of blkcrypt's FIDO2+PIN token")
 	opens("bkBKPIN", "bkpin", "blkcrypt's hidraw client with $PIN on its own FIDO2+PIN token, then cryptsetup")
+	if rc := one("@@RC enrollpin2 "); rc != "0" {
+		t.Fatalf("systemd-cryptenroll --fido2-with-client-pin=yes with a PIN protocol 2 key exited %s", rc)
+	}
+	opens("bkSDPIN2", "sdpin2", "blkcrypt's hidraw client (PIN protocol 2) on systemd-cryptenroll's protocol 2 token")
+	opens("sdBKPIN2", "bkpin", "systemd-cryptsetup attach (PIN protocol 2) of blkcrypt's FIDO2+PIN token")
 
 	// Host: what systemd-cryptenroll enrolled opens with blkcrypt, and
 	// its token has our fields in our order.
-	hostOpens := func(name, pin string) {
+	hostOpens := func(name, pin string, protocols ...int) {
 		t.Helper()
 		h, err := blkcrypt.OpenLUKS(ctx, imgs[name], blkcrypt.LUKSOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer h.Close()
-		o := token.Options{FIDO2Transport: &fido2test.Pipe{A: fido2test.New([]byte(seed), pin)}}
+		key := fido2test.New([]byte(seed), pin)
+		if protocols != nil {
+			key.Protocols = protocols
+		}
+		o := token.Options{FIDO2Transport: &fido2test.Pipe{A: key}}
 		if pin != "" {
 			o.PIN = []byte(pin)
 		}
@@ -315,6 +343,7 @@ func TestFIDO2Guest(t *testing.T) {
 	} else {
 		hostOpens("sdpin", pin)
 	}
+	hostOpens("sdpin2", pin, 2)
 }
 
 // jsonKeys returns a JSON object's keys in their written order.

@@ -2,8 +2,10 @@
 
 // Command fido2guest runs in the kernel-test guest (test/kernel/fido2_test.go):
 //
-//	fido2guest uhid SEED [PIN]   internal/fido2test's software security key
-//	                             behind /dev/uhid, until killed
+//	fido2guest uhid SEED [PIN [PROTOCOLS]]
+//	                             internal/fido2test's software security key
+//	                             behind /dev/uhid, until killed; PROTOCOLS
+//	                             are its PIN/UV auth protocols ("2", "2,1")
 //	fido2guest unlock DEVICE     blkcrypt's systemd-fido2 unlock through the
 //	                             key's /dev/hidrawN (PIN from $PIN); prints
 //	                             the passphrase, without a newline
@@ -16,6 +18,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/blkcrypt/blkcrypt"
@@ -41,11 +45,22 @@ func run(args []string) error {
 		if len(args) > 2 {
 			pin = args[2]
 		}
+		key := fido2test.New([]byte(args[1]), pin)
+		if len(args) > 3 {
+			key.Protocols = nil
+			for _, f := range strings.Split(args[3], ",") {
+				n, err := strconv.Atoi(f)
+				if err != nil {
+					return err
+				}
+				key.Protocols = append(key.Protocols, n)
+			}
+		}
 		dev, err := os.OpenFile("/dev/uhid", os.O_RDWR, 0)
 		if err != nil {
 			return err
 		}
-		return fido2test.ServeUHID(dev, fido2test.New([]byte(args[1]), pin), nil)
+		return fido2test.ServeUHID(dev, key, nil)
 	case "cache-pin":
 		_, err := unix.AddKey("user", "fido2-pin", []byte(args[1]), unix.KEY_SPEC_USER_SESSION_KEYRING)
 		return err
