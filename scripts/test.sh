@@ -51,6 +51,9 @@ command -v mkfs.btrfs >/dev/null || need+=(btrfs-progs)
 command -v swtpm      >/dev/null || need+=(swtpm swtpm-tools)
 command -v tpm2_unseal >/dev/null || need+=(tpm2-tools)
 command -v systemd-cryptenroll >/dev/null || need+=(systemd)
+# systemd-fido2 tokens (token, test/kernel's TestFIDO2Guest): libfido2, which
+# systemd-cryptenroll, systemd-cryptsetup and the token plugin load.
+compgen -G '/usr/lib/*/libfido2.so.1' >/dev/null || need+=(libfido2-1)
 # clevis tokens (token): clevis luks bind/pass with the tang, tpm2 and sss pins,
 # Debian's tang server run under socat on loopback, and jose.
 command -v clevis-luks-bind >/dev/null || need+=(clevis clevis-luks)

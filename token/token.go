@@ -1,7 +1,8 @@
 // Package token unlocks and enrolls the LUKS2 tokens systemd-cryptenroll
 // writes: systemd-tpm2 (a secret sealed by a TPM 2.0 under a PCR policy,
-// optionally with a PIN) and systemd-recovery (a recovery key typed as a
-// passphrase); and the clevis tokens clevis luks bind writes, with the
+// optionally with a PIN), systemd-fido2 (a FIDO2 security key's
+// hmac-secret, over Linux hidraw; EnrollFIDO2) and systemd-recovery (a
+// recovery key typed as a passphrase); and the clevis tokens clevis luks bind writes, with the
 // tang, tpm2 and sss pins (BindClevis, DecryptClevis). A token yields a
 // passphrase; the volume then opens through blkcrypt.Open with
 // OpenOptions.Passphrase, as any passphrase does.
@@ -25,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"time"
@@ -77,14 +79,24 @@ type Options struct {
 	TangTimeout time.Duration
 	// HTTPClient, when set, talks to tang servers (see ClevisOptions).
 	HTTPClient *http.Client
+	// FIDO2Device is the FIDO2 security key for systemd-fido2 tokens: a
+	// /dev/hidrawN path, or "auto" for each key present. systemd-fido2
+	// tokens are tried only when it or FIDO2Transport is set, or when
+	// TokenID or TokenType names them (then as "auto"): a key may wait
+	// for a touch.
+	FIDO2Device string
+	// FIDO2Transport, when set, is the security key instead: 64-byte
+	// CTAPHID reports (tests, or a key reached another way).
+	FIDO2Transport io.ReadWriter
 }
 
 // Unlock tries the header's tokens and returns the passphrase the first
 // that works yields, and its id: first the tokens that need no
-// interaction (systemd-tpm2 without a PIN, clevis), then systemd-pkcs11
-// (with o.PIN, else the URI's pin-value or pin-source, else none if the
-// token needs no login), then, when o.PIN is set, systemd-tpm2 tokens
-// that need a PIN, each in id order. The passphrase is checked against the
+// interaction (systemd-tpm2 without a PIN, clevis, and systemd-fido2
+// without a PIN when o.FIDO2Device or o.FIDO2Transport names a key), then
+// systemd-pkcs11 (with o.PIN, else the URI's pin-value or pin-source, else
+// none if the token needs no login), then, when o.PIN is set,
+// systemd-tpm2 and systemd-fido2 tokens that need a PIN, each in id order. The passphrase is checked against the
 // token's keyslots before it is returned; the caller wipes it. Tokens of
 // other types are skipped unless o.TokenID or o.TokenType name them
 // (systemd-pkcs11 too in a build without the pkcs11 tag); a
@@ -110,6 +122,7 @@ func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte
 		tok    *TPM2Token
 		clevis *ClevisToken
 		pkcs11 *PKCS11Token
+		fido2  *FIDO2Token
 		lm     bool // a LUKS1 clevis binding, in luksmeta slot id
 	}
 	var noPIN, withPIN, pkcs11 []cand
@@ -174,6 +187,20 @@ func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte
 			// Tried with o.PIN, or the URI's PIN, or none when the token
 			// needs no login; else ErrNeedPIN.
 			pkcs11 = append(pkcs11, cand{id: id, pkcs11: t})
+		case TypeFIDO2:
+			if !asked && o.FIDO2Device == "" && o.FIDO2Transport == nil {
+				continue
+			}
+			t, err := ParseFIDO2Token(toks[id])
+			if err != nil {
+				errs = append(errs, fmt.Errorf("token %d (%s): %w", id, typ, err))
+				continue
+			}
+			if t.ClientPIN {
+				withPIN = append(withPIN, cand{id: id, fido2: t})
+			} else {
+				noPIN = append(noPIN, cand{id: id, fido2: t})
+			}
 		case TypeRecovery:
 			if asked {
 				errs = append(errs, fmt.Errorf("token %d (%s): %w: a recovery key is typed as a passphrase", id, typ, ErrUnsupported))
@@ -192,7 +219,10 @@ func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte
 		if c.lm {
 			name = fmt.Sprintf("luksmeta slot %d", c.id)
 		}
-		if c.pkcs11 != nil {
+		if c.fido2 != nil {
+			typ, keyslots = TypeFIDO2, c.fido2.Keyslots
+			pass, err = unlockFIDO2(ctx, c.id, c.fido2, o, pin)
+		} else if c.pkcs11 != nil {
 			typ, keyslots = TypePKCS11, c.pkcs11.Keyslots
 			pass, err = unlockPKCS11(ctx, c.id, c.pkcs11, pin)
 		} else if c.clevis != nil {
@@ -222,7 +252,12 @@ func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte
 		return nil, fmt.Errorf("%s (%s): %w %v", name, typ, ErrWrongSecret, keyslots)
 	}
 	for _, c := range noPIN {
-		pass, err := try(c, nil)
+		// A systemd 248 FIDO2 token may need a PIN the key asks for.
+		var pin []byte
+		if c.fido2 != nil {
+			pin = o.PIN
+		}
+		pass, err := try(c, pin)
 		if err == nil {
 			return pass, c.id, nil
 		}
@@ -237,7 +272,11 @@ func Unlock(ctx context.Context, h *blkcrypt.LUKS, o Options) (passphrase []byte
 	}
 	for _, c := range withPIN {
 		if o.PIN == nil {
-			errs = append(errs, fmt.Errorf("token %d (%s): %w", c.id, TypeTPM2, ErrNeedPIN))
+			typ := TypeTPM2
+			if c.fido2 != nil {
+				typ = TypeFIDO2
+			}
+			errs = append(errs, fmt.Errorf("token %d (%s): %w", c.id, typ, ErrNeedPIN))
 			continue
 		}
 		pass, err := try(c, o.PIN)

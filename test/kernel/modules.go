@@ -67,6 +67,8 @@ var guestModules = []struct {
 	{"nls_iso8859_1", true},
 	{"nls_ascii", true}, // vfat's default iocharset in Debian's config
 	{"nls_utf8", true},  // and its default utf8 option
+	{"uhid", true},      // fido2_test.go: the software security key
+	{"hid_generic", true},
 }
 
 // module is one .ko file of the unpacked kernel package.
