@@ -41,10 +41,12 @@ func openDevice(path string, readOnly bool) (*os.File, error) {
 type bindRequest struct {
 	env       *Env
 	f         *openFlags
-	partition *string // --partition: a binding may peek at the volume in it
 	path, typ string
 	mode      bindMode
 	wipe      *[][]byte
+	// secretOptional: the library found the volume opens without a
+	// secret (OpenOptions.SecretOptional).
+	secretOptional bool
 }
 
 // bindMode is what the options are for: opening, or `dump`, which needs a
@@ -159,7 +161,7 @@ func openVolume(ctx context.Context, env *Env, f *openFlags, part *string, path 
 	if err != nil {
 		return nil, err
 	}
-	v, err := unlockOn(ctx, env, f, part, path, dp, readOnly, adjust)
+	v, err := unlockOn(ctx, env, f, path, dp, readOnly, adjust)
 	if err != nil && dp != nil {
 		dp.Close()
 	}
@@ -197,7 +199,7 @@ func (f *openFlags) readWriteFlag(env *Env, typ string, readOnly bool, o *blkcry
 // flags and secrets once the library knows the type (tokenPass, when not
 // nil, is the passphrase of a LUKS2 token, used instead of asking).
 // prepared is set to the type Prepare was called for.
-func (f *openFlags) openOptions(env *Env, part *string, path string, readOnly bool, tokenPass []byte, wipe *[][]byte, prepared *string) blkcrypt.OpenOptions {
+func (f *openFlags) openOptions(env *Env, path string, readOnly bool, tokenPass []byte, wipe *[][]byte, prepared *string) blkcrypt.OpenOptions {
 	o := blkcrypt.OpenOptions{Type: f.Type, ReadOnly: readOnly, Header: f.Header, Keyslot: slotPtr(f.KeySlot)}
 	if vt, ok := blkcrypt.LookupVolumeType(f.Type); ok && vt.ReadOnlyByDefault && !readOnly && f.readWrite(f.Type) {
 		o.ReadWrite = true // before the open: a writable volume takes the exclusive lock
@@ -215,7 +217,7 @@ func (f *openFlags) openOptions(env *Env, part *string, path string, readOnly bo
 			q.Passphrase = tokenPass
 			return nil
 		}
-		return bind(&bindRequest{env: env, f: f, partition: part, path: path, typ: t, mode: bindOpen, wipe: wipe}, q)
+		return bind(&bindRequest{env: env, f: f, path: path, typ: t, mode: bindOpen, wipe: wipe, secretOptional: q.SecretOptional}, q)
 	}
 	return o
 }
@@ -224,7 +226,7 @@ func (f *openFlags) openOptions(env *Env, part *string, path string, readOnly bo
 // (the Volume then owns dp and closes it). The library opens the device
 // once, names or detects its type (the one detection policy), and then
 // asks, through Prepare, for that type's options and secrets.
-func unlockOn(ctx context.Context, env *Env, f *openFlags, part *string, path string, dp *diskPartition, readOnly bool, adjust func(*blkcrypt.OpenOptions)) (*blkcrypt.Volume, error) {
+func unlockOn(ctx context.Context, env *Env, f *openFlags, path string, dp *diskPartition, readOnly bool, adjust func(*blkcrypt.OpenOptions)) (*blkcrypt.Volume, error) {
 	typ := f.Type
 	if err := checkType(typ); err != nil {
 		return nil, err
@@ -254,7 +256,7 @@ func unlockOn(ctx context.Context, env *Env, f *openFlags, part *string, path st
 		}
 	}
 	prepared := ""
-	o := f.openOptions(env, part, path, readOnly, tokenPass, &wipe, &prepared)
+	o := f.openOptions(env, path, readOnly, tokenPass, &wipe, &prepared)
 	if adjust != nil {
 		adjust(&o)
 	}
@@ -326,7 +328,7 @@ func secretOptions(r *bindRequest, o *blkcrypt.OpenOptions) error {
 		o.VolumeKey = key
 		return nil
 	}
-	if r.typ == "bitlk" && r.f.KeyFile == "" && bitlkClearKeyIn(r.partition, r.path) {
+	if r.f.KeyFile == "" && r.secretOptional {
 		return nil
 	}
 	prompt := "Enter passphrase: "
@@ -451,8 +453,8 @@ func dumpType(env *Env, d *typedDumpOptions, path string) error {
 	if o.VolumeKey {
 		o.VolumeKeyFile, mode = d.VolumeKeyFile, bindDumpKey
 	}
-	if err := bind(&bindRequest{env: env, f: &d.openFlags, partition: d.Partition, path: path, typ: typ, mode: mode, wipe: &wipe}, &o.Open); err != nil {
-		return err
+	o.Open.Prepare = func(t string, q *blkcrypt.OpenOptions) error {
+		return bind(&bindRequest{env: env, f: &d.openFlags, path: path, typ: t, mode: mode, wipe: &wipe, secretOptional: q.SecretOptional}, q)
 	}
 	err := blkcrypt.DumpVolume(ctx, path, env.Stdout, o)
 	if err != nil && errors.Is(err, blkcrypt.ErrNoHeader) && !errors.Is(err, blkcrypt.ErrWrongPassphrase) {

@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/blkcrypt/blkcrypt"
-	"github.com/blkcrypt/blkcrypt/bitlk"
 	"github.com/blkcrypt/blkcrypt/fsys"
 	"github.com/blkcrypt/blkcrypt/fsys/probe"
 	"github.com/blkcrypt/blkcrypt/lvm"
@@ -153,7 +151,7 @@ func openStack(ctx context.Context, env *Env, f *openFlags, st stackFlags, path 
 	var wipe [][]byte
 	defer func() { wipeAll(wipe) }()
 	s, err := blkcrypt.OpenStack(ctx, path, blkcrypt.StackOptions{
-		Partition: orEmpty(st.Partition), Unlock: unlock, Open: f.openOptions(env, st.Partition, path, readOnly, nil, &wipe, nil), LV: st.LV, ReadOnly: readOnly})
+		Partition: orEmpty(st.Partition), Unlock: unlock, Open: f.openOptions(env, path, readOnly, nil, &wipe, nil), LV: st.LV, ReadOnly: readOnly})
 	if err != nil {
 		return nil, stackErr(err)
 	}
@@ -379,30 +377,4 @@ func partitionType(ctx context.Context, sel *string, path string) string {
 	}
 	defer part.Close()
 	return blkcrypt.Detect(part)
-}
-
-// bitlkClearKeyIn is bitlkClearKey for the volume the flags name: DEVICE,
-// or its partition sel.
-func bitlkClearKeyIn(sel *string, path string) bool {
-	if sel == nil {
-		return bitlkClearKey(path)
-	}
-	// Not through openPartition: the verb holds the disk's lock already
-	// (exclusive for a write), and this only peeks.
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	size, err := blkcrypt.DeviceSize(f)
-	if err != nil {
-		return false
-	}
-	part, err := blkcrypt.OpenPartition(f, size, *sel)
-	if err != nil {
-		return false
-	}
-	defer part.Close()
-	m, err := bitlk.Read(part)
-	return err == nil && m.HasClearKey()
 }
