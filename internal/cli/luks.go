@@ -649,16 +649,12 @@ func runFormat(ctx context.Context, env *Env, opts *formatOptions, args []string
 		return usageErr("unknown --type %q for format", o.Type)
 	}
 	bits := int64(512)
-	if opts.Integrity != "" && opts.KeySize == nil && opts.Cipher != "" && !strings.Contains(opts.Cipher, "xts") {
+	if opts.Integrity != "" && opts.Cipher != "" && !strings.Contains(opts.Cipher, "xts") {
 		bits = 256 // cryptsetup's default: 256 bits, twice that for XTS
 	}
-	if opts.KeySize != nil {
-		bits = *opts.KeySize
+	if o.KeySize, err = keyBits(opts.KeySize, bits, 4096); err != nil {
+		return err
 	}
-	if bits <= 0 || bits%8 != 0 || bits > 4096 {
-		return usageErr("--key-size %d is not a positive multiple of 8", bits)
-	}
-	o.KeySize = int(bits / 8)
 	if opts.Integrity != "" {
 		// As cryptsetup, --key-size is the cipher's key: an HMAC's key
 		// (its digest size) follows it in the volume key.

@@ -186,12 +186,8 @@ func checkResilience(res, hash string, resume, reduce bool) error {
 // sizes reads --key-size (bytes returned), --sector-size and
 // --hotzone-size.
 func (f reencSizeFlags) sizes() (keySize, sectorSize int, hotzone uint64, err error) {
-	if f.KeySize != nil {
-		bits := *f.KeySize
-		if bits <= 0 || bits%8 != 0 || bits > 4096 {
-			return 0, 0, 0, usageErr("invalid --key-size %d (bits, a multiple of 8)", bits)
-		}
-		keySize = int(bits / 8)
+	if keySize, err = keyBits(f.KeySize, 0, 4096); err != nil {
+		return 0, 0, 0, err
 	}
 	if f.SectorSize != nil {
 		ss := *f.SectorSize
@@ -334,10 +330,7 @@ func runDecrypt(ctx context.Context, env *Env, opts *reencryptOptions, path stri
 	if opts.KeySlot != nil {
 		o.Keyslot = blkcrypt.Slot(int(*opts.KeySlot))
 	}
-	if o.Resilience == "datashift" {
-		return usageErr("--resilience datashift is only for --encrypt with --reduce-device-size")
-	}
-	if err := checkResilience(o.Resilience, o.Hash, o.ResumeOnly, false); err != nil {
+	if err := checkResilience(o.Resilience, o.Hash, false, false); err != nil {
 		return err
 	}
 	ks, ss, hz, err := opts.sizes()

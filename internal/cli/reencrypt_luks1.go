@@ -42,12 +42,9 @@ func runReencryptLUKS1(ctx context.Context, env *Env, opts *reencryptOptions, pa
 		return usageErr("LUKS1 has 512-byte sectors only")
 	}
 	o := blkcrypt.LUKSReencryptOptions{Cipher: opts.Cipher, Hash: opts.Hash, KeepKey: opts.KeepKey, ResumeOnly: opts.ResumeOnly}
-	if opts.KeySize != nil {
-		bits := *opts.KeySize
-		if bits <= 0 || bits%8 != 0 || bits > 4096 {
-			return usageErr("invalid --key-size %d (bits, a multiple of 8)", bits)
-		}
-		o.KeySize = int(bits / 8)
+	var err error
+	if o.KeySize, err = keyBits(opts.KeySize, 0, 4096); err != nil {
+		return err
 	}
 	if opts.BlockSize != nil {
 		mb := *opts.BlockSize
@@ -56,7 +53,6 @@ func runReencryptLUKS1(ctx context.Context, env *Env, opts *reencryptOptions, pa
 		}
 		o.BlockSize = int(mb) << 20
 	}
-	var err error
 	if o.PBKDF, err = opts.pbkdfFlags.options(""); err != nil {
 		return err
 	}

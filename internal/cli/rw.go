@@ -360,16 +360,16 @@ func sectors(name string, v *int64) (uint64, error) {
 }
 
 // keyBits is --key-size in bytes: def bits when absent, else a positive
-// multiple of 8 bits no larger than max.
+// multiple of 8 bits no larger than max. Every verb that takes the flag
+// checks it here.
 func keyBits(v *int64, def, max int64) (int, error) {
-	bits := def
-	if v != nil {
-		bits = *v
+	if v == nil {
+		return int(def / 8), nil
 	}
-	if bits <= 0 || bits%8 != 0 || bits > max {
-		return 0, usageErr("--key-size %d is not a positive multiple of 8 bits", bits)
+	if bits := *v; bits <= 0 || bits%8 != 0 || bits > max {
+		return 0, usageErr("invalid --key-size %d (bits, a positive multiple of 8, at most %d)", bits, max)
 	}
-	return int(bits / 8), nil
+	return int(*v / 8), nil
 }
 
 func plainOptions(r *bindRequest, o *blkcrypt.OpenOptions) error {
