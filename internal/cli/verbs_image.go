@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -357,11 +356,7 @@ func runProbe(ctx context.Context, env *Env, po *probeOptions, args []string) er
 		fmt.Fprintf(env.Stderr, "blkcrypt: %s\n", w)
 	}
 	if po.JSON {
-		enc := json.NewEncoder(env.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
-			BlockDevices []*probe.Node `json:"blockdevices"`
-		}{[]*probe.Node{root}})
+		return probe.WriteJSON(env.Stdout, root)
 	}
 	return probe.WriteTree(env.Stdout, root)
 }
