@@ -2,17 +2,15 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/blkcrypt/blkcrypt"
-	"github.com/blkcrypt/blkcrypt/nbd/nbdclient"
 )
 
 // A DEVICE may be an NBD URI (nbd://, nbds://, nbd+unix://, nbds+unix://):
-// importing nbdclient registers those schemes with blkcrypt.Open and
+// importing nbdclient (cli.go) registers those schemes with blkcrypt.Open and
 // Format, so the verbs that open a volume need nothing more, and the LUKS
 // handle (blkcrypt.OpenLUKS) opens one for the header verbs. URI devices
 // are not flock-locked: the lock is local, the device is not.
@@ -61,18 +59,4 @@ func detectErr(ctx context.Context, path string) error {
 		return deviceErr(fmt.Errorf("device %s: %w", path, err))
 	}
 	return nil
-}
-
-// uriDeviceErr reports the NBD client's errors about the device itself
-// (cannot connect, no such export, TLS refused, a broken server): as
-// cryptsetup's wrong device, exit 4. A malformed URI stays a usage error.
-func uriDeviceErr(err error) bool {
-	for _, e := range []error{nbdclient.ErrConnect, nbdclient.ErrConnectionLost, nbdclient.ErrUnknownExport, nbdclient.ErrTLS,
-		nbdclient.ErrProtocol, nbdclient.ErrShortReply, nbdclient.ErrReadOnly, nbdclient.ErrOutOfRange} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	var se *nbdclient.ServerError
-	return errors.As(err, &se)
 }

@@ -11,8 +11,6 @@ import (
 	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/fsys"
 	"github.com/blkcrypt/blkcrypt/fsys/probe"
-	"github.com/blkcrypt/blkcrypt/lvm"
-	"github.com/blkcrypt/blkcrypt/partition"
 )
 
 // Disk images as they are (issue #26): DEVICE → --partition → the unlock
@@ -95,7 +93,7 @@ func (f partitionFlag) openPartition(ctx context.Context, path string, readOnly 
 	}
 	s, err := blkcrypt.OpenStack(ctx, path, blkcrypt.StackOptions{Partition: *f.Partition, Unlock: blkcrypt.UnlockNever, ReadOnly: readOnly})
 	if err != nil {
-		return nil, stackErr(err)
+		return nil, err
 	}
 	return &diskPartition{s}, nil
 }
@@ -152,7 +150,7 @@ func openStack(ctx context.Context, env *Env, f *openFlags, st stackFlags, path 
 	s, err := blkcrypt.OpenStack(ctx, path, blkcrypt.StackOptions{
 		Partition: orEmpty(st.Partition), Unlock: unlock, Open: f.openOptions(env, path, readOnly, nil, &wipe, nil), LV: st.LV, ReadOnly: readOnly})
 	if err != nil {
-		return nil, stackErr(err)
+		return nil, err
 	}
 	if v := s.Volume(); v != nil && v.Note() != "" {
 		fmt.Fprintf(env.Stderr, "blkcrypt: %s\n", v.Note())
@@ -174,22 +172,6 @@ func orZero(v *int64) int64 {
 		return 0
 	}
 	return *v
-}
-
-// stackErr gives a layer's error its exit code: a partition or LV that is
-// not there names the wrong device (4), an LV of a kind not read is a
-// wrong parameter (1).
-func stackErr(err error) error {
-	for _, e := range []error{partition.ErrNotFound, partition.ErrNoTable, partition.ErrAmbiguous, partition.ErrCorrupt,
-		lvm.ErrNoPV, lvm.ErrNotFound, lvm.ErrNoMetadata, lvm.ErrMissingPV} {
-		if errors.Is(err, e) {
-			return deviceErr(err)
-		}
-	}
-	if errors.Is(err, lvm.ErrUnsupported) {
-		return &exitError{ExitUsage, err}
-	}
-	return err
 }
 
 // ---- files: ls, cat, cp ----
