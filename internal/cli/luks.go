@@ -483,35 +483,26 @@ func runKillSlot(ctx context.Context, env *Env, o *killSlotOptions, args []strin
 		}
 	}
 	// With a key file, cryptsetup first checks that the passphrase opens a
-	// keyslot other than the one to be removed.
+	// keyslot other than the one to be removed (KillSlotWith). Confirmed
+	// above (or batch mode): the last keyslot may go.
+	ko := blkcrypt.KeyOptions{Force: true}
 	if o.KeyFile != "" && slices.Contains(act, slot) {
-		pass, _, err := o.keyFileFlags.read(env, false, "Enter any remaining passphrase: ")
-		if err != nil {
+		var pass []byte
+		if pass, _, err = o.keyFileFlags.read(env, false, "Enter any remaining passphrase: "); err != nil {
 			return err
 		}
-		opened := false
-		for _, s := range act {
-			if s == slot {
-				continue
-			}
-			_, err := h.TestPassphrase(ctx, pass, blkcrypt.KeyOptions{Keyslot: blkcrypt.Slot(s)})
-			if opened = err == nil; opened || ctx.Err() != nil {
-				break
-			}
-		}
+		err = h.KillSlotWith(ctx, slot, pass, ko)
 		clear(pass)
-		if err := ctx.Err(); err != nil {
-			return err
+		if errors.Is(err, blkcrypt.ErrWrongPassphrase) {
+			err = blkcrypt.ErrWrongPassphrase // cryptsetup's words alone
 		}
-		if !opened {
-			return blkcrypt.ErrWrongPassphrase
-		}
+	} else {
+		err = h.KillSlot(ctx, slot, ko)
 	}
-	// Confirmed above (or batch mode): the last keyslot may go.
-	if err := h.KillSlot(ctx, slot, blkcrypt.KeyOptions{Force: true}); err != nil {
-		if errors.Is(err, blkcrypt.ErrInvalidOptions) { // a keyslot out of range or inactive
-			return usageErr("%v", err)
-		}
+	if errors.Is(err, blkcrypt.ErrInvalidOptions) { // a keyslot out of range or inactive
+		return usageErr("%v", err)
+	}
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Stderr, "Key slot %d removed.\n", slot)
