@@ -13,6 +13,7 @@ import (
 
 	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/internal/keyinput"
+	"github.com/blkcrypt/blkcrypt/luks2"
 	"github.com/blkcrypt/blkcrypt/partition"
 )
 
@@ -650,7 +651,7 @@ func runFormat(ctx context.Context, env *Env, opts *formatOptions, args []string
 		// As cryptsetup, --key-size is the cipher's key: an HMAC's key
 		// (its digest size) follows it in the volume key.
 		o.Integrity = opts.Integrity
-		o.KeySize += map[string]int{"hmac-sha1": 20, "hmac(sha1)": 20, "hmac-sha256": 32, "hmac(sha256)": 32, "hmac-sha512": 64, "hmac(sha512)": 64}[opts.Integrity]
+		o.KeySize += luks2.IntegrityKeySize(opts.Integrity)
 	}
 	if opts.SectorSize != nil {
 		o.SectorSize = int(*opts.SectorSize)
