@@ -100,11 +100,8 @@ var typeDumpers = map[string]func(env *Env, o *typedDumpOptions, path string) er
 	"integrity": dumpType,
 }
 
-// detectType names the format whose signature path carries, or "".
-func detectType(path string) string { return detectTypeContext(context.Background(), path) }
-
-// detectTypeContext is detectType that gives up on a URI device when ctx
-// ends (a signal must not wait on an NBD server that stalls).
+// detectTypeContext names the format whose signature path carries, or
+// ""; it gives up on a URI device when ctx ends (a signal must not wait on an NBD server that stalls).
 func detectTypeContext(ctx context.Context, path string) string {
 	if blkcrypt.IsURI(path) {
 		return detectURI(ctx, path)
@@ -131,17 +128,6 @@ func (f *openFlags) volumeType(ctx context.Context, part *string, path string) s
 		return partitionType(ctx, part, path)
 	}
 	return detectTypeContext(ctx, path)
-}
-
-// openShared opens DEVICE read-only with the shared lock readers take, so
-// that a dump never reads a header another process is changing.
-func openShared(path string) (*blkcrypt.LockedFile, error) {
-	f, err := openDevice(path, true)
-	if err != nil {
-		return nil, err
-	}
-	f.Close()
-	return blkcrypt.OpenFileLocked(path, true)
 }
 
 // openVolume unlocks DEVICE (its partition part when not nil) per the
