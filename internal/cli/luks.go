@@ -65,14 +65,7 @@ func (f luksFlags) path(dev string) (string, error) {
 	if f.Type != "" && f.Type != "luks" && f.Type != "luks1" && f.Type != "luks2" {
 		return "", usageErr("--type %q is not a LUKS type", f.Type)
 	}
-	if !blkcrypt.IsURI(hpath) {
-		f, err := openDevice(hpath, true)
-		if err != nil {
-			return "", err
-		}
-		f.Close()
-	}
-	return hpath, nil
+	return hpath, checkDevice(hpath, true)
 }
 
 // open opens the LUKS handle on the header device (see path), inside
@@ -568,12 +561,8 @@ func runHeaderRestore(ctx context.Context, env *Env, o *headerRestoreOptions, ar
 	if o.Header != "" { // the header goes where it lives, as in cryptsetup
 		dev = o.Header
 	}
-	if !blkcrypt.IsURI(dev) {
-		f, err := openDevice(dev, true)
-		if err != nil {
-			return err
-		}
-		f.Close()
+	if err := checkDevice(dev, true); err != nil {
+		return err
 	}
 	// The library refuses a backup that does not fit the device, then a
 	// device that holds a header (ErrWouldDestroy): cryptsetup asks there,

@@ -35,6 +35,20 @@ func openDevice(path string, readOnly bool) (*os.File, error) {
 	return f, nil
 }
 
+// checkDevice refuses, in cryptsetup's words (exit 4), a DEVICE that is
+// missing, a directory or does not open, before a verb opens it through
+// the library. A URI device is checked when it is dialled.
+func checkDevice(path string, readOnly bool) error {
+	if blkcrypt.IsURI(path) {
+		return nil
+	}
+	f, err := openDevice(path, readOnly)
+	if err == nil {
+		f.Close()
+	}
+	return err
+}
+
 // bindRequest is what a format's binding reads: the verb's open flags,
 // the device and the type the library named or detected, and where the
 // key buffers it reads go to be wiped.
@@ -136,12 +150,8 @@ func (f *openFlags) volumeType(ctx context.Context, part *string, path string) s
 // has the last say on the options (serve --reencrypt adds its
 // reencryption).
 func openVolume(ctx context.Context, env *Env, f *openFlags, part *string, path string, readOnly bool, adjust func(*blkcrypt.OpenOptions)) (*blkcrypt.Volume, error) {
-	if !blkcrypt.IsURI(path) {
-		f, err := openDevice(path, true)
-		if err != nil {
-			return nil, err
-		}
-		f.Close()
+	if err := checkDevice(path, true); err != nil {
+		return nil, err
 	}
 	dp, err := partitionFlag{part}.openPartition(ctx, path, readOnly) // nil without --partition
 	if err != nil {
@@ -420,12 +430,8 @@ func plainOptions(r *bindRequest, o *blkcrypt.OpenOptions) error {
 // for opening, --dump-volume-key and its --volume-key-file.
 func dumpType(env *Env, d *typedDumpOptions, path string) error {
 	ctx := context.Background()
-	if !blkcrypt.IsURI(path) {
-		f, err := openDevice(path, true) // cryptsetup's wording for a missing device
-		if err != nil {
-			return err
-		}
-		f.Close()
+	if err := checkDevice(path, true); err != nil {
+		return err
 	}
 	typ := d.volumeType(ctx, d.Partition, path)
 	bind, ok := typeBindings[typ]

@@ -131,12 +131,8 @@ func openTarget(ctx context.Context, env *Env, f *openFlags, st stackFlags, path
 // signature or --type says it is encrypted; needEncrypted refuses a
 // device that is not, except under --lv) and --lv.
 func openStack(ctx context.Context, env *Env, f *openFlags, st stackFlags, path string, readOnly, needEncrypted bool) (*blkcrypt.Stack, error) {
-	if !blkcrypt.IsURI(path) {
-		f, err := openDevice(path, true) // its one-line errors for a missing device
-		if err != nil {
-			return nil, err
-		}
-		f.Close()
+	if err := checkDevice(path, true); err != nil {
+		return nil, err
 	}
 	unlock := blkcrypt.UnlockDetected
 	if needEncrypted && st.LV == "" {
