@@ -317,7 +317,16 @@ func TestLUKSHandle(t *testing.T) {
 						t.Errorf("cryptsetup with %q (keyslot %d): opens %v, want %v", c.pass, c.slot, got, c.ok)
 					}
 				}
-				if err := h.KillSlot(ctx, 0, blkcrypt.KeyOptions{}); err != nil {
+				// kill-slot with a key file: the passphrase must open
+				// another keyslot; keyslot 0's own does not authorise it.
+				if err := h.KillSlotWith(ctx, 0, []byte("zero"), blkcrypt.KeyOptions{}); !errors.Is(err, blkcrypt.ErrWrongPassphrase) {
+					t.Fatalf("KillSlotWith keyslot 0's passphrase: %v, want ErrWrongPassphrase", err)
+				}
+				sync()
+				if !cryptsetupOpens(t, img, "zero", 0) {
+					t.Fatal("a refused KillSlotWith removed keyslot 0")
+				}
+				if err := h.KillSlotWith(ctx, 0, []byte("uno"), blkcrypt.KeyOptions{}); err != nil {
 					t.Fatal(err)
 				}
 				sync()

@@ -413,6 +413,41 @@ func (h *LUKS) KillSlot(ctx context.Context, n int, o KeyOptions) error {
 	})
 }
 
+// KillSlotWith is KillSlot authorised by a passphrase, as cryptsetup's
+// luksKillSlot is when given a key file: passphrase must open an active
+// keyslot other than n (ErrWrongPassphrase when none does). The check and
+// the removal are one locked step; nothing is written before the check
+// has passed.
+func (h *LUKS) KillSlotWith(ctx context.Context, n int, passphrase []byte, o KeyOptions) error {
+	return h.do(ctx, true, func(hd luksutil.Header) error {
+		act := hd.ActiveKeyslots()
+		if !slices.Contains(act, n) {
+			return fmt.Errorf("%w: keyslot %d", ErrSlotInactive, n)
+		}
+		if err := lastKeyslot(hd, n, o.Force); err != nil {
+			return err
+		}
+		opened := false
+		for _, s := range act {
+			if s == n {
+				continue
+			}
+			key, _, err := hd.UnlockContext(ctx, h.dev, passphrase, s)
+			clear(key)
+			if opened = err == nil; opened {
+				break
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if !opened {
+			return fmt.Errorf("%w: the passphrase opens no keyslot other than %d", ErrWrongPassphrase, n)
+		}
+		return hd.RemoveKey(h.dev, n)
+	})
+}
+
 // ErrSlotInactive means a keyslot that is not in use; it matches
 // ErrInvalidOptions.
 var ErrSlotInactive = luksutil.ErrSlotInactive

@@ -80,6 +80,11 @@ type OpenOptions struct {
 	// HeaderDevice and Prepare are ignored, and ReadOnly may only be set.
 	// An error it returns is Open's.
 	Prepare func(typ string, o *OpenOptions) error
+	// SecretOptional is set by Open (and DumpVolume) before Prepare is
+	// called, when the volume opens without any secret: a BitLocker volume
+	// with a clear key (its protection suspended). Prepare then need not
+	// ask for one. Its value on entry is ignored.
+	SecretOptional bool
 	// Reencrypt, for LUKS2, starts a reencryption with these options (or
 	// resumes the one in progress, which must agree with them) and keeps
 	// the reencryption lock; Volume.Reencrypt then runs it while the

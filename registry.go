@@ -7,14 +7,14 @@ import (
 	"io"
 	"os"
 
+	"github.com/blkcrypt/blkcrypt/bitlk"
 	"github.com/blkcrypt/blkcrypt/internal/volspec"
 	"github.com/blkcrypt/blkcrypt/loopaes"
 	"github.com/blkcrypt/blkcrypt/luks1"
 	"github.com/blkcrypt/blkcrypt/tcrypt"
 
 	// The other formats register their openers and dumpers with
-	// internal/volspec.
-	_ "github.com/blkcrypt/blkcrypt/bitlk"
+	// internal/volspec (bitlk too, imported above for its clear key).
 	_ "github.com/blkcrypt/blkcrypt/fvault2"
 )
 
@@ -58,6 +58,9 @@ type volumeFormat struct {
 	// options for it.
 	spec    string
 	options func(o *OpenOptions) any
+	// secretOptional reports whether the volume whose metadata meta holds
+	// opens without any secret (nil: never).
+	secretOptional func(meta io.ReaderAt) bool
 }
 
 // openCall is one Open or DumpVolume on a device: the data device and its
@@ -101,7 +104,7 @@ var formats = []*volumeFormat{
 	{VolumeType: VolumeType{Name: TypePlain, Description: "plain dm-crypt"}, open: openPlainCall},
 	{VolumeType: VolumeType{Name: TypeLoopAES, Description: "loop-AES", Dump: true}, spec: "loopaes", options: loopAESRequest},
 	{VolumeType: VolumeType{Name: TypeTCRYPT, Description: "TrueCrypt/VeraCrypt", ReadOnlyByDefault: true, Dump: true}, spec: "tcrypt", options: tcryptRequest},
-	{VolumeType: VolumeType{Name: TypeBITLK, Description: "BitLocker", Signature: true, ReadOnlyByDefault: true, Dump: true}, spec: "bitlk"},
+	{VolumeType: VolumeType{Name: TypeBITLK, Description: "BitLocker", Signature: true, ReadOnlyByDefault: true, Dump: true}, spec: "bitlk", secretOptional: bitlkClearKey},
 	{VolumeType: VolumeType{Name: TypeFVAULT2, Description: "FileVault 2", Signature: true, ReadOnlyByDefault: true, Dump: true}, spec: "fvault2"},
 	integrityFormat, // registry_integrity.go
 }
@@ -244,6 +247,7 @@ func (c *openCall) resolve(ctx context.Context) (*volumeFormat, error) {
 		return nil, fmt.Errorf("%w: unknown volume type %q", ErrInvalidOptions, typ)
 	}
 	c.resolvedType = typ
+	c.o.SecretOptional = f.secretOptional != nil && f.secretOptional(c.meta())
 	if prep := c.o.Prepare; prep != nil {
 		keep := c.o
 		if err := prep(typ, &c.o); err != nil {
@@ -264,6 +268,13 @@ func (c *openCall) resolve(ctx context.Context) (*volumeFormat, error) {
 		return nil, errPlainSecret
 	}
 	return f, nil
+}
+
+// bitlkClearKey reports whether a BitLocker volume has a clear-key
+// protector (its protection suspended), which opens it without a secret.
+func bitlkClearKey(meta io.ReaderAt) bool {
+	m, err := bitlk.Read(meta)
+	return err == nil && m.HasClearKey()
 }
 
 func hasSecret(o OpenOptions) bool {

@@ -22,6 +22,19 @@ func IntegrityType(name string) (string, error) {
 	return "", fmt.Errorf("%w: integrity %q (aead, poly1305, hmac-sha1, hmac-sha256, hmac-sha512)", ErrUnsupported, name)
 }
 
+// IntegrityKeySize is how many bytes an --integrity adds to the volume
+// key after the cipher's key, as cryptsetup sizes it: an HMAC's key is its
+// digest size (hmac-sha1 20, hmac-sha256 32, hmac-sha512 64, in either
+// spelling); aead and poly1305 add none, and so does a name it does not
+// know (IntegrityType refuses that).
+func IntegrityKeySize(name string) int {
+	t, err := IntegrityType(name)
+	if err != nil {
+		return 0
+	}
+	return map[string]int{"hmac(sha1)": 20, "hmac(sha256)": 32, "hmac(sha512)": 64}[t]
+}
+
 // checkIntegrityCipher checks that cipher with integrity type integ and
 // a keyLen-byte volume key (the cipher's key, then for hmac the MAC key)
 // make an authenticated sector cipher.

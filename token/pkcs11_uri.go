@@ -3,6 +3,7 @@ package token
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -240,19 +241,27 @@ func (u *PKCS11URI) pin() ([]byte, error) {
 	if !strings.HasPrefix(p, "/") {
 		return nil, fmt.Errorf("pin-source %q: only a file (file:/PATH or /PATH) is supported", clip(u.PINSource))
 	}
-	f, err := os.Open(p)
+	pin, err := ReadPINFile(p)
 	if err != nil {
 		return nil, fmt.Errorf("pin-source: %w", err)
 	}
+	return pin, nil
+}
+
+// ReadPINFile reads a PIN from the file at path, as a pkcs11: URI's
+// pin-source and systemd's --tpm2-pin-file are read: the whole file, one
+// trailing newline dropped, at most 1024 bytes. The caller wipes it.
+func ReadPINFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
 	defer f.Close()
 	buf := make([]byte, maxPINLen+2)
-	n := 0
-	for n < len(buf) {
-		m, err := f.Read(buf[n:])
-		n += m
-		if err != nil || m == 0 {
-			break
-		}
+	n, err := io.ReadFull(f, buf)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		wipe(buf)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	pin := buf[:n]
 	if n > 0 && pin[n-1] == '\n' {
@@ -261,7 +270,7 @@ func (u *PKCS11URI) pin() ([]byte, error) {
 	}
 	if len(pin) > maxPINLen {
 		wipe(buf)
-		return nil, fmt.Errorf("pin-source %s: longer than %d bytes", p, maxPINLen)
+		return nil, fmt.Errorf("%s: longer than %d bytes", path, maxPINLen)
 	}
 	return pin, nil
 }

@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -237,6 +238,16 @@ func WriteTree(w io.Writer, root *Node) error {
 	}
 	walk(root, "", "")
 	return tw.Flush()
+}
+
+// WriteJSON prints the tree in `lsblk -J -f`'s shape: {"blockdevices":
+// [root]} with Node's fields, indented by two spaces.
+func WriteJSON(w io.Writer, root *Node) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		BlockDevices []*Node `json:"blockdevices"`
+	}{[]*Node{root}})
 }
 
 // HumanSize is lsblk's SIZE column: binary units, one decimal when

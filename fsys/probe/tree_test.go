@@ -118,3 +118,40 @@ func TestTree(t *testing.T) {
 		t.Errorf("Tree with a cancelled context succeeded")
 	}
 }
+
+// TestWriteJSON: lsblk -J's frame, {"blockdevices": [...]} (util-linux
+// 2.38's lsblk -J prints that shape; it indents by three spaces, we by
+// two), with the tree nested in "children" and empty fields left out.
+func TestWriteJSON(t *testing.T) {
+	start := int64(1 << 20)
+	root := &Node{Name: "disk", Kind: "disk", Size: 8 << 20, PTType: "gpt",
+		Children: []*Node{{Name: "disk1", Kind: "part", Size: 4 << 20, Start: &start, PartN: 1, FSType: "ext4"}}}
+	var b bytes.Buffer
+	if err := WriteJSON(&b, root); err != nil {
+		t.Fatal(err)
+	}
+	want := `{
+  "blockdevices": [
+    {
+      "name": "disk",
+      "kind": "disk",
+      "size": 8388608,
+      "pttype": "gpt",
+      "children": [
+        {
+          "name": "disk1",
+          "kind": "part",
+          "size": 4194304,
+          "start": 1048576,
+          "partn": 1,
+          "fstype": "ext4"
+        }
+      ]
+    }
+  ]
+}
+`
+	if b.String() != want {
+		t.Errorf("WriteJSON:\n%s\nwant:\n%s", b.String(), want)
+	}
+}

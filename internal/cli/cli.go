@@ -18,6 +18,9 @@ import (
 
 	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/internal/keyinput"
+	"github.com/blkcrypt/blkcrypt/lvm"
+	"github.com/blkcrypt/blkcrypt/nbd/nbdclient"
+	"github.com/blkcrypt/blkcrypt/partition"
 )
 
 // Exit codes, as cryptsetup's.
@@ -158,12 +161,33 @@ func oneLine(s string) string {
 // (here a wrong passphrase; a file mode that refuses us names the wrong
 // device, 4, as cryptsetup reports an unreadable device), ENOMEM 3,
 // ENODEV/ENOENT 4, EBUSY 5, anything else 1. TestExitCodeTable checks that
-// every exported error of the root package is here.
+// every exported error of the root package is here. The layers' errors
+// come first: an NBD device that fails (cannot connect, no such export,
+// TLS refused, a broken server; a malformed URI stays a usage error), a
+// partition or LV that is not there, are the wrong device, as a missing
+// file is; an LV of a kind not read is a wrong parameter.
 var errorExitCodes = []struct {
 	name string
 	err  error
 	code int
 }{
+	{"nbdclient.ErrConnect", nbdclient.ErrConnect, ExitDevice},
+	{"nbdclient.ErrConnectionLost", nbdclient.ErrConnectionLost, ExitDevice},
+	{"nbdclient.ErrUnknownExport", nbdclient.ErrUnknownExport, ExitDevice},
+	{"nbdclient.ErrTLS", nbdclient.ErrTLS, ExitDevice},
+	{"nbdclient.ErrProtocol", nbdclient.ErrProtocol, ExitDevice},
+	{"nbdclient.ErrShortReply", nbdclient.ErrShortReply, ExitDevice},
+	{"nbdclient.ErrReadOnly", nbdclient.ErrReadOnly, ExitDevice},
+	{"nbdclient.ErrOutOfRange", nbdclient.ErrOutOfRange, ExitDevice},
+	{"partition.ErrNotFound", partition.ErrNotFound, ExitDevice},
+	{"partition.ErrNoTable", partition.ErrNoTable, ExitDevice},
+	{"partition.ErrAmbiguous", partition.ErrAmbiguous, ExitDevice},
+	{"partition.ErrCorrupt", partition.ErrCorrupt, ExitDevice},
+	{"lvm.ErrNoPV", lvm.ErrNoPV, ExitDevice},
+	{"lvm.ErrNotFound", lvm.ErrNotFound, ExitDevice},
+	{"lvm.ErrNoMetadata", lvm.ErrNoMetadata, ExitDevice},
+	{"lvm.ErrMissingPV", lvm.ErrMissingPV, ExitDevice},
+	{"lvm.ErrUnsupported", lvm.ErrUnsupported, ExitUsage},
 	{"ErrWrongPassphrase", blkcrypt.ErrWrongPassphrase, ExitPermission},
 	{"ErrBusy", blkcrypt.ErrBusy, ExitBusy},
 	{"ErrNotLUKS", blkcrypt.ErrNotLUKS, ExitDevice},
@@ -205,7 +229,7 @@ func exitCode(err error) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	if uriDeviceErr(err) { // an NBD device that failed is the wrong device, as a missing file is
+	if se := (*nbdclient.ServerError)(nil); errors.As(err, &se) { // an NBD server's error reply
 		return ExitDevice
 	}
 	for _, e := range errorExitCodes {

@@ -333,7 +333,7 @@ func FuzzExportOptions(f *testing.F) {
 		if err != nil {
 			t.Fatalf("ParseExport accepted %q, exportOptionsOf refused it: %v", line, err)
 		}
-		f := o.open
+		f := o.openFlags
 		key := f.KeyFile != "" || f.VolumeKeyFile != "" || o.cinderKeyFile != ""
 		if !key && !f.TokenOnly {
 			t.Fatalf("%q: no key and not token-only", line)

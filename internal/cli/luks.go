@@ -13,6 +13,7 @@ import (
 
 	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/internal/keyinput"
+	"github.com/blkcrypt/blkcrypt/luks2"
 	"github.com/blkcrypt/blkcrypt/partition"
 )
 
@@ -64,14 +65,7 @@ func (f luksFlags) path(dev string) (string, error) {
 	if f.Type != "" && f.Type != "luks" && f.Type != "luks1" && f.Type != "luks2" {
 		return "", usageErr("--type %q is not a LUKS type", f.Type)
 	}
-	if !blkcrypt.IsURI(hpath) {
-		f, err := openDevice(hpath, true)
-		if err != nil {
-			return "", err
-		}
-		f.Close()
-	}
-	return hpath, nil
+	return hpath, checkDevice(hpath, true)
 }
 
 // open opens the LUKS handle on the header device (see path), inside
@@ -483,35 +477,26 @@ func runKillSlot(ctx context.Context, env *Env, o *killSlotOptions, args []strin
 		}
 	}
 	// With a key file, cryptsetup first checks that the passphrase opens a
-	// keyslot other than the one to be removed.
+	// keyslot other than the one to be removed (KillSlotWith). Confirmed
+	// above (or batch mode): the last keyslot may go.
+	ko := blkcrypt.KeyOptions{Force: true}
 	if o.KeyFile != "" && slices.Contains(act, slot) {
-		pass, _, err := o.keyFileFlags.read(env, false, "Enter any remaining passphrase: ")
-		if err != nil {
+		var pass []byte
+		if pass, _, err = o.keyFileFlags.read(env, false, "Enter any remaining passphrase: "); err != nil {
 			return err
 		}
-		opened := false
-		for _, s := range act {
-			if s == slot {
-				continue
-			}
-			_, err := h.TestPassphrase(ctx, pass, blkcrypt.KeyOptions{Keyslot: blkcrypt.Slot(s)})
-			if opened = err == nil; opened || ctx.Err() != nil {
-				break
-			}
-		}
+		err = h.KillSlotWith(ctx, slot, pass, ko)
 		clear(pass)
-		if err := ctx.Err(); err != nil {
-			return err
+		if errors.Is(err, blkcrypt.ErrWrongPassphrase) {
+			err = blkcrypt.ErrWrongPassphrase // cryptsetup's words alone
 		}
-		if !opened {
-			return blkcrypt.ErrWrongPassphrase
-		}
+	} else {
+		err = h.KillSlot(ctx, slot, ko)
 	}
-	// Confirmed above (or batch mode): the last keyslot may go.
-	if err := h.KillSlot(ctx, slot, blkcrypt.KeyOptions{Force: true}); err != nil {
-		if errors.Is(err, blkcrypt.ErrInvalidOptions) { // a keyslot out of range or inactive
-			return usageErr("%v", err)
-		}
+	if errors.Is(err, blkcrypt.ErrInvalidOptions) { // a keyslot out of range or inactive
+		return usageErr("%v", err)
+	}
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Stderr, "Key slot %d removed.\n", slot)
@@ -576,12 +561,8 @@ func runHeaderRestore(ctx context.Context, env *Env, o *headerRestoreOptions, ar
 	if o.Header != "" { // the header goes where it lives, as in cryptsetup
 		dev = o.Header
 	}
-	if !blkcrypt.IsURI(dev) {
-		f, err := openDevice(dev, true)
-		if err != nil {
-			return err
-		}
-		f.Close()
+	if err := checkDevice(dev, true); err != nil {
+		return err
 	}
 	// The library refuses a backup that does not fit the device, then a
 	// device that holds a header (ErrWouldDestroy): cryptsetup asks there,
@@ -649,21 +630,17 @@ func runFormat(ctx context.Context, env *Env, opts *formatOptions, args []string
 		return usageErr("unknown --type %q for format", o.Type)
 	}
 	bits := int64(512)
-	if opts.Integrity != "" && opts.KeySize == nil && opts.Cipher != "" && !strings.Contains(opts.Cipher, "xts") {
+	if opts.Integrity != "" && opts.Cipher != "" && !strings.Contains(opts.Cipher, "xts") {
 		bits = 256 // cryptsetup's default: 256 bits, twice that for XTS
 	}
-	if opts.KeySize != nil {
-		bits = *opts.KeySize
+	if o.KeySize, err = keyBits(opts.KeySize, bits, 4096); err != nil {
+		return err
 	}
-	if bits <= 0 || bits%8 != 0 || bits > 4096 {
-		return usageErr("--key-size %d is not a positive multiple of 8", bits)
-	}
-	o.KeySize = int(bits / 8)
 	if opts.Integrity != "" {
 		// As cryptsetup, --key-size is the cipher's key: an HMAC's key
 		// (its digest size) follows it in the volume key.
 		o.Integrity = opts.Integrity
-		o.KeySize += map[string]int{"hmac-sha1": 20, "hmac(sha1)": 20, "hmac-sha256": 32, "hmac(sha256)": 32, "hmac-sha512": 64, "hmac(sha512)": 64}[opts.Integrity]
+		o.KeySize += luks2.IntegrityKeySize(opts.Integrity)
 	}
 	if opts.SectorSize != nil {
 		o.SectorSize = int(*opts.SectorSize)

@@ -142,7 +142,7 @@ func withPassphrase(ctx context.Context, env *Env, opts *reencryptOptions, path 
 		return err
 	}
 	defer clear(pass)
-	progress, finish := opts.reencProgress(env, path)
+	progress, finish := opts.reencProgress(env, path, false)
 	if err = do(pass, progress); err == nil {
 		finish()
 	}
@@ -186,12 +186,8 @@ func checkResilience(res, hash string, resume, reduce bool) error {
 // sizes reads --key-size (bytes returned), --sector-size and
 // --hotzone-size.
 func (f reencSizeFlags) sizes() (keySize, sectorSize int, hotzone uint64, err error) {
-	if f.KeySize != nil {
-		bits := *f.KeySize
-		if bits <= 0 || bits%8 != 0 || bits > 4096 {
-			return 0, 0, 0, usageErr("invalid --key-size %d (bits, a multiple of 8)", bits)
-		}
-		keySize = int(bits / 8)
+	if keySize, err = keyBits(f.KeySize, 0, 4096); err != nil {
+		return 0, 0, 0, err
 	}
 	if f.SectorSize != nil {
 		ss := *f.SectorSize
@@ -212,14 +208,18 @@ func (f reencSizeFlags) sizes() (keySize, sectorSize int, hotzone uint64, err er
 }
 
 // reencProgress is the progress callback of a run: the line starts with
-// the first hotzone, when the data size is known.
-func (opts *reencryptOptions) reencProgress(env *Env, path string) (func(done, total uint64), func()) {
+// the first report, when the data size is known. A LUKS1 run (fromFirst)
+// counts from where its first report says it is, a LUKS2 run from 0.
+func (opts *reencryptOptions) reencProgress(env *Env, path string, fromFirst bool) (func(done, total uint64), func()) {
 	var pr *progress
 	var last uint64
 	return func(done, total uint64) {
 			if pr == nil {
 				pr = opts.progressFlags.start(env, opts.Batch, path, "reencrypted", int64(total))
 				last = 0
+				if fromFirst {
+					last = done
+				}
 			}
 			pr.add(int64(done - last))
 			last = done
@@ -298,7 +298,7 @@ func runEncrypt(ctx context.Context, env *Env, opts *reencryptOptions, path stri
 	}
 	defer clear(pass)
 	var finish func()
-	o.Progress, finish = opts.reencProgress(env, path)
+	o.Progress, finish = opts.reencProgress(env, path, false)
 	err = blkcrypt.Encrypt(ctx, path, pass, o)
 	if err == nil {
 		finish()
@@ -334,10 +334,7 @@ func runDecrypt(ctx context.Context, env *Env, opts *reencryptOptions, path stri
 	if opts.KeySlot != nil {
 		o.Keyslot = blkcrypt.Slot(int(*opts.KeySlot))
 	}
-	if o.Resilience == "datashift" {
-		return usageErr("--resilience datashift is only for --encrypt with --reduce-device-size")
-	}
-	if err := checkResilience(o.Resilience, o.Hash, o.ResumeOnly, false); err != nil {
+	if err := checkResilience(o.Resilience, o.Hash, false, false); err != nil {
 		return err
 	}
 	ks, ss, hz, err := opts.sizes()

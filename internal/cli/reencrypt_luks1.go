@@ -42,12 +42,9 @@ func runReencryptLUKS1(ctx context.Context, env *Env, opts *reencryptOptions, pa
 		return usageErr("LUKS1 has 512-byte sectors only")
 	}
 	o := blkcrypt.LUKSReencryptOptions{Cipher: opts.Cipher, Hash: opts.Hash, KeepKey: opts.KeepKey, ResumeOnly: opts.ResumeOnly}
-	if opts.KeySize != nil {
-		bits := *opts.KeySize
-		if bits <= 0 || bits%8 != 0 || bits > 4096 {
-			return usageErr("invalid --key-size %d (bits, a multiple of 8)", bits)
-		}
-		o.KeySize = int(bits / 8)
+	var err error
+	if o.KeySize, err = keyBits(opts.KeySize, 0, 4096); err != nil {
+		return err
 	}
 	if opts.BlockSize != nil {
 		mb := *opts.BlockSize
@@ -56,7 +53,6 @@ func runReencryptLUKS1(ctx context.Context, env *Env, opts *reencryptOptions, pa
 		}
 		o.BlockSize = int(mb) << 20
 	}
-	var err error
 	if o.PBKDF, err = opts.pbkdfFlags.options(""); err != nil {
 		return err
 	}
@@ -71,10 +67,8 @@ func runReencryptLUKS1(ctx context.Context, env *Env, opts *reencryptOptions, pa
 		o.Keyslot = blkcrypt.Slot(int(slot))
 	}
 
-	if f, err := openDevice(path, false); err != nil {
+	if err := checkDevice(path, false); err != nil { // never a URI: LUKS1 was read from the file
 		return err
-	} else {
-		f.Close()
 	}
 	h, err := blkcrypt.OpenLUKS(ctx, path, blkcrypt.LUKSOptions{Type: "luks1"})
 	if err != nil {
@@ -124,19 +118,11 @@ func runReencryptLUKS1(ctx context.Context, env *Env, opts *reencryptOptions, pa
 		}
 	}
 
-	var pr *progress
-	var last uint64
-	o.Progress = func(done, total uint64) {
-		if pr == nil {
-			pr = opts.progressFlags.start(env, opts.Batch, path, "reencrypted", int64(total))
-			last = done
-		}
-		pr.add(int64(done - last))
-		last = done
-	}
+	var finish func()
+	o.Progress, finish = opts.reencProgress(env, path, true)
 	err = h.Reencrypt(ctx, pass, o)
 	if err == nil {
-		pr.finish()
+		finish()
 	}
 	switch {
 	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):

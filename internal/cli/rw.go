@@ -35,16 +35,32 @@ func openDevice(path string, readOnly bool) (*os.File, error) {
 	return f, nil
 }
 
+// checkDevice refuses, in cryptsetup's words (exit 4), a DEVICE that is
+// missing, a directory or does not open, before a verb opens it through
+// the library. A URI device is checked when it is dialled.
+func checkDevice(path string, readOnly bool) error {
+	if blkcrypt.IsURI(path) {
+		return nil
+	}
+	f, err := openDevice(path, readOnly)
+	if err == nil {
+		f.Close()
+	}
+	return err
+}
+
 // bindRequest is what a format's binding reads: the verb's open flags,
 // the device and the type the library named or detected, and where the
 // key buffers it reads go to be wiped.
 type bindRequest struct {
 	env       *Env
 	f         *openFlags
-	partition *string // --partition: a binding may peek at the volume in it
 	path, typ string
 	mode      bindMode
 	wipe      *[][]byte
+	// secretOptional: the library found the volume opens without a
+	// secret (OpenOptions.SecretOptional).
+	secretOptional bool
 }
 
 // bindMode is what the options are for: opening, or `dump`, which needs a
@@ -98,11 +114,8 @@ var typeDumpers = map[string]func(env *Env, o *typedDumpOptions, path string) er
 	"integrity": dumpType,
 }
 
-// detectType names the format whose signature path carries, or "".
-func detectType(path string) string { return detectTypeContext(context.Background(), path) }
-
-// detectTypeContext is detectType that gives up on a URI device when ctx
-// ends (a signal must not wait on an NBD server that stalls).
+// detectTypeContext names the format whose signature path carries, or
+// ""; it gives up on a URI device when ctx ends (a signal must not wait on an NBD server that stalls).
 func detectTypeContext(ctx context.Context, path string) string {
 	if blkcrypt.IsURI(path) {
 		return detectURI(ctx, path)
@@ -131,35 +144,20 @@ func (f *openFlags) volumeType(ctx context.Context, part *string, path string) s
 	return detectTypeContext(ctx, path)
 }
 
-// openShared opens DEVICE read-only with the shared lock readers take, so
-// that a dump never reads a header another process is changing.
-func openShared(path string) (*blkcrypt.LockedFile, error) {
-	f, err := openDevice(path, true)
-	if err != nil {
-		return nil, err
-	}
-	f.Close()
-	return blkcrypt.OpenFileLocked(path, true)
-}
-
 // openVolume unlocks DEVICE (its partition part when not nil) per the
 // flags and returns the decrypted view: the flags become
 // blkcrypt.OpenOptions, the library does the rest. adjust, when not nil,
 // has the last say on the options (serve --reencrypt adds its
 // reencryption).
 func openVolume(ctx context.Context, env *Env, f *openFlags, part *string, path string, readOnly bool, adjust func(*blkcrypt.OpenOptions)) (*blkcrypt.Volume, error) {
-	if !blkcrypt.IsURI(path) {
-		f, err := openDevice(path, true)
-		if err != nil {
-			return nil, err
-		}
-		f.Close()
+	if err := checkDevice(path, true); err != nil {
+		return nil, err
 	}
 	dp, err := partitionFlag{part}.openPartition(ctx, path, readOnly) // nil without --partition
 	if err != nil {
 		return nil, err
 	}
-	v, err := unlockOn(ctx, env, f, part, path, dp, readOnly, adjust)
+	v, err := unlockOn(ctx, env, f, path, dp, readOnly, adjust)
 	if err != nil && dp != nil {
 		dp.Close()
 	}
@@ -197,7 +195,7 @@ func (f *openFlags) readWriteFlag(env *Env, typ string, readOnly bool, o *blkcry
 // flags and secrets once the library knows the type (tokenPass, when not
 // nil, is the passphrase of a LUKS2 token, used instead of asking).
 // prepared is set to the type Prepare was called for.
-func (f *openFlags) openOptions(env *Env, part *string, path string, readOnly bool, tokenPass []byte, wipe *[][]byte, prepared *string) blkcrypt.OpenOptions {
+func (f *openFlags) openOptions(env *Env, path string, readOnly bool, tokenPass []byte, wipe *[][]byte, prepared *string) blkcrypt.OpenOptions {
 	o := blkcrypt.OpenOptions{Type: f.Type, ReadOnly: readOnly, Header: f.Header, Keyslot: slotPtr(f.KeySlot)}
 	if vt, ok := blkcrypt.LookupVolumeType(f.Type); ok && vt.ReadOnlyByDefault && !readOnly && f.readWrite(f.Type) {
 		o.ReadWrite = true // before the open: a writable volume takes the exclusive lock
@@ -215,7 +213,7 @@ func (f *openFlags) openOptions(env *Env, part *string, path string, readOnly bo
 			q.Passphrase = tokenPass
 			return nil
 		}
-		return bind(&bindRequest{env: env, f: f, partition: part, path: path, typ: t, mode: bindOpen, wipe: wipe}, q)
+		return bind(&bindRequest{env: env, f: f, path: path, typ: t, mode: bindOpen, wipe: wipe, secretOptional: q.SecretOptional}, q)
 	}
 	return o
 }
@@ -224,7 +222,7 @@ func (f *openFlags) openOptions(env *Env, part *string, path string, readOnly bo
 // (the Volume then owns dp and closes it). The library opens the device
 // once, names or detects its type (the one detection policy), and then
 // asks, through Prepare, for that type's options and secrets.
-func unlockOn(ctx context.Context, env *Env, f *openFlags, part *string, path string, dp *diskPartition, readOnly bool, adjust func(*blkcrypt.OpenOptions)) (*blkcrypt.Volume, error) {
+func unlockOn(ctx context.Context, env *Env, f *openFlags, path string, dp *diskPartition, readOnly bool, adjust func(*blkcrypt.OpenOptions)) (*blkcrypt.Volume, error) {
 	typ := f.Type
 	if err := checkType(typ); err != nil {
 		return nil, err
@@ -254,7 +252,7 @@ func unlockOn(ctx context.Context, env *Env, f *openFlags, part *string, path st
 		}
 	}
 	prepared := ""
-	o := f.openOptions(env, part, path, readOnly, tokenPass, &wipe, &prepared)
+	o := f.openOptions(env, path, readOnly, tokenPass, &wipe, &prepared)
 	if adjust != nil {
 		adjust(&o)
 	}
@@ -326,7 +324,7 @@ func secretOptions(r *bindRequest, o *blkcrypt.OpenOptions) error {
 		o.VolumeKey = key
 		return nil
 	}
-	if r.typ == "bitlk" && r.f.KeyFile == "" && bitlkClearKeyIn(r.partition, r.path) {
+	if r.f.KeyFile == "" && r.secretOptional {
 		return nil
 	}
 	prompt := "Enter passphrase: "
@@ -358,16 +356,16 @@ func sectors(name string, v *int64) (uint64, error) {
 }
 
 // keyBits is --key-size in bytes: def bits when absent, else a positive
-// multiple of 8 bits no larger than max.
+// multiple of 8 bits no larger than max. Every verb that takes the flag
+// checks it here.
 func keyBits(v *int64, def, max int64) (int, error) {
-	bits := def
-	if v != nil {
-		bits = *v
+	if v == nil {
+		return int(def / 8), nil
 	}
-	if bits <= 0 || bits%8 != 0 || bits > max {
-		return 0, usageErr("--key-size %d is not a positive multiple of 8 bits", bits)
+	if bits := *v; bits <= 0 || bits%8 != 0 || bits > max {
+		return 0, usageErr("invalid --key-size %d (bits, a positive multiple of 8, at most %d)", bits, max)
 	}
-	return int(bits / 8), nil
+	return int(*v / 8), nil
 }
 
 func plainOptions(r *bindRequest, o *blkcrypt.OpenOptions) error {
@@ -432,12 +430,8 @@ func plainOptions(r *bindRequest, o *blkcrypt.OpenOptions) error {
 // for opening, --dump-volume-key and its --volume-key-file.
 func dumpType(env *Env, d *typedDumpOptions, path string) error {
 	ctx := context.Background()
-	if !blkcrypt.IsURI(path) {
-		f, err := openDevice(path, true) // cryptsetup's wording for a missing device
-		if err != nil {
-			return err
-		}
-		f.Close()
+	if err := checkDevice(path, true); err != nil {
+		return err
 	}
 	typ := d.volumeType(ctx, d.Partition, path)
 	bind, ok := typeBindings[typ]
@@ -451,8 +445,8 @@ func dumpType(env *Env, d *typedDumpOptions, path string) error {
 	if o.VolumeKey {
 		o.VolumeKeyFile, mode = d.VolumeKeyFile, bindDumpKey
 	}
-	if err := bind(&bindRequest{env: env, f: &d.openFlags, partition: d.Partition, path: path, typ: typ, mode: mode, wipe: &wipe}, &o.Open); err != nil {
-		return err
+	o.Open.Prepare = func(t string, q *blkcrypt.OpenOptions) error {
+		return bind(&bindRequest{env: env, f: &d.openFlags, path: path, typ: t, mode: mode, wipe: &wipe, secretOptional: q.SecretOptional}, q)
 	}
 	err := blkcrypt.DumpVolume(ctx, path, env.Stdout, o)
 	if err != nil && errors.Is(err, blkcrypt.ErrNoHeader) && !errors.Is(err, blkcrypt.ErrWrongPassphrase) {

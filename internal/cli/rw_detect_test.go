@@ -58,7 +58,7 @@ func TestDetectionAgrees(t *testing.T) {
 			if typ != c.typ || (c.typ == "") != (derr != nil) {
 				t.Errorf("DetectType = %q, %v; want %q", typ, derr, c.typ)
 			}
-			if cli := detectType(c.path); cli != c.typ {
+			if cli := detectTypeContext(context.Background(), c.path); cli != c.typ {
 				t.Errorf("the command line detects %q, want %q", cli, c.typ)
 			}
 			start := time.Now()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"syscall"
@@ -14,34 +15,35 @@ import (
 	"github.com/blkcrypt/blkcrypt/nbd"
 )
 
-// exportOptions are what one export line sets (nbd.VolumeExportOptions,
-// whose rules the library keeps) as serve DEVICE's typed flags.
+// exportOptions are what one export line sets: serve DEVICE's flags of
+// the same names, and cinder-key-file (see nbd.CinderPassphrase), which
+// serve has no flag for.
 type exportOptions struct {
-	open          openFlags
-	stack         stackFlags
-	readOnly      bool
-	allowDiscards bool
-	cinderKeyFile string // see nbd.CinderPassphrase
+	serveOptions
+	cinderKeyFile string
 }
 
 // exportSyntax is what an export line (--export, a --exports line) may
 // carry: serve DEVICE's unlock flags, as the library names them.
 var exportSyntax = nbd.VolumeExportSyntax
 
-// exportOptionsOf maps an export's options onto serve DEVICE's flags.
+// exportOptionsOf maps an export's options onto serve DEVICE's flags. The
+// library's option names are the flags' names (TestExportOptionsAreFlags),
+// so they fill the options struct as a command line does; the library's
+// typed form (nbd.VolumeExportOptions) checks the rules and adds what a
+// line implies (token-only when it names no key).
 func exportOptionsOf(e nbd.ExportSpec) (exportOptions, error) {
 	v, err := nbd.VolumeExportOptionsOf(e)
 	if err != nil {
 		return exportOptions{}, err
 	}
-	o := exportOptions{stack: stackFlags{LV: v.LV}, readOnly: v.ReadOnly, allowDiscards: v.AllowDiscards, cinderKeyFile: v.CinderKeyFile}
-	o.stack.Partition = v.Partition
-	f := &o.open
-	f.KeyFile, f.KeyfileOffset, f.KeyfileSize, f.VolumeKeyFile, f.KeySlot = v.KeyFile, v.KeyfileOffset, v.KeyfileSize, v.VolumeKeyFile, v.KeySlot
-	f.Type, f.Header = v.Type, v.Header
-	f.TokenOnly, f.TokenID, f.TokenType, f.TPM2Device, f.TPM2PINFile = v.TokenOnly, v.TokenID, v.TokenType, v.TPM2Device, v.TPM2PINFile
-	f.Cipher, f.KeySize, f.Hash, f.SectorSize = v.Cipher, v.KeySize, v.Hash, v.SectorSize
-	f.Offset, f.Skip, f.Size, f.IVLargeSectors = v.Offset, v.Skip, v.Size, v.IVLargeSectors
+	o := exportOptions{cinderKeyFile: v.CinderKeyFile}
+	set := maps.Clone(e.Options)
+	delete(set, "cinder-key-file")
+	if err := fillOptions(&o.serveOptions, &commandLine{set: set}); err != nil {
+		return exportOptions{}, err
+	}
+	o.TokenOnly = v.TokenOnly
 	return o, nil
 }
 
@@ -80,7 +82,7 @@ func openExport(g *serveOptions, env *Env) nbd.OpenExportFunc {
 		if err != nil {
 			return nbd.Export{}, nil, err
 		}
-		readOnly := g.ReadOnly || o.readOnly
+		readOnly := g.ReadOnly || o.ReadOnly
 		// Never stdin: every key comes from a file (exportSyntax), and a
 		// prompt must not steal the terminal from a running gateway.
 		env := &Env{Stdin: bytes.NewReader(nil), Stdout: io.Discard, Stderr: env.Stderr}
@@ -91,13 +93,13 @@ func openExport(g *serveOptions, env *Env) nbd.OpenExportFunc {
 			}
 			defer clear(pass)
 			// As os-brick gives it to cryptsetup: --key-file=- on stdin.
-			o.open.KeyFile, env.Stdin = "-", bytes.NewReader(pass)
+			o.KeyFile, env.Stdin = "-", bytes.NewReader(pass)
 		}
-		t, err := openTarget(ctx, env, &o.open, o.stack, e.Device, readOnly)
+		t, err := openTarget(ctx, env, &o.openFlags, o.stackFlags, e.Device, readOnly)
 		if err != nil {
 			return nbd.Export{}, nil, err
 		}
-		v := nbd.VolumeExportOptions{AllowDiscards: o.allowDiscards}
+		v := nbd.VolumeExportOptions{AllowDiscards: o.AllowDiscards}
 		return v.VolumeExport(describe(t), t, t.ReadOnly(), g.AllowDiscards), t, nil
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/blkcrypt/blkcrypt/internal/testenv"
+	"github.com/blkcrypt/blkcrypt/nbd"
 )
 
 // syncBuffer is a bytes.Buffer safe for the gateway's goroutines.
@@ -417,4 +420,72 @@ func TestGatewayBadInput(t *testing.T) {
 		t.Errorf("a refused export changed its image")
 	}
 	_ = pass
+}
+
+// TestExportOptionsAreFlags: every option an export line may carry
+// (nbd.VolumeExportSyntax), but cinder-key-file, is a flag of serve DEVICE
+// of the same kind, and exportOptionsOf puts a line's value of each into
+// that flag's field, as the command line would; token-only, which a line
+// without a key implies, and cinder-key-file come from the library's
+// nbd.VolumeExportOptions.
+func TestExportOptionsAreFlags(t *testing.T) {
+	serve, _ := lookupCommand("serve")
+	specs := serve.specs()
+	kinds := map[nbd.OptionKind]flagKind{nbd.OptionString: kindString, nbd.OptionInt: kindInt, nbd.OptionFlag: kindBool}
+	line := "a=img"
+	for name, kind := range exportSyntax.Options {
+		if name == "cinder-key-file" {
+			continue
+		}
+		i := slices.IndexFunc(specs, func(s flagSpec) bool { return s.name == name })
+		if i < 0 || specs[i].kind != kinds[kind] {
+			t.Errorf("export option %s (kind %d) is no serve flag of that kind", name, kind)
+		}
+		switch {
+		case name == "token-only": // contradicts key-file
+		case kind == nbd.OptionFlag:
+			line += "," + name
+		case kind == nbd.OptionInt:
+			line += fmt.Sprintf(",%s=%d", name, 3+len(name))
+		default:
+			line += fmt.Sprintf(",%s=%s-value", name, name)
+		}
+	}
+	e, err := nbd.ParseExport(line, exportSyntax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := exportOptionsOf(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := reflect.ValueOf(o.serveOptions)
+	for name, want := range e.Options {
+		i := slices.IndexFunc(specs, func(s flagSpec) bool { return s.name == name })
+		f := v.FieldByIndex(specs[i].index)
+		if f.Kind() == reflect.Pointer && f.IsNil() {
+			t.Errorf("export option %s=%s: serve's field is not set", name, want)
+			continue
+		}
+		if got := fmt.Sprint(reflect.Indirect(f).Interface()); got != want {
+			t.Errorf("export option %s=%s: serve's field holds %s", name, want, got)
+		}
+	}
+	lib, _ := nbd.VolumeExportOptionsOf(e)
+	if o.TokenOnly || lib.TokenOnly || o.TokenID == nil || *o.TokenID != *lib.TokenID || o.Partition == nil || *o.Partition != *lib.Partition {
+		t.Errorf("token-only %v (library %v), token-id, partition differ from the library's", o.TokenOnly, lib.TokenOnly)
+	}
+	// No key: token-only, as the library implies it; a cinder key is the
+	// library's.
+	for _, c := range []struct {
+		line      string
+		tokenOnly bool
+		cinder    string
+	}{{"b=img", true, ""}, {"b=img,cinder-key-file=/k", false, "/k"}} {
+		e, _ := nbd.ParseExport(c.line, exportSyntax)
+		o, err := exportOptionsOf(e)
+		if err != nil || o.TokenOnly != c.tokenOnly || o.cinderKeyFile != c.cinder || o.KeyFile != "" {
+			t.Errorf("%s: token-only %v, cinder %q, %v", c.line, o.TokenOnly, o.cinderKeyFile, err)
+		}
+	}
 }

@@ -39,15 +39,9 @@ func (so *serveOptions) reencryptOptions(dev string) (*blkcrypt.ReencryptOptions
 		return nil, usageErr("--reencrypt needs the passphrase (both volume keys come from keyslots), not --volume-key-file")
 	}
 	o := blkcrypt.ReencryptOptions{Cipher: so.Cipher, Resilience: orEmpty(so.Resilience), Hash: so.Hash, ResumeOnly: so.ResumeOnly}
-	switch o.Resilience {
-	case "", "checksum", "journal", "none":
-	case "datashift":
-		return nil, usageErr("--resilience datashift is for reencrypt --encrypt, not serve --reencrypt")
-	default:
-		return nil, usageErr("unknown --resilience %q (checksum, journal or none)", o.Resilience)
-	}
-	if o.Hash != "" && o.Resilience != "" && o.Resilience != "checksum" {
-		return nil, usageErr("--hash is only for --resilience checksum")
+	// datashift is --encrypt's only: never served.
+	if err := checkResilience(o.Resilience, o.Hash, false, false); err != nil {
+		return nil, err
 	}
 	var err error
 	sizes := reencSizeFlags{KeySize: so.KeySize, SectorSize: so.SectorSize, HotzoneSize: orEmpty(so.HotzoneSize)}

@@ -145,7 +145,7 @@ func TestServeLUKSDecryptsWithCryptsetupKey(t *testing.T) {
 		"--sector-size", "4096", "--key-file", pass, img); err != nil {
 		t.Fatalf("cryptsetup luksFormat: %v %s", err, out)
 	}
-	if typ := detectType(img); typ != "luks2" {
+	if typ := detectTypeContext(context.Background(), img); typ != "luks2" {
 		t.Fatalf("cryptsetup's LUKS2 image detected as %q", typ)
 	}
 	sock, stop := serveInBackground(t, img, "--key-file", pass)

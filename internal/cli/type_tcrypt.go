@@ -2,9 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"bytes"
-	"errors"
-	"strconv"
 	"strings"
 
 	"github.com/blkcrypt/blkcrypt"
@@ -47,7 +44,7 @@ func tcryptOpenOptions(r *bindRequest, o *blkcrypt.OpenOptions) error {
 		}
 		n := *f.VeraCryptPIM
 		if n < 0 || n > 1<<32-1 {
-			return usageErr("invalid PIM value: outside of range")
+			return usageErr("%v", tcrypt.ErrPIMRange)
 		}
 		t.PIM = uint32(n)
 	}
@@ -67,14 +64,9 @@ func tcryptOpenOptions(r *bindRequest, o *blkcrypt.OpenOptions) error {
 			}
 		}
 	}
-	var keyfiles [][]byte
-	for _, f := range files {
-		b, err := tcrypt.ReadKeyfile(f)
-		if err != nil {
-			wipeAll(keyfiles)
-			return usageErr("%v", err)
-		}
-		keyfiles = append(keyfiles, b)
+	keyfiles, err := tcrypt.ReadKeyfiles(files)
+	if err != nil {
+		return usageErr("%v", err)
 	}
 	pass, pim, err := tcryptSecrets(r.env, f, kf == "-")
 	if err != nil {
@@ -123,11 +115,11 @@ func tcryptSecrets(env *Env, f *openFlags, stdinKeyFile bool) ([]byte, uint32, e
 			clear(pass)
 			return nil, 0, usageErr("reading PIM: %v", err)
 		}
-		pim, err := parsePIM(line)
+		pim, err := tcrypt.ParsePIM(line)
 		clear(line)
 		if err != nil {
 			clear(pass)
-			return nil, 0, err
+			return nil, 0, usageErr("%v", err)
 		}
 		return pass, pim, nil
 	}
@@ -142,27 +134,10 @@ func tcryptSecrets(env *Env, f *openFlags, stdinKeyFile bool) ([]byte, uint32, e
 		clear(pass)
 		return nil, 0, usageErr("reading PIM: %v", err)
 	}
-	pim, err := parsePIM(line)
+	pim, err := tcrypt.ParsePIM(line)
 	if err != nil {
 		clear(pass)
-		return nil, 0, err
+		return nil, 0, usageErr("%v", err)
 	}
 	return pass, pim, nil
-}
-
-func parsePIM(b []byte) (uint32, error) {
-	s := string(bytes.TrimSpace(b))
-	if s == "" {
-		return 0, usageErr("invalid PIM value: parse error")
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	switch {
-	case err != nil && errors.Is(err, strconv.ErrRange), err == nil && n > 1<<32-1:
-		return 0, usageErr("invalid PIM value: outside of range")
-	case err != nil:
-		return 0, usageErr("invalid PIM value: parse error")
-	case n == 0:
-		return 0, usageErr("invalid PIM value: 0")
-	}
-	return uint32(n), nil
 }

@@ -2,20 +2,15 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/blkcrypt/blkcrypt"
-	"github.com/blkcrypt/blkcrypt/bitlk"
 	"github.com/blkcrypt/blkcrypt/fsys"
 	"github.com/blkcrypt/blkcrypt/fsys/probe"
-	"github.com/blkcrypt/blkcrypt/lvm"
-	"github.com/blkcrypt/blkcrypt/partition"
 )
 
 // Disk images as they are (issue #26): DEVICE → --partition → the unlock
@@ -98,7 +93,7 @@ func (f partitionFlag) openPartition(ctx context.Context, path string, readOnly 
 	}
 	s, err := blkcrypt.OpenStack(ctx, path, blkcrypt.StackOptions{Partition: *f.Partition, Unlock: blkcrypt.UnlockNever, ReadOnly: readOnly})
 	if err != nil {
-		return nil, stackErr(err)
+		return nil, err
 	}
 	return &diskPartition{s}, nil
 }
@@ -136,12 +131,8 @@ func openTarget(ctx context.Context, env *Env, f *openFlags, st stackFlags, path
 // signature or --type says it is encrypted; needEncrypted refuses a
 // device that is not, except under --lv) and --lv.
 func openStack(ctx context.Context, env *Env, f *openFlags, st stackFlags, path string, readOnly, needEncrypted bool) (*blkcrypt.Stack, error) {
-	if !blkcrypt.IsURI(path) {
-		f, err := openDevice(path, true) // its one-line errors for a missing device
-		if err != nil {
-			return nil, err
-		}
-		f.Close()
+	if err := checkDevice(path, true); err != nil {
+		return nil, err
 	}
 	unlock := blkcrypt.UnlockDetected
 	if needEncrypted && st.LV == "" {
@@ -153,9 +144,9 @@ func openStack(ctx context.Context, env *Env, f *openFlags, st stackFlags, path 
 	var wipe [][]byte
 	defer func() { wipeAll(wipe) }()
 	s, err := blkcrypt.OpenStack(ctx, path, blkcrypt.StackOptions{
-		Partition: orEmpty(st.Partition), Unlock: unlock, Open: f.openOptions(env, st.Partition, path, readOnly, nil, &wipe, nil), LV: st.LV, ReadOnly: readOnly})
+		Partition: orEmpty(st.Partition), Unlock: unlock, Open: f.openOptions(env, path, readOnly, nil, &wipe, nil), LV: st.LV, ReadOnly: readOnly})
 	if err != nil {
-		return nil, stackErr(err)
+		return nil, err
 	}
 	if v := s.Volume(); v != nil && v.Note() != "" {
 		fmt.Fprintf(env.Stderr, "blkcrypt: %s\n", v.Note())
@@ -177,22 +168,6 @@ func orZero(v *int64) int64 {
 		return 0
 	}
 	return *v
-}
-
-// stackErr gives a layer's error its exit code: a partition or LV that is
-// not there names the wrong device (4), an LV of a kind not read is a
-// wrong parameter (1).
-func stackErr(err error) error {
-	for _, e := range []error{partition.ErrNotFound, partition.ErrNoTable, partition.ErrAmbiguous, partition.ErrCorrupt,
-		lvm.ErrNoPV, lvm.ErrNotFound, lvm.ErrNoMetadata, lvm.ErrMissingPV} {
-		if errors.Is(err, e) {
-			return deviceErr(err)
-		}
-	}
-	if errors.Is(err, lvm.ErrUnsupported) {
-		return &exitError{ExitUsage, err}
-	}
-	return err
 }
 
 // ---- files: ls, cat, cp ----
@@ -359,11 +334,7 @@ func runProbe(ctx context.Context, env *Env, po *probeOptions, args []string) er
 		fmt.Fprintf(env.Stderr, "blkcrypt: %s\n", w)
 	}
 	if po.JSON {
-		enc := json.NewEncoder(env.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
-			BlockDevices []*probe.Node `json:"blockdevices"`
-		}{[]*probe.Node{root}})
+		return probe.WriteJSON(env.Stdout, root)
 	}
 	return probe.WriteTree(env.Stdout, root)
 }
@@ -379,30 +350,4 @@ func partitionType(ctx context.Context, sel *string, path string) string {
 	}
 	defer part.Close()
 	return blkcrypt.Detect(part)
-}
-
-// bitlkClearKeyIn is bitlkClearKey for the volume the flags name: DEVICE,
-// or its partition sel.
-func bitlkClearKeyIn(sel *string, path string) bool {
-	if sel == nil {
-		return bitlkClearKey(path)
-	}
-	// Not through openPartition: the verb holds the disk's lock already
-	// (exclusive for a write), and this only peeks.
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	size, err := blkcrypt.DeviceSize(f)
-	if err != nil {
-		return false
-	}
-	part, err := blkcrypt.OpenPartition(f, size, *sel)
-	if err != nil {
-		return false
-	}
-	defer part.Close()
-	m, err := bitlk.Read(part)
-	return err == nil && m.HasClearKey()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/blkcrypt/blkcrypt"
@@ -38,13 +37,9 @@ func (t tokenFlags) pin() ([]byte, error) {
 	if file == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(file)
+	b, err := token.ReadPINFile(file)
 	if err != nil {
 		return nil, usageErr("cannot read %s: %w", flag, err)
-	}
-	if n := len(b); n > 0 && b[n-1] == '\n' {
-		clear(b[n-1:])
-		b = b[:n-1]
 	}
 	return b, nil
 }
