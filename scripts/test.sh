@@ -163,7 +163,7 @@ section "examples (an outside module over the public API only)"
 section "generated S-box circuits (the searches of internal/serpent/_asm)"
 BLKCRYPT_SLOW_GENERATORS=1 go test -count=1 -run '^TestGeneratedCircuits$' ./internal/serpent/
 section "go test -tags purego (generic fallbacks)"
-go test -count=1 -tags purego ./internal/aes/... ./internal/serpent/... ./internal/adiantum/... ./capi/... ./sector/...
+go test -count=1 -tags purego ./internal/aes/... ./internal/serpent/... ./internal/adiantum/... ./capi/... ./sector/... ./internal/gcm/... ./internal/aead/...
 section "arm64 under qemu-user (internal/aes ce kernels, and the purego fallback)"
 # No arm64 machine: the ce kernels run under qemu-aarch64-static through
 # the same conformance suite, testmgr vectors and fuzz seeds as the amd64
