@@ -43,12 +43,16 @@ type VolumeExportOptions struct {
 	// file). TokenID (token-id=, 0..31) and TokenType (token-type=) choose
 	// the token; TPM2Device (tpm2-device=, a TCTI such as
 	// swtpm:host=H,port=P) and TPM2PINFile (tpm2-pin-file=) are those of a
-	// systemd-tpm2 token.
-	TokenOnly   bool
-	TokenID     *int64
-	TokenType   string
-	TPM2Device  string
-	TPM2PINFile string
+	// systemd-tpm2 token; FIDO2Device (fido2-device=, a /dev/hidrawN path
+	// or auto) and FIDO2PINFile (fido2-pin-file=) those of a systemd-fido2
+	// token.
+	TokenOnly    bool
+	TokenID      *int64
+	TokenType    string
+	TPM2Device   string
+	TPM2PINFile  string
+	FIDO2Device  string
+	FIDO2PINFile string
 	// Type is the volume type (type=; "" detects it, and an undetected
 	// volume is a LUKS one for the token rules); Header a detached header
 	// (header=).
@@ -112,6 +116,8 @@ var volumeExportOptions = map[string]volumeExportOption{
 	"token-type":       strVolOpt(func(o *VolumeExportOptions) *string { return &o.TokenType }),
 	"tpm2-device":      strVolOpt(func(o *VolumeExportOptions) *string { return &o.TPM2Device }),
 	"tpm2-pin-file":    strVolOpt(func(o *VolumeExportOptions) *string { return &o.TPM2PINFile }),
+	"fido2-device":     strVolOpt(func(o *VolumeExportOptions) *string { return &o.FIDO2Device }),
+	"fido2-pin-file":   strVolOpt(func(o *VolumeExportOptions) *string { return &o.FIDO2PINFile }),
 	"cipher":           strVolOpt(func(o *VolumeExportOptions) *string { return &o.Cipher }),
 	"key-size":         intVolOpt(func(o *VolumeExportOptions) **int64 { return &o.KeySize }),
 	"hash":             strVolOpt(func(o *VolumeExportOptions) *string { return &o.Hash }),
@@ -163,7 +169,7 @@ func VolumeExportOptionsOf(e ExportSpec) (VolumeExportOptions, error) {
 		}
 		opt.set(&o, v)
 	}
-	if o.KeyFile == "-" || o.VolumeKeyFile == "-" || o.TPM2PINFile == "-" || o.CinderKeyFile == "-" {
+	if o.KeyFile == "-" || o.VolumeKeyFile == "-" || o.TPM2PINFile == "-" || o.FIDO2PINFile == "-" || o.CinderKeyFile == "-" {
 		return o, fmt.Errorf("export %s: a key cannot come from stdin; name a file", e.Name)
 	}
 	keyGiven := o.KeyFile != "" || o.VolumeKeyFile != "" || o.CinderKeyFile != ""

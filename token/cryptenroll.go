@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,8 +15,8 @@ import (
 )
 
 // Enrollment is one systemd-cryptenroll run for Enroll: at most one of a
-// TPM2 token, a PKCS#11 token and a recovery key, each in a new keyslot,
-// then the keyslots Wipe names removed.
+// TPM2 token, a PKCS#11 token, a FIDO2 token and a recovery key, each in
+// a new keyslot, then the keyslots Wipe names removed.
 type Enrollment struct {
 	// EnrollOptions authorise the run (Existing, tested before anything
 	// else) and choose the new keyslot's KDF.
@@ -39,6 +40,20 @@ type Enrollment struct {
 	// its certificate; nil is the URI's pin-value or pin-source, else the
 	// PIN AskPIN gives (PromptPKCS11PIN).
 	PKCS11PIN []byte
+	// FIDO2Device, when set, enrolls a systemd-fido2 token (EnrollFIDO2)
+	// with this security key: a /dev/hidrawN path, or "auto" for the only
+	// one present. As systemd-cryptenroll's defaults, the token needs the
+	// key's PIN and a touch; FIDO2NoClientPIN and FIDO2NoUserPresence are
+	// its --fido2-with-client-pin=no and --fido2-with-user-presence=no.
+	// The PIN is FIDO2PIN, or when that is nil the one AskPIN gives
+	// (PromptFIDO2PIN, asked once: it is the key's own PIN, not a new one).
+	// FIDO2Transport, when set, is the security key instead (64-byte
+	// CTAPHID reports, as Options.FIDO2Transport).
+	FIDO2Device         string
+	FIDO2Transport      io.ReadWriter
+	FIDO2PIN            []byte
+	FIDO2NoClientPIN    bool
+	FIDO2NoUserPresence bool
 	// RecoveryKey enrolls a systemd recovery key (EnrollRecovery).
 	RecoveryKey bool
 	// Wipe names the keyslots removed after enrolling, in
@@ -62,7 +77,7 @@ const (
 // Enrolled is what Enroll did.
 type Enrolled struct {
 	// Type is the type of the token enrolled (TypeTPM2, TypePKCS11,
-	// TypeRecovery), "" when Enroll only wiped keyslots.
+	// TypeFIDO2, TypeRecovery), "" when Enroll only wiped keyslots.
 	Type string
 	// Keyslot and TokenID are the new keyslot and token, -1 without one.
 	Keyslot, TokenID int
@@ -83,23 +98,23 @@ var wipeClasses = map[string]string{
 }
 
 // Check reports, before any device is touched, whether e asks for one
-// thing that can be done: at most one of TPM2Device, PKCS11URI and
-// RecoveryKey, or a Wipe; a PKCS#11 URI that parses; PCRs in 0..23;
+// thing that can be done: at most one of TPM2Device, PKCS11URI,
+// FIDO2Device and RecoveryKey, or a Wipe; a PKCS#11 URI that parses; PCRs in 0..23;
 // --wipe-slot words that exist. Its errors wrap
 // blkcrypt.ErrInvalidOptions.
 func (e *Enrollment) Check() error {
 	tpm, pkcs11 := e.TPM2Device != "", e.PKCS11URI != ""
 	n := 0
-	for _, b := range []bool{tpm, pkcs11, e.RecoveryKey} {
+	for _, b := range []bool{tpm, pkcs11, e.FIDO2Device != "" || e.FIDO2Transport != nil, e.RecoveryKey} {
 		if b {
 			n++
 		}
 	}
 	if n > 1 {
-		return fmt.Errorf("%w: only one of a TPM2 token, a PKCS#11 token and a recovery key can be enrolled at once", blkcrypt.ErrInvalidOptions)
+		return fmt.Errorf("%w: only one of a TPM2 token, a PKCS#11 token, a FIDO2 token and a recovery key can be enrolled at once", blkcrypt.ErrInvalidOptions)
 	}
 	if n == 0 && len(e.Wipe) == 0 {
-		return fmt.Errorf("%w: nothing to do: no TPM2 token, PKCS#11 token, recovery key or keyslot to wipe", blkcrypt.ErrInvalidOptions)
+		return fmt.Errorf("%w: nothing to do: no TPM2 token, PKCS#11 token, FIDO2 token, recovery key or keyslot to wipe", blkcrypt.ErrInvalidOptions)
 	}
 	if pkcs11 && e.PKCS11URI != "auto" {
 		if _, err := ParsePKCS11URI(e.PKCS11URI); err != nil {
@@ -156,6 +171,9 @@ func Enroll(ctx context.Context, h *blkcrypt.LUKS, e Enrollment) (Enrolled, erro
 	case e.PKCS11URI != "":
 		r.Keyslot, r.TokenID, err = e.enrollPKCS11(ctx, h)
 		r.Type = TypePKCS11
+	case e.FIDO2Device != "" || e.FIDO2Transport != nil:
+		r.Keyslot, r.TokenID, err = e.enrollFIDO2(ctx, h)
+		r.Type = TypeFIDO2
 	case e.RecoveryKey:
 		r.RecoveryKey, r.Keyslot, r.TokenID, err = EnrollRecovery(ctx, h, e.EnrollOptions)
 		r.Type = TypeRecovery
@@ -171,6 +189,46 @@ func Enroll(ctx context.Context, h *blkcrypt.LUKS, e Enrollment) (Enrolled, erro
 		r.Wiped, err = WipeKeyslots(ctx, h, e.Wipe, keep)
 	}
 	return r, err
+}
+
+// enrollFIDO2 enrolls the FIDO2 key e names. The token requires the
+// key's PIN unless FIDO2NoClientPIN; then a PIN is still asked for when
+// the key wants one to make the credential, as systemd-cryptenroll does.
+func (e *Enrollment) enrollFIDO2(ctx context.Context, h *blkcrypt.LUKS) (slot, tokenID int, err error) {
+	fo := FIDO2EnrollOptions{EnrollOptions: e.EnrollOptions, Device: e.FIDO2Device, Transport: e.FIDO2Transport,
+		PIN: e.FIDO2PIN, NoClientPIN: e.FIDO2NoClientPIN, UP: !e.FIDO2NoUserPresence}
+	ask := func() error {
+		if e.AskPIN == nil {
+			return fmt.Errorf("%w: the FIDO2 security key's PIN", ErrNeedPIN)
+		}
+		pin, err := e.AskPIN(PromptFIDO2PIN)
+		if err != nil {
+			return err
+		}
+		if len(pin) == 0 {
+			return fmt.Errorf("%w: an empty FIDO2 PIN", blkcrypt.ErrInvalidOptions)
+		}
+		fo.PIN = pin
+		return nil
+	}
+	defer func() {
+		if e.FIDO2PIN == nil {
+			wipe(fo.PIN)
+		}
+	}()
+	if fo.PIN == nil && !fo.NoClientPIN {
+		if err := ask(); err != nil {
+			return -1, -1, err
+		}
+	}
+	slot, tokenID, err = EnrollFIDO2(ctx, h, fo)
+	if errors.Is(err, ErrNeedPIN) && fo.PIN == nil {
+		if err := ask(); err != nil {
+			return -1, -1, err
+		}
+		slot, tokenID, err = EnrollFIDO2(ctx, h, fo)
+	}
+	return slot, tokenID, err
 }
 
 // enrollPKCS11 enrolls the security token e.PKCS11URI names ("auto": the
@@ -337,7 +395,8 @@ func typeAndKeyslots(js []byte) (string, []int) {
 // UnlockWithPIN is Unlock asking for a PIN only when one is needed, as
 // systemd-cryptsetup does: when o.PIN is nil and Unlock fails because a
 // token needs a PIN (ErrNeedPIN), ask is called with PromptPKCS11PIN
-// when a systemd-pkcs11 token needs it, else PromptTPM2PIN, and Unlock
+// when a systemd-pkcs11 token needs it, PromptFIDO2PIN for a
+// systemd-fido2 one, else PromptTPM2PIN, and Unlock
 // tries again with the answer, which is then wiped. A nil ask is Unlock
 // alone.
 func UnlockWithPIN(ctx context.Context, h *blkcrypt.LUKS, o Options, ask func(prompt string) ([]byte, error)) (passphrase []byte, tokenID int, err error) {
@@ -346,8 +405,11 @@ func UnlockWithPIN(ctx context.Context, h *blkcrypt.LUKS, o Options, ask func(pr
 		return pass, id, err
 	}
 	prompt := PromptTPM2PIN
-	if strings.Contains(err.Error(), TypePKCS11) {
+	switch msg := err.Error(); {
+	case strings.Contains(msg, TypePKCS11):
 		prompt = PromptPKCS11PIN
+	case strings.Contains(msg, TypeFIDO2):
+		prompt = PromptFIDO2PIN
 	}
 	if o.PIN, err = ask(prompt); err != nil {
 		return nil, -1, err

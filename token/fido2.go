@@ -157,8 +157,11 @@ type FIDO2EnrollOptions struct {
 	Device    string
 	Transport io.ReadWriter
 	// PIN, when set, is the key's PIN, and the token requires it
-	// (systemd-cryptenroll's --fido2-with-client-pin, its default).
-	PIN []byte
+	// (systemd-cryptenroll's --fido2-with-client-pin, its default) unless
+	// NoClientPIN: then the PIN only makes the credential (a key with a
+	// PIN set wants it for that) and unlocking needs none.
+	PIN         []byte
+	NoClientPIN bool
 	// UP makes the token require a touch (--fido2-with-user-presence,
 	// systemd's default).
 	UP bool
@@ -208,7 +211,7 @@ func EnrollFIDO2(ctx context.Context, h *blkcrypt.LUKS, o FIDO2EnrollOptions) (s
 	if _, err := rand.Read(salt); err != nil {
 		return -1, -1, err
 	}
-	t := &FIDO2Token{Credential: cred, Salt: salt, RP: FIDO2RP, ClientPIN: o.PIN != nil, UP: o.UP}
+	t := &FIDO2Token{Credential: cred, Salt: salt, RP: FIDO2RP, ClientPIN: o.PIN != nil && !o.NoClientPIN, UP: o.UP}
 	pass, err := FIDO2Secret(ctx, rw, t, o.PIN)
 	if err != nil {
 		return -1, -1, err

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blkcrypt/blkcrypt"
 	"github.com/blkcrypt/blkcrypt/internal/cbor"
 	"github.com/blkcrypt/blkcrypt/internal/fido2test"
 )
@@ -343,5 +344,77 @@ func TestFIDO2Transport(t *testing.T) {
 	}
 	if _, err := c.transact(context.Background(), hidPing, make([]byte, hidMaxMessage+1), nil); err == nil {
 		t.Fatal("message beyond CTAPHID's maximum sent")
+	}
+}
+
+// TestEnrollFIDO2Defaults: Enroll with a FIDO2 security key keeps
+// systemd-cryptenroll's defaults (the key's PIN and a touch required),
+// asks for the PIN once with systemd's prompt when none is given, and
+// without a way to ask is ErrNeedPIN with nothing written;
+// FIDO2NoClientPIN and FIDO2NoUserPresence turn each off. cryptsetup
+// accepts the secret the key itself computes for the new keyslot, and
+// UnlockWithPIN asks for the PIN with the same prompt.
+func TestEnrollFIDO2Defaults(t *testing.T) {
+	const pin = "2468"
+	f := newImage(t)
+	h := f.open(t)
+	ctx := ctxT(t)
+	key := fido2test.New([]byte("enroll defaults"), pin)
+
+	if _, err := Enroll(ctx, h, Enrollment{EnrollOptions: EnrollOptions{Existing: f.pass}, FIDO2Transport: &fido2test.Pipe{A: key}}); !errors.Is(err, ErrNeedPIN) {
+		t.Fatalf("Enroll with a PIN needed and no AskPIN: %v, want ErrNeedPIN", err)
+	}
+	if toks, err := h.Tokens(ctx); err != nil || len(toks) != 0 {
+		t.Fatalf("a refused Enroll left tokens %v (%v)", toks, err)
+	}
+	var prompts []string
+	ask := func(p string) ([]byte, error) { prompts = append(prompts, p); return []byte(pin), nil }
+	r, err := Enroll(ctx, h, Enrollment{EnrollOptions: EnrollOptions{Existing: f.pass}, FIDO2Transport: &fido2test.Pipe{A: key}, AskPIN: ask})
+	if err != nil || r.Type != TypeFIDO2 || r.Keyslot < 0 {
+		t.Fatalf("Enroll: %+v, %v", r, err)
+	}
+	if !slices.Equal(prompts, []string{PromptFIDO2PIN}) {
+		t.Errorf("asked %q, want systemd's PIN prompt once", prompts)
+	}
+	js, err := h.ExportToken(ctx, r.TokenID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := ParseFIDO2Token(js)
+	if err != nil || !tok.ClientPIN || !tok.UP || tok.UV {
+		t.Fatalf("token %s (%v): want the PIN and a touch required, as systemd's defaults", js, err)
+	}
+	if !f.cryptsetupAccepts(t, []byte(base64.StdEncoding.EncodeToString(key.HMACSecret(tok.Credential, tok.Salt, true)))) {
+		t.Fatal("cryptsetup refuses the key's hmac-secret for the new keyslot")
+	}
+	prompts = nil
+	pass, id, err := UnlockWithPIN(ctx, h, Options{FIDO2Transport: &fido2test.Pipe{A: key}}, ask)
+	wipe(pass)
+	if err != nil || id != r.TokenID || !slices.Equal(prompts, []string{PromptFIDO2PIN}) {
+		t.Errorf("UnlockWithPIN: token %d, %v, asked %q", id, err, prompts)
+	}
+
+	// The key has a PIN, which it wants to make a credential: asked for
+	// once, though the token will not need it.
+	prompts = nil
+	r, err = Enroll(ctx, h, Enrollment{EnrollOptions: EnrollOptions{Existing: f.pass}, FIDO2Transport: &fido2test.Pipe{A: key},
+		FIDO2NoClientPIN: true, FIDO2NoUserPresence: true, AskPIN: ask})
+	if err != nil || !slices.Equal(prompts, []string{PromptFIDO2PIN}) {
+		t.Fatalf("Enroll with no PIN and no touch: %+v, %v, asked %q", r, err, prompts)
+	}
+	js, _ = h.ExportToken(ctx, r.TokenID)
+	if tok, err := ParseFIDO2Token(js); err != nil || tok.ClientPIN || tok.UP {
+		t.Fatalf("token %s (%v): want neither PIN nor touch required", js, err)
+	} else if !f.cryptsetupAccepts(t, []byte(base64.StdEncoding.EncodeToString(key.HMACSecret(tok.Credential, tok.Salt, false)))) {
+		t.Fatal("cryptsetup refuses the key's hmac-secret (no PIN) for the second keyslot")
+	}
+	prompts = nil
+	if pass, id, err := UnlockWithPIN(ctx, h, Options{FIDO2Transport: &fido2test.Pipe{A: key}, TokenID: &r.TokenID}, ask); err != nil || id != r.TokenID || len(prompts) != 0 {
+		t.Errorf("UnlockWithPIN of the PIN-less token: token %d, %v, asked %q", id, err, prompts)
+	} else {
+		wipe(pass)
+	}
+	if err := (&Enrollment{FIDO2Device: "auto", RecoveryKey: true}).Check(); !errors.Is(err, blkcrypt.ErrInvalidOptions) {
+		t.Errorf("Check of a FIDO2 token and a recovery key at once: %v", err)
 	}
 }

@@ -94,7 +94,7 @@ func verbTable() []command {
 		typed("config", nil, "DEVICE — set LUKS2 --label/--subsystem, or --priority of --key-slot", runConfig),
 		typed("erase", []string{"luksErase"}, "DEVICE — wipe every keyslot (the data becomes unreadable)", runErase),
 		typed("token", nil, "add|remove|import|export DEVICE — LUKS2 tokens (--token-id, --json-file, --key-slot)", runToken),
-		typed("enroll", nil, "DEVICE — enroll a TPM2 token or a recovery key as systemd-cryptenroll does (--tpm2-device, --tpm2-pcrs, --tpm2-with-pin, --recovery-key, --wipe-slot)", runEnroll),
+		typed("enroll", nil, "DEVICE — enroll a TPM2, PKCS#11 or FIDO2 token or a recovery key as systemd-cryptenroll does (--tpm2-device, --tpm2-pcrs, --tpm2-with-pin, --pkcs11-token-uri, --fido2-device, --recovery-key, --wipe-slot)", runEnroll),
 		typed("bind", nil, "DEVICE PIN CONFIG — bind to a clevis pin (tang, tpm2, sss) as clevis luks bind does (-y, -k KEYFILE)", runBind),
 		typed("unbind", nil, "-s SLOT DEVICE — remove a clevis binding as clevis luks unbind does", runUnbind),
 		typed("list", nil, "DEVICE — list the clevis bindings as clevis luks list does", runList),

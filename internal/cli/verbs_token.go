@@ -17,9 +17,13 @@ import (
 type tokenFlags struct {
 	TokenOnly   bool   `flag:"token-only" help:"unlock with a LUKS2 token only, never ask for a passphrase"`
 	TokenID     *int64 `flag:"token-id" help:"unlock with this token only (0-31), as cryptsetup open --token-id" def:"every token"`
-	TokenType   string `flag:"token-type" help:"try only tokens of this type (systemd-tpm2, systemd-pkcs11, clevis)" def:"every type"`
+	TokenType   string `flag:"token-type" help:"try only tokens of this type (systemd-tpm2, systemd-pkcs11, systemd-fido2, clevis)" def:"every type"`
 	TPM2Device  string `flag:"tpm2-device" help:"TPM2 in systemd's spelling (device:/dev/tpmrm0, swtpm:host=H,port=P, swtpm:path=S)" def:"/dev/tpmrm0"`
 	TPM2PINFile string `flag:"tpm2-pin-file" help:"read the TPM2 PIN from this file (one trailing newline dropped)" def:"asked on a terminal"`
+	// systemd-fido2 tokens are tried only when a key is named (or the
+	// type asked for), as crypttab's fido2-device=.
+	FIDO2Device  string `flag:"fido2-device" help:"FIDO2 security key for systemd-fido2 tokens: a /dev/hidrawN path, or auto for each key present" def:"none unless --token-type systemd-fido2"`
+	FIDO2PINFile string `flag:"fido2-pin-file" help:"read the FIDO2 security key's PIN from this file (one trailing newline dropped)" def:"asked on a terminal"`
 	// The token's pkcs11: URI may carry pin-value or pin-source too.
 	PKCS11PINFile string `flag:"pkcs11-pin-file" help:"read the PKCS#11 security token's PIN from this file (one trailing newline dropped)" def:"the URI's pin-source or pin-value, else asked on a terminal"`
 }
@@ -27,12 +31,15 @@ type tokenFlags struct {
 // asked reports whether the command line names a token to use.
 func (t tokenFlags) asked() bool { return t.TokenOnly || t.TokenID != nil || t.TokenType != "" }
 
-// pin reads --tpm2-pin-file, else --pkcs11-pin-file, or nil without
-// either.
+// pin reads --tpm2-pin-file, else --pkcs11-pin-file, else
+// --fido2-pin-file, or nil without any.
 func (t tokenFlags) pin() ([]byte, error) {
 	file, flag := t.TPM2PINFile, "--tpm2-pin-file"
 	if file == "" {
 		file, flag = t.PKCS11PINFile, "--pkcs11-pin-file"
+	}
+	if file == "" {
+		file, flag = t.FIDO2PINFile, "--fido2-pin-file"
 	}
 	if file == "" {
 		return nil, nil
@@ -46,7 +53,7 @@ func (t tokenFlags) pin() ([]byte, error) {
 
 // unlockOptions are token.Unlock's options for the flags.
 func (t tokenFlags) unlockOptions() (token.Options, error) {
-	o := token.Options{TPM2Device: t.TPM2Device, TokenType: t.TokenType}
+	o := token.Options{TPM2Device: t.TPM2Device, TokenType: t.TokenType, FIDO2Device: t.FIDO2Device}
 	if t.TokenID != nil {
 		if *t.TokenID < 0 || *t.TokenID > 31 {
 			return o, usageErr("--token-id %d is not in 0..31", *t.TokenID)
@@ -128,11 +135,16 @@ type enrollOptions struct {
 	// the terminal is better (systemd accepts it, and so do we).
 	PKCS11TokenURI string `flag:"pkcs11-token-uri" help:"enroll a PKCS#11 security token by its pkcs11: URI (its X.509 certificate's RSA key; a pin-value in the URI shows in the process list: prefer --pkcs11-pin-file); auto is the only token present, list prints the tokens"`
 	PKCS11PINFile  string `flag:"pkcs11-pin-file" help:"read the security token's PIN from this file" def:"the URI's pin-source or pin-value, else asked on a terminal"`
+	FIDO2Device    string `flag:"fido2-device" help:"enroll a FIDO2 security key (hmac-secret): a /dev/hidrawN path, or auto for the only one present"`
+	FIDO2ClientPIN string `flag:"fido2-with-client-pin" help:"the FIDO2 token needs the key's PIN to unlock (yes or no)" def:"yes"`
+	FIDO2UP        string `flag:"fido2-with-user-presence" help:"the FIDO2 token needs a touch of the key to unlock (yes or no)" def:"yes"`
+	FIDO2PINFile   string `flag:"fido2-pin-file" help:"read the FIDO2 security key's PIN from this file" def:"asked on a terminal when the key wants it"`
 	WipeSlot       string `flag:"wipe-slot" help:"after enrolling, remove these keyslots: numbers, all, empty, password, recovery, tpm2, clevis (comma-separated)"`
 }
 
 // runEnroll is systemd-cryptenroll DEVICE (token.Enroll): a TPM2 token, a
-// PKCS#11 token or a recovery key in a new keyslot, then --wipe-slot.
+// PKCS#11 token, a FIDO2 token or a recovery key in a new keyslot, then
+// --wipe-slot.
 // --pkcs11-token-uri list needs no DEVICE.
 func runEnroll(ctx context.Context, env *Env, o *enrollOptions, args []string) error {
 	if o.PKCS11TokenURI == "list" {
@@ -148,6 +160,19 @@ func runEnroll(ctx context.Context, env *Env, o *enrollOptions, args []string) e
 	e := token.Enrollment{TPM2Device: o.TPM2Device, TPM2WithPIN: o.TPM2WithPIN, PKCS11URI: o.PKCS11TokenURI, RecoveryKey: o.RecoveryKey}
 	if o.WipeSlot != "" {
 		e.Wipe = strings.Split(o.WipeSlot, ",")
+	}
+	if o.FIDO2Device != "" {
+		e.FIDO2Device = o.FIDO2Device
+		for _, b := range []struct {
+			flag, val string
+			off       *bool
+		}{{"--fido2-with-client-pin", o.FIDO2ClientPIN, &e.FIDO2NoClientPIN}, {"--fido2-with-user-presence", o.FIDO2UP, &e.FIDO2NoUserPresence}} {
+			on, err := parseYesNo(b.val, true)
+			if err != nil {
+				return usageErr("%s: %w", b.flag, err)
+			}
+			*b.off = !on
+		}
 	}
 	if o.TPM2PCRs != nil && o.TPM2Device != "" {
 		pcrs, err := token.ParsePCRs(*o.TPM2PCRs)
@@ -178,6 +203,15 @@ func runEnroll(ctx context.Context, env *Env, o *enrollOptions, args []string) e
 			return usageErr("--tpm2-pin-file %s is empty", o.TPM2PINFile)
 		}
 	}
+	if e.FIDO2Device != "" && o.FIDO2PINFile != "" {
+		if e.FIDO2PIN, err = (tokenFlags{FIDO2PINFile: o.FIDO2PINFile}).pin(); err != nil {
+			return err
+		}
+		defer clear(e.FIDO2PIN)
+		if len(e.FIDO2PIN) == 0 {
+			return usageErr("--fido2-pin-file %s is empty", o.FIDO2PINFile)
+		}
+	}
 	if o.PKCS11TokenURI != "" && o.PKCS11PINFile != "" {
 		if e.PKCS11PIN, err = (tokenFlags{PKCS11PINFile: o.PKCS11PINFile}).pin(); err != nil {
 			return err
@@ -190,6 +224,9 @@ func runEnroll(ctx context.Context, env *Env, o *enrollOptions, args []string) e
 		if e.TPM2Device != "" {
 			return usageErr("--tpm2-with-pin needs a terminal or --tpm2-pin-file")
 		}
+		if e.FIDO2Device != "" {
+			return usageErr("%v: give --fido2-pin-file or run on a terminal", err)
+		}
 		return usageErr("%v: give --pkcs11-pin-file or run on a terminal", err)
 	}
 	if r.Keyslot >= 0 {
@@ -197,13 +234,27 @@ func runEnroll(ctx context.Context, env *Env, o *enrollOptions, args []string) e
 			fmt.Fprintf(env.Stdout, "%s\n", r.RecoveryKey)
 			clear(r.RecoveryKey)
 		}
-		name := map[string]string{token.TypeTPM2: "TPM2 token", token.TypePKCS11: "PKCS#11 token", token.TypeRecovery: "recovery key"}[r.Type]
+		name := map[string]string{token.TypeTPM2: "TPM2 token", token.TypePKCS11: "PKCS#11 token", token.TypeFIDO2: "FIDO2 token", token.TypeRecovery: "recovery key"}[r.Type]
 		fmt.Fprintf(env.Stderr, "New %s enrolled as key slot %d.\n", name, r.Keyslot)
 	}
 	for _, s := range r.Wiped {
 		fmt.Fprintf(env.Stderr, "Wiped slot %d.\n", s)
 	}
 	return err
+}
+
+// parseYesNo reads a systemd boolean option's value (yes/no, true/false,
+// on/off, 1/0); "" is def.
+func parseYesNo(s string, def bool) (bool, error) {
+	switch strings.ToLower(s) {
+	case "":
+		return def, nil
+	case "yes", "y", "true", "t", "on", "1":
+		return true, nil
+	case "no", "n", "false", "f", "off", "0":
+		return false, nil
+	}
+	return false, fmt.Errorf("%q is not yes or no", s)
 }
 
 // existingPassphrase reads a key file (- is stdin), or asks on the

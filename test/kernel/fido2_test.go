@@ -58,6 +58,17 @@ kt_blk() {
 	[ $rc = 0 ] && cryptsetup open --key-file /tmp/$1.pass /dev/disk/$2 $1 >>/tmp/$1.log 2>&1
 	kt_sum $1 $rc
 }
+# kt_cli NAME DISK [FLAGS]: the blkcrypt command alone opens DISK by its
+# FIDO2 token (read --token-only --fido2-device auto).
+kt_cli() {
+	n=$1 d=$2
+	shift 2
+	/kt/blkcrypt read --token-only --fido2-device auto --length @LEN@ -o /tmp/$n.out "$@" /dev/disk/$d >/tmp/$n.log 2>&1 </dev/null
+	rc=$?
+	kt_diag $n $rc
+	if [ $rc = 0 ]; then s=$(sha256sum </tmp/$n.out | cut -d' ' -f1); else s=none; fi
+	echo "@@SUM $n $rc $s"
+}
 # kt_key [PIN [PROTOCOLS]]: the software security key behind /dev/uhid.
 kt_key() {
 	/kt/fido2guest uhid @SEED@ $1 $2 >/tmp/uhid.log 2>&1 &
@@ -82,6 +93,17 @@ rc=$?
 echo "@@RC enroll $rc"
 kt_diag enroll $rc
 kt_blk bkSD sd
+kt_cli cliSD sd
+# blkcrypt enroll (the command) with the key, no PIN; cryptsetup's
+# systemd-fido2 plugin opens what it wrote.
+/kt/blkcrypt enroll --unlock-key-file=/kt/key --fido2-device=auto --fido2-with-client-pin=no /dev/disk/cli >/tmp/clienroll.log 2>&1 </dev/null
+rc=$?
+echo "@@RC clienroll $rc"
+kt_diag clienroll $rc
+timeout 120 cryptsetup open --token-only /dev/disk/cli csCLI >/tmp/csCLI.log 2>&1
+rc=$?
+kt_diag csCLI $rc
+kt_sum csCLI $rc
 # 2. blkcrypt's token (enrolled on the host): systemd-cryptsetup (through
 #    the systemd-fido2 token plugin) and cryptsetup's plugin open it.
 kt_attach sdBK bk
@@ -109,6 +131,16 @@ timeout 120 systemd-cryptenroll --unlock-key-file=/kt/key --fido2-device=auto --
 rc=$?
 echo "@@RC enrollpin $rc"
 kt_diag enrollpin $rc
+# The command with the PIN: blkcrypt enroll (PIN from a file, required by
+# default) judged by systemd-cryptsetup; blkcrypt read of systemd's PIN
+# token, with the PIN file and without (no terminal: refused).
+/kt/blkcrypt enroll --unlock-key-file=/kt/key --fido2-device=auto --fido2-pin-file=/kt/pin /dev/disk/clipin >/tmp/clienrollpin.log 2>&1 </dev/null
+rc=$?
+echo "@@RC clienrollpin $rc"
+kt_diag clienrollpin $rc
+PIN=@PIN@ kt_attach sdCLIPIN clipin
+kt_cli cliSDPIN sdpin --fido2-pin-file=/kt/pin
+kt_cli cliSDPINnone sdpin
 kt_unkey
 
 # 4. The same key speaking PIN/UV auth protocol 2 only (CTAP 2.1's HKDF
@@ -179,7 +211,7 @@ func TestFIDO2Guest(t *testing.T) {
 	}
 	plain := map[string][]byte{}
 	imgs := map[string]string{}
-	names := []string{"sd", "sdpin", "sdpin2", "bk", "bkpin"}
+	names := []string{"sd", "sdpin", "sdpin2", "bk", "bkpin", "cli", "clipin"}
 	for _, name := range names {
 		img := filepath.Join(dir, name+".img")
 		if err := os.WriteFile(img, nil, 0o600); err != nil {
@@ -229,7 +261,7 @@ func TestFIDO2Guest(t *testing.T) {
 	enroll("bkpin", pin)
 
 	script := strings.NewReplacer("@LEN@", strconv.Itoa(plainLen), "@SEED@", strconv.Quote(seed), "@PIN@", pin).Replace(fido2Script)
-	files := map[string][]byte{"/kt/key": pass}
+	files := map[string][]byte{"/kt/key": pass, "/kt/pin": []byte(pin + "\n")}
 	guestLibs(t, files, plugin, libfido2)
 	// libcryptsetup looks for token plugins next to itself, which is
 	// /lib/x86_64-linux-gnu in the guest (no merged /usr there).
@@ -241,7 +273,7 @@ func TestFIDO2Guest(t *testing.T) {
 	res := run(t, k, Boot{
 		Script:      script,
 		Files:       files,
-		Executables: map[string]string{"/kt/fido2guest": guest},
+		Executables: map[string]string{"/kt/fido2guest": guest, "/kt/blkcrypt": cli},
 		Programs:    []string{sdCryptsetup, "systemd-cryptenroll", "timeout"},
 		Disks:       disks,
 		Timeout:     6 * time.Minute,
@@ -287,6 +319,39 @@ func TestFIDO2Guest(t *testing.T) {
 		t.Fatalf("systemd-cryptenroll --fido2-device=auto in the guest exited %s", rc)
 	}
 	opens("bkSD", "sd", "blkcrypt's hidraw client on systemd-cryptenroll's token, then cryptsetup")
+	opens("cliSD", "sd", "blkcrypt read --token-only --fido2-device auto of systemd-cryptenroll's token")
+	if rc := one("@@RC clienroll "); rc != "0" {
+		t.Errorf("blkcrypt enroll --fido2-device=auto --fido2-with-client-pin=no in the guest exited %s", rc)
+	}
+	opens("csCLI", "cli", "cryptsetup open --token-only (systemd-fido2 plugin) of blkcrypt enroll --fido2-device's token")
+	if rc := one("@@RC clienrollpin "); rc != "0" {
+		t.Errorf("blkcrypt enroll --fido2-device=auto --fido2-pin-file in the guest exited %s", rc)
+	}
+	opens("sdCLIPIN", "clipin", "systemd-cryptsetup attach with $PIN of blkcrypt enroll's FIDO2+PIN token")
+	if one("@@RC enrollpin ") == "0" {
+		opens("cliSDPIN", "sdpin", "blkcrypt read --token-only --fido2-pin-file of systemd-cryptenroll's FIDO2+PIN token")
+		if rc, s := sum("cliSDPINnone"); rc == "0" || s != "none" {
+			t.Errorf("blkcrypt read --token-only of a FIDO2+PIN token with no PIN and no terminal: exit %s; want a refusal", rc)
+		}
+	}
+	// What the command enrolled says what its flags asked for.
+	for name, wantPIN := range map[string]bool{"cli": false, "clipin": true} {
+		h, err := blkcrypt.OpenLUKS(ctx, imgs[name], blkcrypt.LUKSOptions{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks, err := h.Tokens(ctx)
+		h.Close()
+		if err != nil || len(toks) != 1 {
+			t.Errorf("%s: tokens %d (%v), want the one blkcrypt enroll wrote", name, len(toks), err)
+			continue
+		}
+		for _, js := range toks {
+			if tok, err := token.ParseFIDO2Token(js); err != nil || tok.ClientPIN != wantPIN || !tok.UP {
+				t.Errorf("%s: blkcrypt enroll wrote %s (%v); want the PIN required %v and a touch", name, js, err, wantPIN)
+			}
+		}
+	}
 	opens("sdBK", "bk", "systemd-cryptsetup attach of blkcrypt's FIDO2 token")
 	opens("csBK", "bk", "cryptsetup open --token-only (systemd-fido2 plugin) of blkcrypt's FIDO2 token")
 	opens("sdBKPIN", "bkpin", "systemd-cryptsetup attach of blkcrypt's FIDO2+PIN token with $PIN")
