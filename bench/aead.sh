@@ -14,8 +14,13 @@
 # per-sector work. The kernel's own AES-GCM, aes-gcm-avx10-x86_64.S
 # (Linux 6.11+, VAES and VPCLMULQDQ on 512- and 256-bit vectors), runs in
 # userspace through bench/peers/gcm: one 4096-byte sector per call as the
-# kernel's glue drives it, 20 bytes of associated data as dm-crypt's. All
-# take turns, $ROUNDS rounds; medians.
+# kernel's glue drives it, 20 bytes of associated data as dm-crypt's. The
+# kernel's AEGIS-128, aegis128-aesni-asm.S (Linux 6.12, AES-NI on 128-bit
+# vectors), runs the same way through bench/peers/aegis, checked against
+# the kernel's own aegis128 test vectors: one 4096-byte sector per call, a
+# 16-byte IV, 24 bytes of associated data (sector number and IV) and a
+# 16-byte tag, as dm-crypt's aegis128-random. All take turns, $ROUNDS
+# rounds; medians.
 #
 # Volume: BenchmarkIntegrityVolume (volume_aead_bench_test.go): sequential
 # 1 MiB reads and writes of a 64 MiB LUKS2 volume in a file on tmpfs,
@@ -39,6 +44,9 @@ openssl=${OPENSSL:-openssl}
 go test -c -o "$work/sector.test" ./sector >/dev/null
 # The kernel peer: built and checked against OpenSSL, or its row says why not.
 kpeer_bin=$(bench/peers/gcm/build.sh 2>"$work/kpeer.err") || kpeer_bin=""
+# The kernel's AEGIS-128: built and checked against the kernel's test
+# vectors, or its row says why not.
+kaegis_bin=$(bench/peers/aegis/build.sh 2>"$work/kaegis.err") || kaegis_bin=""
 go test -c -o "$work/volume.test" . >/dev/null
 
 # gobench BINARY PATTERN OUT: one round, appending "case MB/s" lines.
@@ -56,11 +64,16 @@ kpeer() {
   [ -n "$kpeer_bin" ] || return 0
   "$kpeer_bin" bench 256 4096 "$ossl_secs" | awk '$1=="RESULT"{split($2,i,"="); split($5,m,"="); if(i[2]!="o3evp") print "kgcm/" i[2], m[2]}' >>"$work/aead"
 }
+# kaegis: one round of the kernel's AEGIS-128, appending "kaegis MB/s".
+kaegis() {
+  [ -n "$kaegis_bin" ] || return 0
+  "$kaegis_bin" bench 128 4096 "$ossl_secs" | awk '$1=="RESULT"{split($5,m,"="); print "kaegis", m[2]}' >>"$work/aead"
+}
 for r in $(seq "$rounds"); do
   if [ $((r % 2)) = 1 ]; then
-    gobench sector.test '^BenchmarkAEAD$' aead; ossl aes-256-gcm; ossl chacha20-poly1305; kpeer
+    gobench sector.test '^BenchmarkAEAD$' aead; ossl aes-256-gcm; ossl chacha20-poly1305; kpeer; kaegis
   else
-    kpeer; ossl chacha20-poly1305; ossl aes-256-gcm; gobench sector.test '^BenchmarkAEAD$' aead
+    kaegis; kpeer; ossl chacha20-poly1305; ossl aes-256-gcm; gobench sector.test '^BenchmarkAEAD$' aead
   fi
   gobench volume.test '^BenchmarkIntegrityVolume$' volume
 done
@@ -80,6 +93,7 @@ ogcm=$(median ossl/aes-256-gcm "$work/aead")
 ochacha=$(median ossl/chacha20-poly1305 "$work/aead")
 k512=$(median kgcm/k512 "$work/aead")
 k256=$(median kgcm/k256 "$work/aead")
+kaegis=$(median kaegis "$work/aead")
 
 echo "### Per-sector AEAD encryption, 4096-byte sectors ($rounds rounds each, taking turns; median MB/s)"
 echo
@@ -101,6 +115,12 @@ else
 fi
 r=$(ratio "$aegis" "$gcm"); result aead.aegis_vs_gcm "$r"
 echo "| AEGIS-128 (internal/aead) | ${aegis:-n/a} | our AES-256-GCM | ${r:-n/a}× | ≥ 1.5× | $(met "$r" 1.5) |"
+if [ -n "$kaegis_bin" ]; then
+  r=$(ratio "$aegis" "$kaegis"); result aead.aegis_vs_kernel "$r"
+  echo "| Linux kernel \`aegis128-aesni\` (6.12, in userspace) | ${kaegis:-n/a} | ours / kernel | ${r:-n/a}× | | |"
+else
+  echo "| Linux kernel \`aegis128-aesni\` (in userspace) | n/a: $(tail -1 "$work/kaegis.err") | | | | |"
+fi
 r=$(ratio "$chacha" "$ochacha"); result aead.chacha_vs_openssl3 "$r"
 echo "| ChaCha20-Poly1305 (x/crypto) | ${chacha:-n/a} | OpenSSL 3 chacha20-poly1305 (${ochacha:-n/a}) | ${r:-n/a}× | | |"
 r=$(ratio "$xtsmac" "$ogcm"); result aead.xts_hmac_vs_openssl3_gcm "$r"
